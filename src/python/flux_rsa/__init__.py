@@ -1,0 +1,1 @@
+"""flux-rsa: the RAMDISK Storage Accelerator for the Flux resource manager."""
