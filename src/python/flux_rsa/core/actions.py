@@ -1,0 +1,89 @@
+"""Actions the state machine asks for: values the service carries out.
+
+Every action is idempotent on the service side (asking twice for the same
+holder generation or stage sequence number does the work once), and every
+one that starts something in the pool is answered later by an event.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from flux_rsa.core.record import Env
+
+
+@dataclass(frozen=True)
+class Action:
+    jobid: int
+
+
+@dataclass(frozen=True)
+class RequestCapacity(Action):
+    """Submit holder generation ``gen`` asking for ``need`` bytes."""
+
+    gen: int
+    need: int
+    userid: int
+
+
+@dataclass(frozen=True)
+class CancelHolder(Action):
+    """Cancel holder generation ``gen``: its RAM disk is destroyed."""
+
+    gen: int
+
+
+@dataclass(frozen=True)
+class StartStage(Action):
+    """Run stage ``seq`` as the job owner on the holder's nodes."""
+
+    seq: int
+    direction: str  # "in" | "out"
+    src: str
+    dst: str
+    method: Optional[str]  # None (copy), "tar", or a user script path
+    userid: int
+    verify: str
+    nodes: tuple
+
+
+@dataclass(frozen=True)
+class StopStage(Action):
+    seq: int
+
+
+@dataclass(frozen=True)
+class PurgeInput(Action):
+    """Drop the staged inputs; leave a link to data_in in their place."""
+
+    path: str
+    data_in: Optional[str]
+    userid: int
+    nodes: tuple
+
+
+@dataclass(frozen=True)
+class ReplyStart(Action):
+    """Answer job-manager's start request; env None: not an RSA job."""
+
+    env: Optional[Env]
+
+
+@dataclass(frozen=True)
+class StartTimer(Action):
+    """Deliver ``event`` (InputReleased, LateTimeout) after ``seconds``."""
+
+    name: str  # "delay" | "late"
+    seconds: float
+
+
+@dataclass(frozen=True)
+class LockIn(Action):
+    """Protect a staged job from being pushed back (raise its urgency)."""
+
+
+@dataclass(frozen=True)
+class PostEvent(Action):
+    """Post ``rsa-<name>`` to the job's eventlog."""
+
+    name: str
+    context: dict

@@ -1,0 +1,148 @@
+"""The site's ``[rsa]`` configuration, checked, with the thesis's knobs.
+
+``Policy.from_config(table)`` refuses a bad table with one message naming
+the key, the value and what is accepted.  Nothing here reads a file.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import jsonschema
+
+from flux_rsa.core.units import parse_duration, parse_size
+
+SIZE = {"type": ["string", "integer"], "description": 'a size such as "16G"'}
+DURATION = {"type": ["string", "number"], "description": 'a duration such as "5m"'}
+
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "proportion": {"type": "integer", "minimum": 1, "description": "compute nodes per RSA node"},
+        "min-nodes": {"type": "integer", "minimum": 1, "description": "smallest job (nodes) that gets a RAM disk"},
+        "delay": DURATION,
+        "on-late": {"enum": ["ignore", "wait"], "description": '"ignore" or "wait"'},
+        "late-timeout": DURATION,
+        "lock-in": {"type": "boolean", "description": "true or false"},
+        "lookahead": DURATION,
+        "ondeck-depth": {"type": "integer", "minimum": 1, "description": "pending jobs looked at without estimates"},
+        "node-capacity": SIZE,
+        "granule": SIZE,
+        "provider": {"enum": ["tmpfs", "dir"], "description": '"tmpfs" or "dir"'},
+        "ramdisk-root": {"type": "string", "pattern": "^/", "description": "an absolute directory on the RSA nodes"},
+        "property": {"type": "string", "minLength": 1, "description": "the resource property of RSA nodes"},
+        "stage-workers": {"type": "integer", "minimum": 0, "description": "copy workers per RSA node (0: one per core)"},
+        "pool-cores": {"type": "integer", "minimum": 2, "description": "virtual cores per RSA node in the pool"},
+        "keep": {"type": "integer", "minimum": 0, "description": "records of ended jobs kept for `flux rsa status`"},
+        "start-timeout": DURATION,
+    },
+}
+
+
+_ALIAS = {"property": "node_property"}
+
+
+class BadConfig(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Policy:
+    proportion: int = 128  # thesis PROPORTION
+    min_nodes: int = 1
+    delay: float = 300.0  # thesis DEFAULT_DELAY
+    on_late: str = "ignore"  # thesis behaviour: start on data_in
+    late_timeout: float = 600.0
+    lock_in: bool = True
+    lookahead: float = 900.0
+    ondeck_depth: int = 8
+    node_capacity: int = 4 * 2**30
+    granule: int = 2**30
+    provider: str = "tmpfs"
+    ramdisk_root: str = "/var/lib/flux-rsa"
+    node_property: str = "rsa"  # config key: property
+    stage_workers: int = 0
+    pool_cores: int = 64
+    keep: int = 1000
+    start_timeout: float = 60.0  # job-manager waits this long for an answer
+
+    @classmethod
+    def from_config(cls, table):
+        table = {} if table is None else table
+        try:
+            jsonschema.validate(table, SCHEMA)
+        except jsonschema.ValidationError as exc:
+            raise BadConfig(_message(exc)) from None
+        values = {}
+        for key, value in table.items():
+            name = _ALIAS.get(key, key.replace("-", "_"))
+            if SCHEMA["properties"][key] is SIZE:
+                value = _checked(parse_size, value, key)
+            elif SCHEMA["properties"][key] is DURATION:
+                value = _checked(parse_duration, value, key)
+            values[name] = value
+        policy = cls(**values)
+        if policy.granule <= 0:
+            raise BadConfig(f"[rsa] granule: {table.get('granule')!r} must be larger than 0 (e.g. \"1G\")")
+        if policy.node_capacity < policy.granule:
+            raise BadConfig(
+                f"[rsa] node-capacity: {table.get('node-capacity', policy.node_capacity)!r} is smaller "
+                f"than one granule ({policy.granule} bytes); raise node-capacity or lower granule"
+            )
+        return policy
+
+    # --- per job ---
+
+    def ineligible(self, nnodes, request):
+        """Why a job gets no RAM disk, or None when it does."""
+        if not request.wants_rsa:
+            return "no rsa.data_in or rsa.data_out"
+        if nnodes < self.min_nodes:
+            return f"job has {nnodes} node(s); the site's minimum for a RAM disk is {self.min_nodes}"
+        return None
+
+    def resolve(self, request):
+        """The request with the site's defaults filled in."""
+        on_late = request.on_late
+        if on_late is None:
+            # a stage-in script may unpack or pre-process: never start on half of it
+            script = request.stage_in not in (None, "tar")
+            on_late = "wait" if script else self.on_late
+        delay = self.delay if request.delay is None else request.delay
+        return dataclasses.replace(request, on_late=on_late, delay=delay)
+
+    def need(self, nnodes, request):
+        """Bytes of RAM disk to reserve, in whole granules (at least one)."""
+        if request.capacity is not None:
+            want = request.capacity
+        else:
+            want = nnodes * self.node_capacity / self.proportion
+        return max(1, math.ceil(want / self.granule)) * self.granule
+
+    def granules(self, nbytes):
+        return math.ceil(nbytes / self.granule)
+
+    @property
+    def node_granules(self):
+        return self.node_capacity // self.granule
+
+
+def _checked(parse, value, key):
+    try:
+        return parse(value, f"[rsa] {key}")
+    except ValueError as exc:
+        raise BadConfig(str(exc)) from None
+
+
+def _message(exc):
+    path = list(exc.absolute_path)
+    if exc.validator == "additionalProperties":
+        known = ", ".join(SCHEMA["properties"])
+        extra = sorted(set(exc.instance) - set(SCHEMA["properties"]))
+        return f"[rsa] {extra[0]}: unknown key (known keys: {known})"
+    if not path:
+        return f"[rsa]: {exc.message}"
+    key = path[0]
+    what = SCHEMA["properties"].get(key, {}).get("description", "")
+    return f"[rsa] {key}: {exc.instance!r} is not valid (use {what})"

@@ -1,0 +1,129 @@
+"""Events the state machine consumes: small frozen values with a timestamp.
+
+The service turns job-manager journal entries, pool notifications, timers and
+user requests into these.  Events from the pool name the reservation
+generation (``gen``) or stage sequence number (``seq``) they belong to, so a
+late completion of an abandoned holder or stage is recognised and dropped.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from flux_rsa.core.record import Env, Progress
+
+
+@dataclass(frozen=True)
+class Event:
+    t: float
+
+
+# --- the compute job -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OnDeck(Event):
+    """The job is expected to start soon (on-deck policy)."""
+
+
+@dataclass(frozen=True)
+class Demoted(Event):
+    """The job left the on-deck set (priority change, newer urgent job)."""
+
+
+@dataclass(frozen=True)
+class Revoke(Event):
+    """A demoted job's capacity is wanted back (on-deck policy)."""
+
+
+@dataclass(frozen=True)
+class Starting(Event):
+    """job-manager is about to start the job and asks what to give it."""
+
+
+@dataclass(frozen=True)
+class Finished(Event):
+    """The job ran and ended; its compute nodes are already released."""
+
+
+@dataclass(frozen=True)
+class Canceled(Event):
+    """The job ended without running (cancel or exception while pending)."""
+
+
+# --- the pool --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HolderAllocated(Event):
+    gen: int
+    nodes: tuple
+    granted: int
+
+
+@dataclass(frozen=True)
+class HolderStarted(Event):
+    gen: int
+
+
+@dataclass(frozen=True)
+class RamdiskBuilt(Event):
+    gen: int
+    path: str
+
+
+@dataclass(frozen=True)
+class HolderEnded(Event):
+    """The holder job is gone: its RAM disk is destroyed, capacity free."""
+
+    gen: int
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class StageProgress(Event):
+    seq: int
+    progress: Progress
+
+
+@dataclass(frozen=True)
+class StageEnded(Event):
+    seq: int
+    ok: bool
+    error: Optional[str] = None
+
+
+# --- timers and people -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputReleased(Event):
+    """Inputs may go: rsa.delay elapsed, or `flux rsa release-input`."""
+
+    why: str = "delay"
+
+
+@dataclass(frozen=True)
+class LateTimeout(Event):
+    """A job held for its stage-in (on_late=wait) has waited long enough."""
+
+
+@dataclass(frozen=True)
+class Retry(Event):
+    """`flux rsa retry`: stage out a HELD job again."""
+
+
+@dataclass(frozen=True)
+class Release(Event):
+    """`flux rsa release`: give up a HELD job's RAM disk explicitly."""
+
+
+@dataclass(frozen=True)
+class Started(Event):
+    """What the job was really given at start (its ``rsa-ready`` event).
+
+    Normally what ReplyStart offered; different when job-manager could not
+    reach the service in time and started the job on persistent storage.
+    """
+
+    env: Env
+

@@ -1,0 +1,115 @@
+"""Apply an event to a record: ``process(record, event) -> (record', actions)``.
+
+Pure and deterministic.  The rows live in ``table.py``; this file only
+looks them up and applies them.
+"""
+
+import dataclasses
+
+from flux_rsa.core import events as E
+from flux_rsa.core.record import Record, Transition
+from flux_rsa.core.states import RsaState
+from flux_rsa.core.table import EVENT_ROWS, JOB_ROWS, PASS_ROWS
+
+#: a pass longer than this is a bug in the table (a row that never settles)
+MAX_PASS = 32
+
+
+class IllegalEvent(Exception):
+    """The event has no row for the record's state."""
+
+    def __init__(self, rec, ev):
+        self.record = rec
+        self.event = ev
+        super().__init__(
+            f"job {rec.jobid}: {type(ev).__name__} is not allowed in "
+            f"{rec.job_state}/{rec.rsa_state}"
+        )
+
+
+def _stale(rec, ev):
+    """True for a pool event about a holder or stage we no longer follow."""
+    gen = getattr(ev, "gen", None)
+    if gen is not None and gen != rec.gen:
+        return True
+    seq = getattr(ev, "seq", None)
+    return seq is not None and seq != rec.stage_seq
+
+
+def _apply(rec, ev, to, steps, actions):
+    for step in steps:
+        rec, acts = step(rec, ev)
+        actions.extend(acts)
+    if to is not None and to is not rec.rsa_state:
+        rec = dataclasses.replace(rec, rsa_state=to)
+    return rec
+
+
+def _note(rec, before, t):
+    if (rec.job_state, rec.rsa_state) == before:
+        return rec
+    return dataclasses.replace(
+        rec, history=rec.history + (Transition(t, rec.job_state, rec.rsa_state),)
+    )
+
+
+def accepts(rec, ev):
+    """Would ``process`` take this event (rather than raise or ignore it)?"""
+    if _stale(rec, ev):
+        return False
+    job = JOB_ROWS.get(type(ev))
+    if job is not None and rec.job_state not in job[0]:
+        return False
+    return any(rec.rsa_state in row.states and row.guard(rec, ev) for row in EVENT_ROWS[type(ev)])
+
+
+def process(rec: Record, ev: E.Event):
+    """Return the record after ``ev`` and the actions it asks for."""
+    if _stale(rec, ev):
+        return rec, []
+    job = JOB_ROWS.get(type(ev))
+    if job is not None and rec.job_state not in job[0]:
+        return rec, []  # e.g. OnDeck for a job that already started
+    actions = []
+    before = (rec.job_state, rec.rsa_state)
+    if job is not None:
+        rec = dataclasses.replace(rec, job_state=job[1])
+    for row in EVENT_ROWS[type(ev)]:
+        if rec.rsa_state in row.states and row.guard(rec, ev):
+            rec = _apply(rec, ev, row.to, row.steps, actions)
+            break
+    else:
+        raise IllegalEvent(rec, ev)
+    rec = _note(rec, before, ev.t)
+    return settle(rec, ev, actions)
+
+
+def settle(rec, ev, actions=None):
+    """Run the scheduler pass to a fixed point."""
+    actions = [] if actions is None else actions
+    for _ in range(MAX_PASS):
+        for row in PASS_ROWS:
+            if rec.job_state in row.jobs and rec.rsa_state in row.states and row.guard(rec):
+                before = (rec.job_state, rec.rsa_state)
+                rec = _note(_apply(rec, ev, row.to, row.steps, actions), before, ev.t)
+                break
+        else:
+            return rec, actions
+    raise RuntimeError(f"job {rec.jobid}: the pass does not settle in {rec.job_state}/{rec.rsa_state}")
+
+
+def admit(jobid, userid, nnodes, request, policy, t):
+    """A new job: its record (INITIAL or INELIGIBLE, with the reason)."""
+    reason = policy.ineligible(nnodes, request)
+    rec = Record(
+        jobid=jobid,
+        userid=userid,
+        nnodes=nnodes,
+        request=policy.resolve(request),
+        need=0 if reason else policy.need(nnodes, request),
+        rsa_state=RsaState.INELIGIBLE if reason else RsaState.INITIAL,
+        reason=reason,
+        late_timeout=policy.late_timeout,
+        lock_in=policy.lock_in,
+    )
+    return dataclasses.replace(rec, history=(Transition(t, rec.job_state, rec.rsa_state),))

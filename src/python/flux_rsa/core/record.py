@@ -1,0 +1,202 @@
+"""Values the state machine works on: a job's RSA request and its record.
+
+Everything here is an immutable value; ``machine.process`` returns new ones.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+from flux_rsa.core.states import JobState, RsaState
+
+#: the RAM disk's layout: inputs and outputs live side by side
+IN_AREA = "in"
+OUT_AREA = "out"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for (``attributes.system.rsa``), already validated."""
+
+    data_in: Optional[str] = None
+    data_out: Optional[str] = None
+    stage_in: Optional[str] = None  # None (copy), "tar", or a script path
+    stage_out: Optional[str] = None  # None (copy), "tar", or a script path
+    delay: Optional[float] = None  # seconds before inputs are dropped
+    capacity: Optional[int] = None  # bytes; None: derived from the job size
+    on_late: Optional[str] = None  # "ignore" | "wait"; None: site default
+    verify: str = "size"  # "size" | "checksum"
+
+    @property
+    def wants_rsa(self):
+        return self.data_in is not None or self.data_out is not None
+
+    @property
+    def has_stage_in(self):
+        return self.data_in is not None
+
+    @property
+    def has_stage_out(self):
+        return self.data_out is not None
+
+    def to_dict(self):
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a job is told at start: RSA_RAMDISK, RSA_DATA_IN, RSA_DATA_OUT."""
+
+    ramdisk: Optional[str] = None
+    data_in: Optional[str] = None
+    data_out: Optional[str] = None
+    staged_in: bool = False  # data_in points at staged inputs on the RAM disk
+    out_on_ramdisk: bool = False  # data_out points at the RAM disk
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Progress:
+    bytes_done: int = 0
+    bytes_total: int = 0
+    files_done: int = 0
+    files_total: int = 0
+    rate: float = 0.0
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Transition:
+    t: float
+    job_state: JobState
+    rsa_state: RsaState
+
+    def to_list(self):
+        return [self.t, self.job_state.value, self.rsa_state.value]
+
+    @classmethod
+    def from_list(cls, item):
+        t, job_state, rsa_state = item
+        return cls(t, JobState(job_state), RsaState(rsa_state))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One RSA job: the truth the service keeps in the KVS (rsa.jobs.<id>)."""
+
+    jobid: int
+    userid: int
+    nnodes: int
+    request: Request
+    need: int = 0  # bytes of RAM disk to reserve
+    job_state: JobState = JobState.PENDING
+    rsa_state: RsaState = RsaState.INITIAL
+    reason: Optional[str] = None  # why INELIGIBLE, for `flux rsa status`
+    late_timeout: float = 600.0  # on_late=wait: longest hold at start
+    lock_in: bool = True  # protect staged jobs from being pushed back
+    revoked: bool = False  # demoted job whose capacity must go back
+    start_pending: bool = False  # job-manager waits for our start reply
+    env: Optional[Env] = None  # what the job was given at start
+    gen: int = 0  # reservation generation: one holder per generation
+    nodes: tuple = ()  # RSA nodes of the current holder
+    granted: int = 0  # bytes granted to the current holder
+    ramdisk: Optional[str] = None  # RAM-disk directory of the current holder
+    stage_seq: int = 0  # stage generation: one stage job per value
+    stage_dir: Optional[str] = None  # "in" | "out" while a stage runs
+    progress: Optional[Progress] = None
+    error: Optional[str] = None  # last error, kept for the user
+    failed: bool = False  # give up on staging for this job (runs direct)
+    restages: int = 0  # stage-ins started beyond the first
+    output_home: Optional[bool] = None  # None until stage-out ends
+    history: tuple = field(default=())  # Transition values, oldest first
+
+    @property
+    def final(self):
+        from flux_rsa.core.states import AT_REST, ENDED
+
+        return self.job_state in ENDED and self.rsa_state in AT_REST
+
+    def area(self, name):
+        """Path of an area (IN_AREA or OUT_AREA) on the current RAM disk."""
+        if self.ramdisk is None:
+            return None
+        return f"{self.ramdisk}/{name}"
+
+    def times(self):
+        """First time each rsa-state was entered: {state name: t}."""
+        out = {}
+        for tr in self.history:
+            out.setdefault(tr.rsa_state.value, tr.t)
+        return out
+
+    def to_dict(self):
+        d = {
+            "jobid": self.jobid,
+            "userid": self.userid,
+            "nnodes": self.nnodes,
+            "request": self.request.to_dict(),
+            "need": self.need,
+            "job_state": self.job_state.value,
+            "rsa_state": self.rsa_state.value,
+            "reason": self.reason,
+            "late_timeout": self.late_timeout,
+            "lock_in": self.lock_in,
+            "revoked": self.revoked,
+            "start_pending": self.start_pending,
+            "env": self.env.to_dict() if self.env else None,
+            "gen": self.gen,
+            "nodes": list(self.nodes),
+            "granted": self.granted,
+            "ramdisk": self.ramdisk,
+            "stage_seq": self.stage_seq,
+            "stage_dir": self.stage_dir,
+            "progress": self.progress.to_dict() if self.progress else None,
+            "error": self.error,
+            "failed": self.failed,
+            "restages": self.restages,
+            "output_home": self.output_home,
+            "history": [tr.to_list() for tr in self.history],
+        }
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(
+            jobid=d["jobid"],
+            userid=d["userid"],
+            nnodes=d["nnodes"],
+            request=Request.from_dict(d["request"]),
+            need=d.get("need", 0),
+            job_state=JobState(d["job_state"]),
+            rsa_state=RsaState(d["rsa_state"]),
+            reason=d.get("reason"),
+            late_timeout=d.get("late_timeout", 600.0),
+            lock_in=d.get("lock_in", True),
+            revoked=d.get("revoked", False),
+            start_pending=d.get("start_pending", False),
+            env=Env.from_dict(d["env"]) if d.get("env") else None,
+            gen=d.get("gen", 0),
+            nodes=tuple(d.get("nodes", ())),
+            granted=d.get("granted", 0),
+            ramdisk=d.get("ramdisk"),
+            stage_seq=d.get("stage_seq", 0),
+            stage_dir=d.get("stage_dir"),
+            progress=Progress(**d["progress"]) if d.get("progress") else None,
+            error=d.get("error"),
+            failed=d.get("failed", False),
+            restages=d.get("restages", 0),
+            output_home=d.get("output_home"),
+            history=tuple(Transition.from_list(x) for x in d.get("history", ())),
+        )

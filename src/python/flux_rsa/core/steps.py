@@ -1,0 +1,235 @@
+"""The steps a transition row can take: each turns (record, event) into
+(record', actions).  Rows in ``table.py`` name them; nothing else mutates a
+record.
+"""
+
+import dataclasses
+
+from flux_rsa.core import actions as A
+from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
+from flux_rsa.core.states import RAMDISK_UP, RsaState
+
+S = RsaState
+
+
+def _set(rec, **changes):
+    return dataclasses.replace(rec, **changes)
+
+
+def start_env(rec):
+    """What a starting job gets: staged inputs if READY, an output area on
+    the RAM disk if one exists, persistent storage otherwise (thesis 3.2.1:
+    a job that starts before its stage-in is done reads data_in directly)."""
+    req = rec.request
+    usable = rec.rsa_state in RAMDISK_UP and not rec.revoked
+    if not usable or rec.ramdisk is None:
+        return Env(data_in=req.data_in, data_out=req.data_out)
+    staged = rec.rsa_state is S.READY and req.has_stage_in
+    on_ramdisk_out = req.has_stage_out
+    return Env(
+        ramdisk=rec.ramdisk,
+        data_in=rec.area(IN_AREA) if staged else req.data_in,
+        data_out=rec.area(OUT_AREA) if on_ramdisk_out else None,
+        staged_in=staged,
+        out_on_ramdisk=on_ramdisk_out,
+    )
+
+
+# --- the reservation -------------------------------------------------------
+
+
+def request(rec, ev):
+    gen = rec.gen + 1
+    rec = _set(rec, gen=gen, error=None)
+    return rec, [A.RequestCapacity(rec.jobid, gen=gen, need=rec.need, userid=rec.userid)]
+
+
+def cancel_holder(rec, ev):
+    return rec, [A.CancelHolder(rec.jobid, gen=rec.gen)]
+
+
+def take_holder(rec, ev):
+    return _set(rec, nodes=tuple(ev.nodes), granted=ev.granted), []
+
+
+def take_ramdisk(rec, ev):
+    return _set(rec, ramdisk=ev.path), []
+
+
+def forget_holder(rec, ev):
+    return _set(rec, nodes=(), granted=0, ramdisk=None), []
+
+
+def lost(rec, ev):
+    """The holder died under us: its RAM disk (and anything on it) is gone."""
+    had_output = rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is None
+    error = ev.error or "the RAM-disk holder ended unexpectedly"
+    if had_output and rec.rsa_state in (S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED):
+        error = f"RAM disk lost before its outputs were staged out: {error}"
+        return _set(rec, error=error, failed=True, output_home=False), [
+            A.PostEvent(rec.jobid, "error", {"error": error})
+        ]
+    return _set(rec, error=error, failed=True), []
+
+
+def reset(rec, ev):
+    """Back to INITIAL after a demotion: a new reservation starts from zero."""
+    return _set(rec, nodes=(), granted=0, ramdisk=None, stage_dir=None, progress=None), []
+
+
+# --- staging ---------------------------------------------------------------
+
+
+def _stage(rec, direction, src, dst, method):
+    seq = rec.stage_seq + 1
+    rec = _set(rec, stage_seq=seq, stage_dir=direction, progress=None)
+    return rec, [
+        A.StartStage(
+            rec.jobid,
+            seq=seq,
+            direction=direction,
+            src=src,
+            dst=dst,
+            method=method,
+            userid=rec.userid,
+            verify=rec.request.verify,
+            nodes=rec.nodes,
+        )
+    ]
+
+
+def stage_in(rec, ev):
+    if rec.stage_seq > 0 and any(t.rsa_state is S.STAGING_IN for t in rec.history):
+        rec = _set(rec, restages=rec.restages + 1)
+    req = rec.request
+    return _stage(rec, "in", req.data_in, rec.area(IN_AREA), req.stage_in)
+
+
+def stage_out(rec, ev):
+    req = rec.request
+    return _stage(rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out)
+
+
+def stop_stage(rec, ev):
+    return rec, [A.StopStage(rec.jobid, seq=rec.stage_seq)]
+
+
+def progress(rec, ev):
+    return _set(rec, progress=ev.progress), []
+
+
+def stage_over(rec, ev):
+    return _set(rec, stage_dir=None), []
+
+
+def note_error(rec, ev):
+    return _set(rec, error=ev.error or "unknown error"), []
+
+
+def give_up(rec, ev):
+    """No more staging attempts for this job: it uses persistent storage."""
+    return _set(rec, failed=True), []
+
+
+def staged_in(rec, ev):
+    acts = [A.PostEvent(rec.jobid, "staged-in", {"ramdisk": rec.ramdisk, "nodes": list(rec.nodes)})]
+    if rec.lock_in and rec.request.has_stage_in:
+        acts.append(A.LockIn(rec.jobid))
+    return rec, acts
+
+
+def home(rec, ev):
+    return _set(rec, output_home=True, error=None), [
+        A.PostEvent(rec.jobid, "staged-out", {"data_out": rec.request.data_out})
+    ]
+
+
+def held(rec, ev):
+    return _set(rec, output_home=False), [
+        A.PostEvent(
+            rec.jobid,
+            "held",
+            {"ramdisk": rec.area(OUT_AREA), "nodes": list(rec.nodes), "error": rec.error},
+        )
+    ]
+
+
+def clear_error(rec, ev):
+    return _set(rec, error=None, output_home=None), []
+
+
+def released(rec, ev):
+    return rec, [A.PostEvent(rec.jobid, "released", {"error": rec.error})]
+
+
+def purge_input(rec, ev):
+    return rec, [
+        A.PurgeInput(
+            rec.jobid,
+            path=rec.area(IN_AREA),
+            data_in=rec.request.data_in,
+            userid=rec.userid,
+            nodes=rec.nodes,
+        )
+    ]
+
+
+def input_released(rec, ev):
+    return rec, [A.PostEvent(rec.jobid, "input-released", {"why": ev.why})]
+
+
+# --- the compute job -------------------------------------------------------
+
+
+def reply(rec, ev):
+    """Answer job-manager's start request (idempotent: same answer twice)."""
+    env = rec.env if rec.env is not None else start_env(rec)
+    return _set(rec, env=env, start_pending=False), [A.ReplyStart(rec.jobid, env=env)]
+
+
+def reply_none(rec, ev):
+    return _set(rec, start_pending=False), [A.ReplyStart(rec.jobid, env=None)]
+
+
+def delay_timer(rec, ev):
+    if rec.request.delay is None or not rec.request.has_stage_out:
+        return rec, []
+    return rec, [A.StartTimer(rec.jobid, name="delay", seconds=rec.request.delay)]
+
+
+def late_timer(rec, ev):
+    return rec, [A.StartTimer(rec.jobid, name="late", seconds=rec.late_timeout)]
+
+
+def late(rec, ev):
+    error = f"inputs not staged {rec.late_timeout:g}s after the job was due to start: it uses data_in directly"
+    return _set(rec, failed=True, error=error), []
+
+
+def take_env(rec, ev):
+    """The job's own eventlog says what it was given: that is the truth."""
+    return _set(rec, env=ev.env, start_pending=False), []
+
+
+def unrevoke(rec, ev):
+    return _set(rec, revoked=False), []
+
+
+def revoke(rec, ev):
+    return _set(rec, revoked=True), []
+
+
+def starting(rec, ev):
+    """job-manager holds the job until we answer; on_late=wait may make it
+    wait for the inputs, never longer than the site's late timeout."""
+    first = not rec.start_pending and rec.env is None
+    rec = _set(rec, start_pending=True, revoked=False)
+    if first and rec.request.on_late == "wait" and rec.rsa_state is not S.INELIGIBLE:
+        return late_timer(rec, ev)
+    return rec, []
+
+
+def ended(rec, ev):
+    """The job is over; if it started without our answer it used persistent
+    storage (job-manager gave up waiting for the service)."""
+    return _set(rec, start_pending=False), []

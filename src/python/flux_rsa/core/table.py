@@ -1,0 +1,220 @@
+"""The RSA state machine as data.
+
+Two tables, read like the thesis's rsa-scheduler.sh:
+
+* EVENT_ROWS: what an event does to the record it names, by rsa-state.  Job
+  events move the job-state axis; pool events complete what an in-flight
+  rsa-state was waiting for.
+* PASS_ROWS: the scheduler pass.  After every event they are applied, first
+  matching row wins, until none matches: (job-state, rsa-state, guard) ->
+  (rsa-state', steps).  This is where "what happens to a STAGING_IN job that
+  is demoted?" is answered, by one row.
+
+A row's steps run in order; each is a function from ``steps.py``.  ``SAME``
+keeps the rsa-state.  An event with no row for the record's rsa-state is an
+illegal move (``machine.IllegalEvent``); rows that deliberately do nothing
+say so with no steps.
+"""
+
+from collections import namedtuple
+
+from flux_rsa.core import events as E
+from flux_rsa.core import steps as do
+from flux_rsa.core.states import HOLDING, JobState, RsaState
+
+J = JobState
+S = RsaState
+SAME = None
+ANY = frozenset(S)
+
+Row = namedtuple("Row", "states guard to steps")
+PassRow = namedtuple("PassRow", "jobs states guard to steps")
+
+
+def states(*names):
+    return frozenset(names)
+
+
+# --- guards: named questions about a record --------------------------------
+
+
+def always(rec, ev=None):
+    return True
+
+
+def ok(rec, ev):
+    return ev.ok
+
+
+def not_ok(rec, ev):
+    return not ev.ok
+
+
+def pending(rec):
+    return rec.start_pending
+
+
+def waits(rec):
+    """A starting job held until its inputs are staged (on_late=wait)."""
+    return rec.start_pending and rec.request.on_late == "wait" and not rec.failed
+
+
+def answerable(rec):
+    return rec.start_pending and not waits(rec)
+
+
+def uses_ramdisk(rec):
+    env = rec.env
+    return env is not None and (env.staged_in or env.out_on_ramdisk)
+
+
+def given(rec):
+    """The job has its answer and it does not involve the RAM disk."""
+    return not rec.start_pending and not uses_ramdisk(rec)
+
+
+def staged_in(rec):
+    return not rec.start_pending and rec.env is not None and rec.env.staged_in
+
+
+def out_only(rec):
+    return not rec.start_pending and uses_ramdisk(rec) and not rec.env.staged_in
+
+
+def out_on_ramdisk(rec):
+    return rec.env is not None and rec.env.out_on_ramdisk
+
+
+def not_out_on_ramdisk(rec):
+    return not out_on_ramdisk(rec)
+
+
+def has_input(rec):
+    return rec.request.has_stage_in and not rec.failed
+
+
+def no_input(rec):
+    return not rec.request.has_stage_in
+
+
+def can_stage(rec):
+    return not rec.failed
+
+
+def revoked(rec):
+    return rec.revoked
+
+
+def advancing(rec):
+    """On deck, or held at start for its inputs: keep building and staging."""
+    return rec.job_state is J.ONDECK or waits(rec)
+
+
+# --- job-state axis: (from job-states) -> job-state, per event --------------
+
+PRE_RUN = frozenset({J.PENDING, J.ONDECK, J.DEMOTED})
+
+JOB_ROWS = {
+    E.OnDeck: (frozenset({J.PENDING, J.DEMOTED}), J.ONDECK),
+    E.Demoted: (frozenset({J.ONDECK}), J.DEMOTED),
+    E.Revoke: (frozenset({J.DEMOTED}), J.DEMOTED),
+    E.Starting: (PRE_RUN | {J.RUNNING}, J.RUNNING),
+    E.Started: (PRE_RUN | {J.RUNNING}, J.RUNNING),
+    E.Finished: (PRE_RUN | {J.RUNNING}, J.FINISHED),
+    E.Canceled: (PRE_RUN | {J.RUNNING}, J.CANCELED),
+}
+
+# --- EVENT_ROWS: completions and requests, by rsa-state --------------------
+
+IN_FLIGHT_HOLDER = states(S.REQUESTED, S.ASSIGNED, S.BOOTING)
+LIVE_RAMDISK = HOLDING - IN_FLIGHT_HOLDER - {S.TEARDOWN}
+
+EVENT_ROWS = {
+    # job events: the job-state change is in JOB_ROWS; rsa side effects here
+    E.OnDeck: [Row(ANY, always, SAME, (do.unrevoke,))],
+    E.Demoted: [Row(ANY, always, SAME, ())],
+    E.Revoke: [Row(ANY, always, SAME, (do.revoke,))],
+    E.Starting: [Row(ANY, always, SAME, (do.starting,))],
+    E.Started: [Row(ANY, always, SAME, (do.take_env,))],
+    E.Finished: [Row(ANY, always, SAME, (do.ended,))],
+    E.Canceled: [Row(ANY, always, SAME, (do.ended,))],
+    # the holder: alloc -> start -> RAM disk built -> ... -> ended
+    E.HolderAllocated: [
+        Row(states(S.REQUESTED), always, S.ASSIGNED, (do.take_holder,)),
+        Row(states(S.TEARDOWN), always, SAME, (do.take_holder,)),
+    ],
+    E.HolderStarted: [
+        Row(states(S.ASSIGNED), always, S.BOOTING, ()),
+        Row(states(S.TEARDOWN), always, SAME, ()),
+    ],
+    E.RamdiskBuilt: [
+        Row(states(S.ASSIGNED, S.BOOTING), always, S.BOOTED, (do.take_ramdisk,)),
+        Row(states(S.TEARDOWN), always, SAME, (do.take_ramdisk,)),
+    ],
+    E.HolderEnded: [
+        Row(states(S.TEARDOWN), always, S.DESTROYED, (do.forget_holder,)),
+        # not asked for: the reservation failed or the RAM disk was lost
+        Row(IN_FLIGHT_HOLDER, always, S.DESTROYED, (do.lost, do.forget_holder)),
+        Row(LIVE_RAMDISK, always, S.DESTROYED, (do.lost, do.forget_holder)),
+    ],
+    # stage jobs
+    E.StageProgress: [
+        Row(states(S.STAGING_IN, S.STAGING_OUT, S.STOPPING), always, SAME, (do.progress,)),
+        Row(ANY, always, SAME, ()),
+    ],
+    E.StageEnded: [
+        Row(states(S.STAGING_IN), ok, S.READY, (do.stage_over, do.staged_in)),
+        Row(states(S.STAGING_IN), not_ok, S.ABORTED, (do.stage_over, do.note_error, do.give_up)),
+        Row(states(S.STOPPING), always, S.ABORTED, (do.stage_over,)),
+        Row(states(S.STAGING_OUT), ok, S.TEARDOWN, (do.stage_over, do.home, do.cancel_holder)),
+        Row(states(S.STAGING_OUT), not_ok, S.HELD, (do.stage_over, do.note_error, do.held)),
+        # the RAM disk went away under the stage: nothing left to do
+        Row(states(S.DESTROYED), always, SAME, (do.stage_over,)),
+    ],
+    # timers and people
+    E.InputReleased: [
+        Row(states(S.INUSE_IN), always, S.INUSE_OUT, (do.purge_input, do.input_released)),
+        Row(ANY, always, SAME, ()),
+    ],
+    E.LateTimeout: [
+        Row(ANY, lambda rec, ev: waits(rec), SAME, (do.late,)),
+        Row(ANY, always, SAME, ()),
+    ],
+    E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.clear_error, do.stage_out))],
+    E.Release: [Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))],
+}
+
+# --- PASS_ROWS: the scheduler pass (thesis Appendix A, Figures 3.2-3.5) ------
+
+RUN = frozenset({J.RUNNING})
+ONDECK_OR_RUN = frozenset({J.ONDECK, J.RUNNING})
+ENDED = frozenset({J.FINISHED, J.CANCELED})
+GIVE_BACK = states(S.REQUESTED, S.ASSIGNED, S.BOOTING, S.BOOTED, S.READY, S.ABORTED)
+
+PASS_ROWS = [
+    # -- a starting job gets its answer (thesis job-start.sh) --
+    PassRow(RUN, states(S.INELIGIBLE), pending, SAME, (do.reply_none,)),
+    PassRow(RUN, states(S.READY), pending, SAME, (do.reply,)),
+    PassRow(RUN, ANY, answerable, SAME, (do.reply,)),
+    # -- a running job uses what it was given (Figure 3.4) --
+    PassRow(RUN, states(S.READY), staged_in, S.INUSE_IN, (do.delay_timer,)),
+    PassRow(RUN, states(S.READY, S.BOOTED), out_only, S.INUSE_OUT, ()),
+    PassRow(RUN, states(S.STAGING_IN), out_only, S.STOPPING, (do.stop_stage,)),
+    PassRow(RUN, states(S.ABORTED), out_only, S.INUSE_OUT, (do.purge_input,)),
+    PassRow(RUN, states(S.STAGING_IN), given, S.STOPPING, (do.stop_stage,)),
+    PassRow(RUN, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, given, S.TEARDOWN, (do.cancel_holder,)),
+    # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
+    PassRow(ONDECK_OR_RUN, states(S.INITIAL), lambda r: advancing(r) and can_stage(r), S.REQUESTED, (do.request,)),
+    PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and has_input(r), S.STAGING_IN, (do.stage_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and no_input(r), S.READY, (do.staged_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.ABORTED), lambda r: advancing(r) and has_input(r), S.STAGING_IN, (do.stage_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.DESTROYED), lambda r: advancing(r) and can_stage(r), S.INITIAL, (do.reset,)),
+    # -- demoted and revoked: give the capacity back (Figure 3.3) --
+    PassRow(frozenset({J.DEMOTED}), states(S.STAGING_IN), revoked, S.STOPPING, (do.stop_stage,)),
+    PassRow(frozenset({J.DEMOTED}), GIVE_BACK, revoked, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(frozenset({J.DEMOTED}), states(S.DESTROYED), can_stage, S.INITIAL, (do.reset,)),
+    # -- the job is over (Figure 3.5, thesis job-finish.sh) --
+    PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), out_on_ramdisk, S.STAGING_OUT, (do.stage_out,)),
+    PassRow(ENDED, states(S.STAGING_IN), always, S.STOPPING, (do.stop_stage,)),
+    PassRow(ENDED, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, always, S.TEARDOWN, (do.cancel_holder,)),
+]
