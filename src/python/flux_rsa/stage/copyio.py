@@ -1,0 +1,120 @@
+"""Moving bytes between file descriptors, holes kept as holes."""
+
+import errno
+import mmap
+import os
+
+SMALL = 1 << 20  # read()/write() below this, the kernel's copy above it
+BLOCK = 4096
+
+
+def copy_whole(sfd, dfd, size):
+    """Copy a file of (planned) SIZE bytes from offset 0 of SFD to offset 0
+    of DFD.  Returns the bytes copied, which differs from SIZE when the
+    source changed size meanwhile."""
+    if size >= SMALL:
+        done = _kernel_copy(sfd, 0, dfd, 0, size)
+        if done == size and os.pread(sfd, 1, size):
+            return done + 1  # grew: report a mismatch
+        return done
+    data = os.read(sfd, size + 1)  # one read; the extra byte detects growth
+    done = 0
+    while True:
+        if data:
+            _write_all(dfd, data)
+        done += len(data)
+        if done == size or not data:
+            return done
+        data = os.read(sfd, SMALL)
+
+
+def _write_all(fd, data):
+    n = os.write(fd, data)
+    if n < len(data):
+        view = memoryview(data)
+        while n < len(view):
+            n += os.write(fd, view[n:])
+
+
+def _kernel_copy(sfd, soff, dfd, doff, length):
+    """Copy LENGTH bytes at SOFF in SFD to DOFF in DFD inside the kernel.
+    copy_file_range works within one file system; across file systems
+    sendfile does the same page-cache to page-cache copy."""
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(sfd, dfd, length - done, soff + done, doff + done)
+            if n == 0:
+                return done
+            done += n
+        return done
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS,
+                             errno.EOPNOTSUPP, errno.ETXTBSY):
+            raise
+    os.lseek(dfd, doff + done, os.SEEK_SET)
+    while done < length:
+        n = os.sendfile(dfd, sfd, soff + done, length - done)
+        if n == 0:
+            break
+        done += n
+    return done
+
+
+def data_segments(fd, start, end):
+    """Yield (offset, length) of the data (non-hole) parts of [start, end)."""
+    pos = start
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole up to EOF
+                return
+            raise
+        if data >= end:
+            return
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        yield data, hole - data
+        pos = hole
+
+
+def copy_range(sfd, dfd, start, length, delta=0, sparse=False, direct=None, buf=None):
+    """Copy [start, start+length) of SFD to DFD at offset start+delta.
+
+    With SPARSE only the data parts are copied (DFD must already have its
+    final size, so the skipped parts stay holes).  DIRECT is an O_DIRECT
+    descriptor of the same source used with the aligned buffer BUF.
+    Returns the number of bytes read from the source.
+    """
+    end = start + length
+    if sparse:
+        done = 0
+        for off, n in data_segments(sfd, start, end):
+            done += _kernel_copy(sfd, off, dfd, off + delta, n)
+        return done
+    if direct is not None and buf is not None and start % BLOCK == 0:
+        return _direct_copy(direct, dfd, start, end, delta, buf)
+    return _kernel_copy(sfd, start, dfd, start + delta, length)
+
+
+def _direct_copy(sfd, dfd, start, end, delta, buf):
+    view = memoryview(buf)
+    size = len(buf)
+    pos = start
+    while pos < end:
+        want = min(size, end - pos)
+        aligned = (want + BLOCK - 1) // BLOCK * BLOCK
+        n = os.preadv(sfd, [view[:aligned]], pos)
+        if n <= 0:
+            break
+        n = min(n, want)
+        w = 0
+        while w < n:
+            w += os.pwrite(dfd, view[w:n], pos + delta + w)
+        pos += n
+    return pos - start
+
+
+def direct_buffer(size):
+    """A page-aligned buffer usable with O_DIRECT."""
+    return mmap.mmap(-1, size)

@@ -1,0 +1,255 @@
+"""Walk a source tree into a Plan: what exists, what must be copied.
+
+The walk opens every directory relative to its parent with O_NOFOLLOW, so a
+symbolic link is recorded as a link and never entered, whatever it points at.
+"""
+
+import os
+import stat
+import zlib
+
+from . import fsutil
+from .errors import EXIT_NOSOURCE, StageError, from_oserror
+
+SPARSE_MIN = 64 * 1024  # smaller files are copied whole, holes or not
+
+
+class Entry:
+    """Metadata shared by every kind of tree entry."""
+
+    __slots__ = ("d", "name", "mode", "uid", "gid", "atime", "mtime")
+
+    def set_stat(self, st):
+        self.mode = st.st_mode
+        self.uid = st.st_uid
+        self.gid = st.st_gid
+        self.atime = st.st_atime_ns
+        self.mtime = st.st_mtime_ns
+
+
+class Dir(Entry):
+    __slots__ = ("rel",)
+
+
+class File(Entry):
+    """A regular file.  SRC is None for a file in the source tree, or
+    (archive_index, offset, segments) for a member of an archive, where
+    segments is None (contiguous data) or a list of (file_offset, length)."""
+
+    __slots__ = ("size", "sparse", "key", "skip", "src")
+
+
+class Symlink(Entry):
+    __slots__ = ("target",)
+
+
+class Special(Entry):
+    __slots__ = ("rdev",)
+
+
+class HardLink:
+    """A further name for an inode already in the plan as FIRST (a File)."""
+
+    __slots__ = ("d", "name", "first")
+
+    def __init__(self, d, name, first):
+        self.d = d
+        self.name = name
+        self.first = first
+
+
+class Plan:
+    """Everything a run will create under the destination."""
+
+    def __init__(self, src):
+        self.src = src
+        self.dirs = []
+        self.files = []
+        self.symlinks = []
+        self.specials = []
+        self.hardlinks = []
+        self.stale = []  # (dir index, name) of temporary files to remove
+        self.archives = []  # paths of archives that File.src refers to
+
+    def rel(self, entry):
+        return fsutil.join(self.dirs[entry.d].rel, entry.name)
+
+    @property
+    def bytes_total(self):
+        return sum(f.size for f in self.files)
+
+
+def shard_of(rel, nshards):
+    """Deterministic shard of a relative path (same on every node)."""
+    return zlib.crc32(rel) % nshards
+
+
+def walk(src, shard=(0, 1), dirs_only=False):
+    """Walk SRC (bytes path of a directory) into a Plan.
+
+    Only the entries of SHARD (k, n) are kept, except directories, which every
+    shard creates.  Hard-link groups go to the shard of their first name.
+    """
+    plan = Plan(src)
+    k, n = shard
+    try:
+        root_fd = os.open(src, fsutil.DIR_FLAGS)
+    except OSError as exc:
+        raise from_oserror(exc, src, missing_is_source=True) from None
+    try:
+        st = os.fstat(root_fd)
+        root = Dir()
+        root.rel = b""
+        root.d = None
+        root.name = b""
+        root.set_stat(st)
+        plan.dirs.append(root)
+        groups = {}
+        i = 0
+        while i < len(plan.dirs):
+            _scan_dir(plan, root_fd, i, k, n, groups, dirs_only)
+            i += 1
+    finally:
+        os.close(root_fd)
+    return plan
+
+
+def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
+    d = plan.dirs[di]
+    path = fsutil.full(plan.src, d.rel)
+    try:
+        fd = fsutil.open_dir(root_fd, d.rel)
+    except OSError as exc:
+        raise from_oserror(exc, path) from None
+    try:
+        with os.scandir(fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            name = os.fsencode(e.name)
+            if dirs_only and not e.is_dir(follow_symlinks=False):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # vanished since readdir
+            except OSError as exc:
+                raise from_oserror(exc, fsutil.join(path, name)) from None
+            _add(plan, di, d.rel, name, st, fd, k, n, groups)
+    except OSError as exc:
+        raise from_oserror(exc, path) from None
+    finally:
+        os.close(fd)
+
+
+def _add(plan, di, drel, name, st, dir_fd, k, n, groups):
+    mode = st.st_mode
+    rel = fsutil.join(drel, name)
+    if stat.S_ISDIR(mode):
+        e = Dir()
+        e.rel = rel
+    elif stat.S_ISREG(mode):
+        if st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino)
+            first = groups.get(key)
+            if first is not None:
+                if first is not False:
+                    plan.hardlinks.append(HardLink(di, name, first))
+                return
+            if n > 1 and shard_of(rel, n) != k:
+                groups[key] = False  # another shard owns this group
+                return
+        elif n > 1 and shard_of(rel, n) != k:
+            return
+        e = File()
+        e.size = st.st_size
+        e.sparse = e.size >= SPARSE_MIN and st.st_blocks * 512 < e.size
+        e.key = (st.st_dev, st.st_ino) if st.st_nlink > 1 else None
+        e.skip = False
+        e.src = None
+        if e.key is not None:
+            groups[e.key] = e
+    elif n > 1 and shard_of(rel, n) != k:
+        return
+    elif stat.S_ISLNK(mode):
+        e = Symlink()
+        e.target = os.readlink(name, dir_fd=dir_fd)
+    else:
+        e = Special()
+        e.rdev = st.st_rdev
+    e.d = di
+    e.name = name
+    e.set_stat(st)
+    if isinstance(e, Dir):
+        plan.dirs.append(e)
+    elif isinstance(e, File):
+        plan.files.append(e)
+    elif isinstance(e, Symlink):
+        plan.symlinks.append(e)
+    else:
+        plan.specials.append(e)
+
+
+def compare_dest(plan, dst, tag):
+    """Mark files already complete in DST (same size and mtime) as skip, and
+    list stale temporary files of shard TAG for removal.  DST may not exist."""
+    try:
+        root_fd = os.open(dst, fsutil.DIR_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise from_oserror(exc, dst) from None
+    by_dir = {}
+    for f in plan.files:
+        by_dir.setdefault(f.d, []).append(f)
+    try:
+        for di, d in enumerate(plan.dirs):
+            try:
+                fd = fsutil.open_dir(root_fd, d.rel)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise from_oserror(exc, fsutil.full(dst, d.rel)) from None
+            try:
+                _compare_dir(plan, di, fd, by_dir.get(di, ()), tag)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+
+
+def _compare_dir(plan, di, fd, files, tag):
+    names = os.listdir(fd)
+    if not names:
+        return
+    present = set()
+    for name in names:
+        name = os.fsencode(name)
+        if fsutil.is_tmp_of(name, tag):
+            plan.stale.append((di, name))
+        else:
+            present.add(name)
+    for f in files:
+        if f.name not in present:
+            continue
+        try:
+            st = os.stat(f.name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size == f.size
+            and st.st_mtime_ns == f.mtime
+        ):
+            f.skip = True
+
+
+def check_source_dir(src):
+    """Raise the 'missing source' error unless SRC is a directory."""
+    try:
+        st = os.stat(src)
+    except OSError as exc:
+        raise from_oserror(exc, src, missing_is_source=True) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StageError(EXIT_NOSOURCE, src, "Not a directory",
+                         "the source must be a directory")
+    return st

@@ -1,0 +1,196 @@
+"""Forked worker processes fed task numbers through a pipe.
+
+Each worker runs ``handler(task_index)`` for the tasks it pulls, and may
+call ``report(files, nbytes)`` to publish progress.  The parent gets
+progress, per-task completion and the first failure.  Fork (not threads):
+small-file copying is Python-bound and the GIL would serialise it.
+"""
+
+import mmap
+import os
+import pickle
+import select
+import signal
+import struct
+import traceback
+
+from .errors import EXIT_FAILED, StageError
+
+_TASK = struct.Struct("=I")
+_HDR = struct.Struct("=I")
+
+
+class _Worker:
+    def __init__(self, pid, rfd):
+        self.pid = pid
+        self.rfd = rfd
+        self.buf = b""
+        self.eof = False
+
+
+def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
+    """Run tasks 0..NTASKS-1 on NWORKERS processes.
+
+    ON_MESSAGE(kind, payload) is called in the parent for each message:
+    ('progress', (files, bytes)), ('done', task_index, result).
+    POLL() is called at least once a second.  Raises the first StageError.
+    """
+    if ntasks == 0:
+        return
+    nworkers = max(1, min(nworkers, ntasks))
+    task_r, task_w = os.pipe()
+    abort = mmap.mmap(-1, 1)  # shared with the children: 1 = stop pulling
+    workers = []
+    ok = False
+    try:
+        for _ in range(nworkers):
+            res_r, res_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # child
+                os.close(task_w)
+                os.close(res_r)
+                for w in workers:
+                    os.close(w.rfd)
+                _child(task_r, res_w, handler, setup, abort)
+            os.close(res_w)
+            workers.append(_Worker(pid, res_r))
+        os.close(task_r)
+        task_r = -1
+        tw, task_w = task_w, -1
+        _parent(tw, workers, ntasks, on_message, poll, abort)
+        ok = True
+    finally:
+        for fd in (task_r, task_w):
+            if fd >= 0:
+                os.close(fd)
+        _reap(workers, ok)
+
+
+def _child(task_r, res_w, handler, setup, abort):
+    code = 0
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    def send(msg):
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        os.write(res_w, _HDR.pack(len(data)) + data)
+
+    try:
+        if setup is not None:
+            setup(send)
+        while True:
+            raw = os.read(task_r, _TASK.size)
+            if not raw or abort[0]:
+                break
+            (idx,) = _TASK.unpack(raw)
+            result = handler(idx, send)
+            send(("done", idx, result))
+    except StageError as exc:
+        send(("error", exc))
+        code = 1
+    except BaseException as exc:  # report, never hang the parent
+        tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
+        try:
+            send(("error", StageError(EXIT_FAILED, None,
+                                      f"internal error in worker: {tb}")))
+        except OSError:
+            pass
+        code = 1 if not isinstance(exc, KeyboardInterrupt) else 130
+    finally:
+        os._exit(code)
+
+
+def _parent(task_w, workers, ntasks, on_message, poll, abort):
+    feed = _Feed(task_w, ntasks)
+    try:
+        _loop(feed, workers, on_message, poll, abort)
+    except BaseException:
+        abort[0] = 1
+        raise
+    finally:
+        feed.close()
+
+
+class _Feed:
+    """The parent's end of the task pipe: task numbers written as they fit."""
+
+    def __init__(self, fd, ntasks):
+        self.fd = fd
+        self.ntasks = ntasks
+        self.next = 0
+        self.pending = bytearray()
+        os.set_blocking(fd, False)
+
+    def push(self):
+        if self.fd < 0:
+            return
+        while len(self.pending) < 4096 and self.next < self.ntasks:
+            self.pending += _TASK.pack(self.next)
+            self.next += 1
+        if self.pending:
+            try:
+                n = os.write(self.fd, self.pending)
+                del self.pending[:n]
+            except BlockingIOError:
+                pass
+        if not self.pending and self.next >= self.ntasks:
+            self.close()
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _loop(feed, workers, on_message, poll, abort):
+    error = None
+    live = list(workers)
+    while live:
+        if error is None:
+            feed.push()
+        else:
+            feed.close()
+        wfds = [feed.fd] if feed.fd >= 0 else []
+        ready, _, _ = select.select([w.rfd for w in live], wfds, [], 1.0)
+        for w in live:
+            if w.rfd not in ready:
+                continue
+            data = os.read(w.rfd, 1 << 20)
+            if not data:
+                w.eof = True
+                continue
+            w.buf += data
+            while len(w.buf) >= 4:
+                (n,) = _HDR.unpack_from(w.buf)
+                if len(w.buf) < 4 + n:
+                    break
+                msg = pickle.loads(w.buf[4:4 + n])
+                w.buf = w.buf[4 + n:]
+                if msg[0] == "error":
+                    if error is None:
+                        error = msg[1]
+                        abort[0] = 1
+                elif error is None:
+                    on_message(msg)
+        live = [w for w in live if not w.eof]
+        if poll is not None:
+            poll()
+    if error is not None:
+        raise error
+
+
+def _reap(workers, check):
+    failed = None
+    for w in workers:
+        try:
+            os.close(w.rfd)
+        except OSError:
+            pass
+        try:
+            _, status = os.waitpid(w.pid, 0)
+        except ChildProcessError:
+            continue
+        if os.WIFSIGNALED(status) and failed is None:
+            failed = os.WTERMSIG(status)
+    if failed is not None and check:
+        raise StageError(EXIT_FAILED, None,
+                         f"a worker process was killed by signal {failed}")

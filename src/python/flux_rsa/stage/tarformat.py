@@ -1,0 +1,285 @@
+"""The POSIX pax archive format, written and read in bytes.
+
+Every member gets a pax extended header carrying its exact path (any bytes,
+flagged hdrcharset=BINARY when not UTF-8) and its mtime in nanoseconds, so an
+archive keeps what a copy keeps.  Sparse files use the GNU sparse 1.0 layout
+(a map block, then the data parts), which GNU tar also reads.
+"""
+
+import stat
+
+BLOCK = 512
+RECORD = 10240
+SHORT_PATHS = 300  # path+linkpath below this: the pax data fits one block
+
+TYPE_FILE = b"0"
+TYPE_HARDLINK = b"1"
+TYPE_SYMLINK = b"2"
+TYPE_CHAR = b"3"
+TYPE_BLOCK = b"4"
+TYPE_DIR = b"5"
+TYPE_FIFO = b"6"
+TYPE_PAX = b"x"
+TYPE_GLOBAL = b"g"
+TYPE_GNU_LONGNAME = b"L"
+TYPE_GNU_LONGLINK = b"K"
+
+
+def pad(n):
+    """N rounded up to whole blocks."""
+    return (n + BLOCK - 1) // BLOCK * BLOCK
+
+
+def _record(key, value):
+    body = b" " + key + b"=" + value + b"\n"
+    n = len(body) + 1
+    while len(b"%d" % n) + len(body) != n:
+        n += 1
+    return b"%d" % n + body
+
+
+def _octal(value, width):
+    """A NUL-terminated octal field, or None if VALUE does not fit."""
+    text = b"%o" % value
+    if len(text) > width - 1:
+        return None
+    return text.rjust(width - 1, b"0") + b"\0"
+
+
+def _ns(value):
+    sec, frac = divmod(value, 1_000_000_000)
+    if frac:
+        return b"%d.%09d" % (sec, frac)
+    return b"%d" % sec
+
+
+def _utf8(data):
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _ustar(name, mode, uid, gid, size, mtime, typeflag, linkname=b"",
+           devmajor=0, devminor=0):
+    h = bytearray(BLOCK)
+    h[0:100] = name[:100].ljust(100, b"\0")
+    h[100:108] = _octal(mode & 0o7777, 8)
+    h[108:116] = _octal(uid, 8) or _octal(0, 8)
+    h[116:124] = _octal(gid, 8) or _octal(0, 8)
+    h[124:136] = _octal(size, 12) or _octal(0, 12)
+    h[136:148] = _octal(max(mtime, 0), 12) or _octal(0, 12)
+    h[148:156] = b" " * 8
+    h[156:157] = typeflag
+    h[157:257] = linkname[:100].ljust(100, b"\0")
+    h[257:265] = b"ustar\x0000"
+    h[329:337] = _octal(devmajor, 8) or _octal(0, 8)
+    h[337:345] = _octal(devminor, 8) or _octal(0, 8)
+    h[148:156] = b"%06o\0 " % sum(h)
+    return bytes(h)
+
+
+def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
+           rdev=0, sparse=None):
+    """All header blocks of one member (pax extended header + ustar).
+
+    SIZE is the stored data size.  SPARSE is (realsize,) for a GNU sparse
+    1.0 member whose stored data begins with its map block.
+    """
+    recs = []
+    binary = not _utf8(path) or not _utf8(linkname)
+    if binary:
+        recs.append(_record(b"hdrcharset", b"BINARY"))
+    if sparse is not None:
+        recs.append(_record(b"GNU.sparse.major", b"1"))
+        recs.append(_record(b"GNU.sparse.minor", b"0"))
+        recs.append(_record(b"GNU.sparse.name", path))
+        recs.append(_record(b"GNU.sparse.realsize", b"%d" % sparse[0]))
+    else:
+        recs.append(_record(b"path", path))
+    if linkname:
+        recs.append(_record(b"linkpath", linkname))
+    recs.append(_record(b"mtime", _ns(mtime_ns)))
+    if _octal(size, 12) is None:
+        recs.append(_record(b"size", b"%d" % size))
+    if _octal(uid, 8) is None:
+        recs.append(_record(b"uid", b"%d" % uid))
+    if _octal(gid, 8) is None:
+        recs.append(_record(b"gid", b"%d" % gid))
+    data = b"".join(recs)
+    base = path.rsplit(b"/", 1)[-1] or b"."
+    mtime = mtime_ns // 1_000_000_000
+    xname = (b"PaxHeaders/" + base)[:99]
+    out = [_ustar(xname, 0o644, 0, 0, len(data), mtime, TYPE_PAX),
+           data.ljust(pad(len(data)), b"\0")]
+    if sparse is not None:
+        head, _, tail = path.rpartition(b"/")
+        name = (head + b"/" if head else b"") + b"GNUSparseFile.0/" + tail
+    else:
+        name = path
+    out.append(_ustar(name, mode, uid, gid, size, mtime, typeflag, linkname,
+                      (rdev >> 8) & 0xFFF, (rdev & 0xFF) | ((rdev >> 12) & 0xFFF00)))
+    return b"".join(out)
+
+
+def header_size(path, linkname=b""):
+    """Length of header() for short names without building it (the pax data
+    then always fits in one block); None when it must be built to know."""
+    if len(path) + len(linkname) < SHORT_PATHS:
+        return 3 * BLOCK
+    return None
+
+
+def sparse_map(segments):
+    """The GNU sparse 1.0 map block(s) for data SEGMENTS [(offset, length)]."""
+    lines = [b"%d\n" % len(segments)]
+    for off, n in segments:
+        lines.append(b"%d\n%d\n" % (off, n))
+    text = b"".join(lines)
+    return text.ljust(pad(len(text)), b"\0")
+
+
+def typeflag_of(mode):
+    if stat.S_ISDIR(mode):
+        return TYPE_DIR
+    if stat.S_ISLNK(mode):
+        return TYPE_SYMLINK
+    if stat.S_ISCHR(mode):
+        return TYPE_CHAR
+    if stat.S_ISBLK(mode):
+        return TYPE_BLOCK
+    if stat.S_ISFIFO(mode):
+        return TYPE_FIFO
+    return TYPE_FILE
+
+
+# ---- reading ---------------------------------------------------------------
+
+def _num(field):
+    if field and field[0] & 0x80:  # base-256 (GNU) for large values
+        value = int.from_bytes(field[1:], "big")
+        if field[0] & 0x40:
+            value -= 1 << (8 * (len(field) - 1) + 6)
+        return value
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    return int(text, 8) if text else 0
+
+
+def _cstr(field):
+    return field.split(b"\0", 1)[0]
+
+
+def _parse_pax(data):
+    out = {}
+    pos = 0
+    while pos < len(data):
+        sp = data.index(b" ", pos)
+        n = int(data[pos:sp])
+        rec = data[sp + 1:pos + n - 1]
+        key, _, value = rec.partition(b"=")
+        out[key] = value
+        pos += n
+    return out
+
+
+def _ns_of(text):
+    sign = -1 if text.startswith(b"-") else 1
+    whole, _, frac = text.lstrip(b"-").partition(b".")
+    frac = (frac + b"000000000")[:9]
+    return sign * (int(whole or b"0") * 1_000_000_000 + int(frac))
+
+
+class Member:
+    """One archive member as read: data_off is where its data starts."""
+
+    __slots__ = ("path", "typeflag", "mode", "uid", "gid", "size", "mtime",
+                 "atime", "linkname", "rdev", "data_off", "segments", "realsize")
+
+
+class FormatError(Exception):
+    pass
+
+
+def members(buf):
+    """Iterate over the Members of an archive held in BUF (bytes or mmap)."""
+    pos = 0
+    pax = {}
+    glob = {}
+    longname = longlink = None
+    end = len(buf)
+    while pos + BLOCK <= end:
+        h = buf[pos:pos + BLOCK]
+        if h.count(0) == BLOCK:
+            return
+        stored = _num(h[148:156])
+        check = sum(h[:148]) + 8 * 32 + sum(h[156:])
+        if stored != check:
+            raise FormatError(f"bad header checksum at byte {pos}")
+        typeflag = h[156:157]
+        size = _num(h[124:136])
+        data_off = pos + BLOCK
+        if typeflag in (TYPE_PAX, TYPE_GLOBAL, TYPE_GNU_LONGNAME, TYPE_GNU_LONGLINK):
+            data = bytes(buf[data_off:data_off + size])
+            if typeflag == TYPE_PAX:
+                pax = _parse_pax(data)
+            elif typeflag == TYPE_GLOBAL:
+                glob.update(_parse_pax(data))
+            elif typeflag == TYPE_GNU_LONGNAME:
+                longname = data.rstrip(b"\0")
+            else:
+                longlink = data.rstrip(b"\0")
+            pos = data_off + pad(size)
+            continue
+        attrs = dict(glob)
+        attrs.update(pax)
+        m = Member()
+        name = _cstr(h[0:100])
+        prefix = _cstr(h[345:500]) if h[257:263] == b"ustar\x00" else b""
+        if prefix:
+            name = prefix + b"/" + name
+        m.path = attrs.get(b"path", longname or name)
+        m.linkname = attrs.get(b"linkpath", longlink or _cstr(h[157:257]))
+        m.typeflag = typeflag if typeflag != b"\0" else TYPE_FILE
+        if typeflag == b"7":
+            m.typeflag = TYPE_FILE
+        m.mode = _num(h[100:108])
+        m.uid = int(attrs[b"uid"]) if b"uid" in attrs else _num(h[108:116])
+        m.gid = int(attrs[b"gid"]) if b"gid" in attrs else _num(h[116:124])
+        if b"size" in attrs:
+            size = int(attrs[b"size"])
+        m.size = size
+        m.mtime = (_ns_of(attrs[b"mtime"]) if b"mtime" in attrs
+                   else _num(h[136:148]) * 1_000_000_000)
+        m.atime = _ns_of(attrs[b"atime"]) if b"atime" in attrs else m.mtime
+        m.rdev = (_num(h[329:337]) << 8) | _num(h[337:345])
+        m.data_off = data_off
+        m.segments = None
+        m.realsize = size
+        if attrs.get(b"GNU.sparse.major") == b"1":
+            m.path = attrs.get(b"GNU.sparse.name", m.path)
+            m.realsize = int(attrs[b"GNU.sparse.realsize"])
+            m.segments, maplen = _read_map(buf, data_off)
+            m.data_off = data_off + maplen
+        elif typeflag == b"S":
+            raise FormatError(f"{m.path!r}: old GNU sparse members are not supported")
+        yield m
+        pax = {}
+        longname = longlink = None
+        pos = data_off + pad(size)
+
+
+def _read_map(buf, off):
+    nums = []
+    pos = off
+    need = None
+    while need is None or len(nums) < need:
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            raise FormatError("truncated sparse map")
+        nums.append(int(buf[pos:nl]))
+        pos = nl + 1
+        if need is None:
+            need = 1 + 2 * nums[0]
+    segs = [(nums[i], nums[i + 1]) for i in range(1, len(nums), 2)]
+    return segs, pad(pos - off)
