@@ -213,7 +213,11 @@ class Copier:
                 fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
                              dir_fd=dfd)
                 try:
+                    if not self.chown:
+                        os.fchmod(fd, f.mode & 0o7777)  # made 0600 by _create_big
                     self._set_file_meta(fd, f)
+                    if self.chown and not f.mode & 0o6000:
+                        os.fchmod(fd, f.mode & 0o7777)
                     _check_size(fd, f, path)
                 finally:
                     os.close(fd)

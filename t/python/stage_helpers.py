@@ -1,0 +1,67 @@
+"""Shared helpers for the stager tests (trees, running the command)."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYPATH = os.path.join(ROOT, "src", "python")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def stage(*args, user=None, check=None):
+    """Run python3 -m flux_rsa.stage ARGS; return CompletedProcess (bytes)."""
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    cmd = [PY, "-m", "flux_rsa.stage", *[os.fsencode(a) if isinstance(a, bytes) else a
+                                         for a in args]]
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if check is not None:
+        assert proc.returncode == check, (proc.returncode, proc.stderr)
+    return proc
+
+
+def rsync_diff(src, dst):
+    """Itemized differences rsync -a --checksum would fix ('' when none)."""
+    out = subprocess.run(
+        ["rsync", "-n", "-a", "-i", "--checksum", os.fsencode(src) + b"/",
+         os.fsencode(dst) + b"/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode("utf-8", "backslashreplace")
+
+
+def make_tree(base):
+    """A small tree with every kind of entry the stager must keep."""
+    base = os.fsencode(base)
+    j = lambda *p: os.path.join(base, *p)  # noqa: E731
+    os.makedirs(j(b"sub", b"deep"))
+    os.makedirs(j(b"empty-dir"))
+    with open(j(b"a.txt"), "wb") as f:
+        f.write(b"hello\n")
+    open(j(b"empty.txt"), "wb").close()
+    with open(j(b"with space"), "wb") as f:
+        f.write(b"space")
+    with open(j(b"new\nline"), "wb") as f:
+        f.write(b"newline")
+    with open(j(b"bad-\xff\xfe-utf8"), "wb") as f:
+        f.write(b"bytes name")
+    with open(j(b"sub", b"deep", b"random.bin"), "wb") as f:
+        f.write(os.urandom(300_000))
+    with open(j(b"big-sparse"), "wb") as f:
+        f.truncate(8 << 20)
+        f.seek(3 << 20)
+        f.write(b"data in the middle")
+    os.symlink(b"a.txt", j(b"link-rel"))
+    os.symlink(b"/nonexistent/target", j(b"link-dangling"))
+    os.symlink(b"../../etc/passwd", j(b"sub", b"link-out"))
+    os.link(j(b"a.txt"), j(b"sub", b"hard-a"))
+    os.mkfifo(j(b"fifo"))
+    os.chmod(j(b"a.txt"), 0o640)
+    os.chmod(j(b"sub"), 0o751)
+    os.chmod(j(b"sub", b"deep", b"random.bin"), 0o400)
+    os.utime(j(b"empty.txt"), ns=(1_000_000_123, 1_500_000_000_987_654_321))
+    os.utime(j(b"empty-dir"), ns=(1_000_000_000, 1_200_000_000_000_000_001))
+    return base
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512

@@ -1,0 +1,135 @@
+"""copy mode: what rsync -a keeps, plus hard links and holes; resume; idempotence."""
+
+import os
+import signal
+import subprocess
+import time
+
+from stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage
+
+
+def test_copy_matches_rsync_a(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    proc = stage("copy", src, dst, check=0)
+    assert proc.stderr == b""
+    assert rsync_diff(src, dst) == ""
+
+
+def test_copy_is_the_default_mode(tmp_path):
+    src = make_tree(tmp_path / "src")
+    stage(src, tmp_path / "dst", check=0)
+    assert rsync_diff(src, tmp_path / "dst") == ""
+
+
+def test_hard_links_stay_links(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    a = os.stat(dst / "a.txt")
+    b = os.stat(dst / "sub" / "hard-a")
+    assert (a.st_ino, a.st_nlink) == (b.st_ino, 2)
+
+
+def test_sparse_files_stay_sparse(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    assert os.path.getsize(dst / "big-sparse") == 8 << 20
+    assert allocated(dst / "big-sparse") <= 64 << 10
+    with open(dst / "big-sparse", "rb") as f:
+        f.seek(3 << 20)
+        assert f.read(18) == b"data in the middle"
+
+
+def test_symlinks_are_copied_as_links_never_followed(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    assert os.readlink(dst / "sub" / "link-out") == "../../etc/passwd"
+    assert os.readlink(dst / "link-dangling") == "/nonexistent/target"
+    assert os.path.islink(dst / "link-rel")
+
+
+def test_directory_mtimes_and_modes_kept(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    for rel in ("", "sub", "empty-dir", "sub/deep"):
+        s, d = os.stat(os.path.join(src, os.fsencode(rel))), os.stat(dst / rel)
+        assert (s.st_mode, s.st_mtime_ns) == (d.st_mode, d.st_mtime_ns), rel
+    assert os.stat(dst / "empty.txt").st_mtime_ns == 1_500_000_000_987_654_321
+
+
+def test_second_run_copies_nothing_and_rewrites_nothing(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    before = {p: (os.lstat(p).st_ino, os.lstat(p).st_ctime_ns)
+              for p in (dst / "a.txt", dst / "sub" / "deep" / "random.bin")}
+    proc = stage("copy", src, dst, "--summary", check=0)
+    assert b'"bytes_copied": 0' in proc.stderr
+    after = {p: (os.lstat(p).st_ino, os.lstat(p).st_ctime_ns) for p in before}
+    assert before == after
+    assert rsync_diff(src, dst) == ""
+
+
+def test_changed_file_is_recopied(tmp_path):
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    with open(os.path.join(src, b"with space"), "wb") as f:
+        f.write(b"changed content")
+    stage("copy", src, dst, check=0)
+    assert (dst / "with space").read_bytes() == b"changed content"
+
+
+def test_source_is_never_modified(tmp_path):
+    src = make_tree(tmp_path / "src")
+    snap = subprocess.run(["find", src, "-printf", "%p %s %T@ %C@ %m\n"],
+                          stdout=subprocess.PIPE).stdout
+    stage("copy", src, tmp_path / "dst", "--verify", "checksum", check=0)
+    assert subprocess.run(["find", src, "-printf", "%p %s %T@ %C@ %m\n"],
+                          stdout=subprocess.PIPE).stdout == snap
+
+
+def _big_tree(base, nfiles=400, size=256 << 10):
+    os.makedirs(base)
+    for d in range(4):
+        os.makedirs(base / f"d{d}")
+    data = os.urandom(size)
+    for i in range(nfiles):
+        with open(base / f"d{i % 4}" / f"f{i:04d}", "wb") as f:
+            f.write(data)
+    with open(base / "huge.bin", "wb") as f:
+        for _ in range(6):
+            f.write(os.urandom(32 << 20))
+
+
+def test_killed_run_resumes_without_recopying(tmp_path):
+    src = tmp_path / "src"
+    _big_tree(src)
+    dst = tmp_path / "dst"
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    proc = subprocess.Popen([PY, "-m", "flux_rsa.stage", "copy", str(src), str(dst),
+                             "--workers", "2", "--progress-json"],
+                            env=env, stdout=subprocess.PIPE, start_new_session=True)
+    # wait until part of the tree is there, then kill everything hard
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done = [p for p in dst.rglob("f*")] if dst.exists() else []
+        if len(done) > 20:
+            break
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    complete = {p: (os.stat(p).st_ino, os.stat(p).st_ctime_ns) for p in dst.rglob("f*")}
+    assert complete, "the copy finished or never started before the kill"
+    for p in complete:  # nothing under a final name is partial
+        assert os.path.getsize(p) == 256 << 10
+    stage("copy", src, dst, check=0)
+    assert rsync_diff(src, dst) == ""
+    for p, ident in complete.items():
+        assert (os.stat(p).st_ino, os.stat(p).st_ctime_ns) == ident, p
+    leftovers = [p for p in dst.rglob(".rsa-stage.*")]
+    assert leftovers == []

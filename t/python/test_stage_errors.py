@@ -1,0 +1,99 @@
+"""Failures: one line on stderr naming the path and cause, a distinct exit code."""
+
+import os
+import subprocess
+
+import pytest
+
+from stage_helpers import make_tree, stage
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
+
+
+def _one_line(proc):
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_missing_source_exit_5(tmp_path):
+    proc = stage("copy", tmp_path / "nope", tmp_path / "dst")
+    assert proc.returncode == 5
+    line = _one_line(proc)
+    assert line.startswith("flux-rsa-stage: ") and str(tmp_path / "nope") in line
+    assert "No such file or directory" in line
+
+
+def test_usage_error_exit_2(tmp_path):
+    assert stage("copy", tmp_path).returncode == 2
+    assert stage("copy", tmp_path, tmp_path / "d", "--shard", "3/2").returncode == 2
+
+
+def test_help_lists_modes_and_exit_codes():
+    proc = stage("--help", check=0)
+    for word in (b"copy", b"untar", b"script", b"--as-user", b"--shard", b"exit status"):
+        assert word in proc.stdout
+
+
+@root_only
+def test_no_space_left_exit_3(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.dat").write_bytes(os.urandom(3 << 20))
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "rsa-test", mnt], check=True)
+    try:
+        proc = stage("copy", src, mnt / "out")
+        assert proc.returncode == 3
+        line = _one_line(proc)
+        assert f"{mnt}/out/big.dat: No space left on device" in line
+        assert "rsa.capacity" in line
+        assert not (mnt / "out" / "big.dat").exists()
+        assert [p for p in (mnt / "out").iterdir()] == []  # no temp file left
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
+def test_verify_checksum_names_a_mismatch(tmp_path):
+    from flux_rsa.stage import verify, plan, errors
+
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    # corrupt one byte without changing size or mtime
+    p = dst / "sub" / "deep" / "random.bin"
+    st = os.stat(p)
+    os.chmod(p, 0o600)
+    with open(p, "r+b") as f:
+        b = f.read(1)
+        f.seek(0)
+        f.write(bytes([b[0] ^ 1]))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    v = verify.Verifier(plan.walk(src), os.fsencode(dst), "checksum", 2)
+    with pytest.raises(errors.StageError) as ei:
+        v.run()
+    assert ei.value.code == errors.EXIT_VERIFY == 6
+    assert b"random.bin" in os.fsencode(ei.value.line())
+    assert "content differs" in ei.value.line()
+
+
+def test_script_failure_exit_7_one_line(tmp_path):
+    script = tmp_path / "fail.sh"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    (tmp_path / "ram").mkdir()
+    (tmp_path / "data").mkdir()
+    proc = stage("script", script, tmp_path / "ram", tmp_path / "data")
+    assert proc.returncode == 7
+    assert _one_line(proc) == (f"flux-rsa-stage: {script}: stage script exited with "
+                               "status 3 (its own messages, if any, are just above)")
+
+
+def test_script_not_executable_exit_4(tmp_path):
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\n")
+    (tmp_path / "ram").mkdir()
+    proc = stage("script", script, tmp_path / "ram", tmp_path)
+    assert proc.returncode == 4
+    assert "is not executable" in _one_line(proc)

@@ -1,0 +1,76 @@
+"""tar and untar modes: one archive that keeps what copy keeps."""
+
+import os
+import subprocess
+
+from stage_helpers import allocated, make_tree, rsync_diff, stage
+
+
+def test_tar_writes_one_archive_gnu_tar_restores_exactly(tmp_path):
+    src = make_tree(tmp_path / "src")
+    out = tmp_path / "out"
+    stage("tar", src, out, check=0)
+    assert sorted(os.listdir(out)) == ["rsa-output.tar"]
+    restored = tmp_path / "gnu"
+    restored.mkdir()
+    subprocess.run(["tar", "-C", restored, "-xf", out / "rsa-output.tar"], check=True,
+                   stderr=subprocess.DEVNULL)
+    assert rsync_diff(src, restored) == ""
+    assert allocated(restored / "big-sparse") <= 64 << 10
+
+
+def test_tar_name_option(tmp_path):
+    src = make_tree(tmp_path / "src")
+    stage("tar", src, tmp_path / "out", "--name", "result.tar", check=0)
+    assert os.listdir(tmp_path / "out") == ["result.tar"]
+
+
+def test_untar_round_trip_keeps_links_holes_and_times(tmp_path):
+    src = make_tree(tmp_path / "src")
+    data_in = tmp_path / "in"
+    stage("tar", src, data_in, "--name", "input.tar", check=0)
+    ram = tmp_path / "ram"
+    stage("untar", data_in, ram, check=0)
+    assert rsync_diff(src, ram) == ""
+    a, b = os.stat(ram / "a.txt"), os.stat(ram / "sub" / "hard-a")
+    assert a.st_ino == b.st_ino
+    assert allocated(ram / "big-sparse") <= 64 << 10
+    assert os.stat(ram / "empty.txt").st_mtime_ns == 1_500_000_000_987_654_321
+
+
+def test_untar_reads_gnu_tar_archives_and_copies_other_entries(tmp_path):
+    src = make_tree(tmp_path / "src")
+    data_in = tmp_path / "in"
+    data_in.mkdir()
+    subprocess.run(["tar", "--format=posix", "-C", src, "-cf", data_in / "x.tar", "."],
+                   check=True)
+    (data_in / "notes.txt").write_bytes(b"copied as is")
+    ram = tmp_path / "ram"
+    stage("untar", data_in, ram, check=0)
+    assert (ram / "notes.txt").read_bytes() == b"copied as is"
+    assert not (ram / "x.tar").exists()
+    assert (ram / "sub" / "deep" / "random.bin").read_bytes() == \
+        open(os.path.join(src, b"sub/deep/random.bin"), "rb").read()
+    os.unlink(ram / "notes.txt")
+    assert rsync_diff(src, ram) == ""
+
+
+def test_untar_refuses_members_leaving_the_destination(tmp_path):
+    evil = tmp_path / "in"
+    evil.mkdir()
+    (tmp_path / "payload").write_bytes(b"x")
+    subprocess.run(["tar", "-C", tmp_path, "-cf", evil / "e.tar",
+                    "--transform", "s,^,../,", "payload"], check=True)
+    proc = stage("untar", evil, tmp_path / "ram")
+    assert proc.returncode == 1
+    assert b"leaves the destination" in proc.stderr
+    assert not (tmp_path / "payload2").exists()
+
+
+def test_tar_run_twice_replaces_the_archive_whole(tmp_path):
+    src = make_tree(tmp_path / "src")
+    out = tmp_path / "out"
+    stage("tar", src, out, check=0)
+    (out / ".rsa-stage.0.99999.1.tmp").write_bytes(b"left by a killed run")
+    stage("tar", src, out, check=0)
+    assert sorted(os.listdir(out)) == ["rsa-output.tar"]
