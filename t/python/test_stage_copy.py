@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage
+from test_stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage
 
 
 def test_copy_matches_rsync_a(tmp_path):

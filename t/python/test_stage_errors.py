@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from stage_helpers import make_tree, stage
+from test_stage_helpers import make_tree, stage
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
 

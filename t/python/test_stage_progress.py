@@ -3,7 +3,7 @@
 import json
 import os
 
-from stage_helpers import make_tree, stage
+from test_stage_helpers import make_tree, stage
 
 from flux_rsa.stage import run
 from flux_rsa.stage.progress import Meter

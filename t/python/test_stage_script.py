@@ -1,6 +1,6 @@
 """script mode: the thesis's Appendix U stage-in and stage-out scripts."""
 
-from stage_helpers import make_tree, rsync_diff, stage
+from test_stage_helpers import make_tree, rsync_diff, stage
 
 
 def test_appendix_u_scripts_round_trip(tmp_path):

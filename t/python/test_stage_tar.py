@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-from stage_helpers import allocated, make_tree, rsync_diff, stage
+from test_stage_helpers import allocated, make_tree, rsync_diff, stage
 
 
 def test_tar_writes_one_archive_gnu_tar_restores_exactly(tmp_path):
