@@ -119,11 +119,12 @@ class Release(Event):
 
 @dataclass(frozen=True)
 class Started(Event):
-    """What the job was really given at start (its ``rsa-ready`` event).
+    """The job was released to run; ``env`` is what its ``rsa-ready`` event
+    says it was given (None: the eventlog has no rsa-ready, keep ours).
 
     Normally what ReplyStart offered; different when job-manager could not
     reach the service in time and started the job on persistent storage.
     """
 
-    env: Env
+    env: Optional[Env] = None
 

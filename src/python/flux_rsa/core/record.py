@@ -108,6 +108,7 @@ class Record:
     lock_in: bool = True  # protect staged jobs from being pushed back
     revoked: bool = False  # demoted job whose capacity must go back
     start_pending: bool = False  # job-manager waits for our start reply
+    started: bool = False  # the job's eventlog shows it was released to run
     env: Optional[Env] = None  # what the job was given at start
     gen: int = 0  # reservation generation: one holder per generation
     nodes: tuple = ()  # RSA nodes of the current holder
@@ -155,6 +156,7 @@ class Record:
             "lock_in": self.lock_in,
             "revoked": self.revoked,
             "start_pending": self.start_pending,
+            "started": self.started,
             "env": self.env.to_dict() if self.env else None,
             "gen": self.gen,
             "nodes": list(self.nodes),
@@ -186,6 +188,7 @@ class Record:
             lock_in=d.get("lock_in", True),
             revoked=d.get("revoked", False),
             start_pending=d.get("start_pending", False),
+            started=d.get("started", False),
             env=Env.from_dict(d["env"]) if d.get("env") else None,
             gen=d.get("gen", 0),
             nodes=tuple(d.get("nodes", ())),

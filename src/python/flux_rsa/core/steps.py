@@ -208,7 +208,8 @@ def late(rec, ev):
 
 def take_env(rec, ev):
     """The job's own eventlog says what it was given: that is the truth."""
-    return _set(rec, env=ev.env, start_pending=False), []
+    env = ev.env if ev.env is not None else rec.env
+    return _set(rec, env=env, start_pending=False, started=True), []
 
 
 def unrevoke(rec, ev):

@@ -1,0 +1,462 @@
+/* rsa.c - flux-rsa jobtap plugin: the RSA's only code inside job-manager.
+ *
+ * For each job that asks for RSA (attributes.system.rsa in its jobspec):
+ *
+ *  - at RUN it starts a prolog named "rsa" and tells the rsa service
+ *    (rsa.start, rank 0) that the job is about to start;
+ *  - the service answers later with job-manager.rsa.answer {id, env}: the
+ *    plugin posts "rsa-ready" (what the job shell puts in RSA_RAMDISK,
+ *    RSA_DATA_IN, RSA_DATA_OUT) and finishes the prolog;
+ *  - if the service cannot be reached within start-timeout, or does not
+ *    answer within max-hold, the job starts on persistent storage
+ *    ("rsa-ready" with fallback set) - a job is never stuck here;
+ *  - job-manager.rsa.post {id, name, context} lets the service post
+ *    "rsa-<name>" events; their "state" becomes annotations.rsa.state.
+ *
+ * Nothing here blocks: the start request is an RPC with a continuation.
+ *
+ * Plugin configuration (conf table in [job-manager] plugins):
+ *   start-timeout  seconds to keep retrying an unreachable service (60)
+ *   max-hold       seconds a job may wait for its answer (3600)
+ *   retry          seconds between attempts (1)
+ */
+
+#if HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+#include <flux/core.h>
+#include <flux/jobtap.h>
+
+#define PROLOG_NAME "rsa"
+#define AUX_NAME "rsa::job"
+
+enum phase { IDLE, HOLDING, DONE };
+
+struct rsa_conf {
+    double start_timeout;
+    double max_hold;
+    double retry;
+};
+
+struct rsa_job {
+    flux_plugin_t *p;
+    flux_jobid_t id;
+    char idf58[32];
+    uint32_t userid;
+    enum phase phase;
+    json_t *attrs;              /* attributes.system.rsa */
+    flux_future_t *f;           /* rsa.start in flight */
+    flux_watcher_t *retry_w;    /* next rsa.start attempt */
+    flux_watcher_t *hold_w;     /* max-hold watchdog */
+    double t_first;             /* first attempt (for start-timeout) */
+    struct rsa_conf *conf;
+};
+
+static struct rsa_conf conf = { 60., 3600., 1. };
+
+static void rsa_job_destroy (void *arg)
+{
+    struct rsa_job *job = arg;
+    if (job) {
+        int saved_errno = errno;
+        flux_future_destroy (job->f);
+        flux_watcher_destroy (job->retry_w);
+        flux_watcher_destroy (job->hold_w);
+        json_decref (job->attrs);
+        free (job);
+        errno = saved_errno;
+    }
+}
+
+static struct rsa_job *rsa_job_create (flux_plugin_t *p,
+                                       flux_jobid_t id,
+                                       uint32_t userid,
+                                       json_t *attrs)
+{
+    struct rsa_job *job;
+
+    if (!(job = calloc (1, sizeof (*job))))
+        return NULL;
+    job->p = p;
+    job->id = id;
+    if (flux_job_id_encode (id, "f58", job->idf58, sizeof (job->idf58)) < 0)
+        snprintf (job->idf58, sizeof (job->idf58), "%ju", (uintmax_t)id);
+    job->userid = userid;
+    job->attrs = json_incref (attrs);
+    job->conf = &conf;
+    return job;
+}
+
+static const char *attr_string (struct rsa_job *job, const char *key)
+{
+    json_t *o = json_object_get (job->attrs, key);
+    return json_is_string (o) ? json_string_value (o) : NULL;
+}
+
+/* Post rsa-ready and let the job start.  env == NULL: the job is not
+ * managed by the RSA (ineligible): nothing is posted.
+ */
+static int release_job (struct rsa_job *job, json_t *env, int status)
+{
+    flux_plugin_t *p = job->p;
+
+    if (job->phase != HOLDING) {
+        errno = EINVAL;
+        return -1;
+    }
+    job->phase = DONE;
+    flux_watcher_stop (job->retry_w);
+    flux_watcher_stop (job->hold_w);
+    if (env && !json_is_null (env)
+        && flux_jobtap_event_post_pack (p, job->id, "rsa-ready", "O", env) < 0)
+        flux_log_error (flux_jobtap_get_flux (p),
+                        "rsa: %s: posting rsa-ready",
+                        job->idf58);
+    return flux_jobtap_prolog_finish (p, job->id, PROLOG_NAME, status);
+}
+
+/* The service could not be asked in time: start on persistent storage. */
+static void fall_back (struct rsa_job *job, const char *why)
+{
+    flux_t *h = flux_jobtap_get_flux (job->p);
+    json_t *env;
+
+    flux_log (h, LOG_WARNING, "rsa: %s: starting on persistent storage: %s",
+              job->idf58, why);
+    env = json_pack ("{s:n s:s? s:s? s:b s:b s:s}",
+                     "ramdisk",
+                     "data_in", attr_string (job, "data_in"),
+                     "data_out", attr_string (job, "data_out"),
+                     "staged_in", 0,
+                     "out_on_ramdisk", 0,
+                     "fallback", why);
+    if (!env || release_job (job, env, 0) < 0)
+        flux_log_error (h, "rsa: %s: fallback", job->idf58);
+    json_decref (env);
+}
+
+static int send_start (struct rsa_job *job);
+
+static void start_continuation (flux_future_t *f, void *arg)
+{
+    struct rsa_job *job = arg;
+    flux_t *h = flux_jobtap_get_flux (job->p);
+
+    if (flux_rpc_get (f, NULL) == 0) {
+        /* acknowledged: the answer comes via job-manager.rsa.answer */
+        flux_future_destroy (f);
+        job->f = NULL;
+        return;
+    }
+    int err = errno;
+    const char *errstr = future_strerror (f, err);
+    char why[256];
+    snprintf (why, sizeof (why), "rsa service: %s", errstr);
+    flux_future_destroy (f);
+    job->f = NULL;
+    if (job->phase != HOLDING)
+        return;
+    if (err == EPERM || err == EINVAL || err == EPROTO) {
+        fall_back (job, why);
+        return;
+    }
+    if (flux_reactor_now (flux_get_reactor (h)) - job->t_first
+        >= job->conf->start_timeout) {
+        fall_back (job, why);
+        return;
+    }
+    flux_timer_watcher_reset (job->retry_w, job->conf->retry, 0.);
+    flux_watcher_start (job->retry_w);
+}
+
+static int send_start (struct rsa_job *job)
+{
+    flux_t *h = flux_jobtap_get_flux (job->p);
+
+    flux_future_destroy (job->f);
+    if (!(job->f = flux_rpc_pack (h,
+                                  "rsa.start",
+                                  0,
+                                  0,
+                                  "{s:I s:i}",
+                                  "id", job->id,
+                                  "userid", (int)job->userid))
+        || flux_future_then (job->f, -1., start_continuation, job) < 0) {
+        flux_future_destroy (job->f);
+        job->f = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void retry_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
+                      void *arg)
+{
+    struct rsa_job *job = arg;
+    if (job->phase == HOLDING && send_start (job) < 0)
+        fall_back (job, "cannot send rsa.start");
+}
+
+static void hold_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
+                     void *arg)
+{
+    struct rsa_job *job = arg;
+    if (job->phase == HOLDING)
+        fall_back (job, "no answer from the rsa service within max-hold");
+}
+
+/* job.new (also replayed for active jobs when the plugin loads) */
+static int new_cb (flux_plugin_t *p, const char *topic,
+                   flux_plugin_arg_t *args, void *arg)
+{
+    json_t *attrs = NULL;
+    flux_jobid_t id;
+    uint32_t userid;
+    struct rsa_job *job;
+
+    if (flux_plugin_arg_unpack (args,
+                                FLUX_PLUGIN_ARG_IN,
+                                "{s:I s:i s:{s?{s?{s?o}}}}",
+                                "id", &id,
+                                "userid", &userid,
+                                "jobspec",
+                                  "attributes",
+                                    "system",
+                                      "rsa", &attrs) < 0)
+        return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
+                                  flux_plugin_arg_strerror (args));
+    if (!attrs || !json_is_object (attrs))
+        return 0; /* not an RSA job (a malformed one is refused at ingest) */
+    if (!(job = rsa_job_create (p, id, userid, attrs))
+        || flux_jobtap_job_aux_set (p,
+                                    FLUX_JOBTAP_CURRENT_JOB,
+                                    AUX_NAME,
+                                    job,
+                                    rsa_job_destroy) < 0) {
+        rsa_job_destroy (job);
+        return flux_jobtap_error (p, args, "rsa: cannot track job");
+    }
+    return flux_jobtap_job_subscribe (p, FLUX_JOBTAP_CURRENT_JOB);
+}
+
+/* job.state.run: hold the start until the service answers */
+static int run_cb (flux_plugin_t *p, const char *topic,
+                   flux_plugin_arg_t *args, void *arg)
+{
+    struct rsa_job *job = flux_jobtap_job_aux_get (p,
+                                                   FLUX_JOBTAP_CURRENT_JOB,
+                                                   AUX_NAME);
+    flux_t *h = flux_jobtap_get_flux (p);
+    flux_reactor_t *r = flux_get_reactor (h);
+
+    if (!job || job->phase != IDLE)
+        return 0;
+    if (flux_jobtap_prolog_start (p, PROLOG_NAME) < 0)
+        return flux_jobtap_error (p, args, "rsa: prolog_start failed");
+    job->phase = HOLDING;
+    job->t_first = flux_reactor_now (r);
+    if (!(job->retry_w = flux_timer_watcher_create (r, 0., 0., retry_cb, job))
+        || !(job->hold_w = flux_timer_watcher_create (r,
+                                                      job->conf->max_hold,
+                                                      0.,
+                                                      hold_cb,
+                                                      job))) {
+        fall_back (job, "out of memory");
+        return 0;
+    }
+    flux_watcher_start (job->hold_w);
+    if (send_start (job) < 0)
+        fall_back (job, "cannot send rsa.start");
+    return 0;
+}
+
+/* A fatal exception while held: let the job go to cleanup. */
+static int exception_cb (flux_plugin_t *p, const char *topic,
+                         flux_plugin_arg_t *args, void *arg)
+{
+    struct rsa_job *job = flux_jobtap_job_aux_get (p,
+                                                   FLUX_JOBTAP_CURRENT_JOB,
+                                                   AUX_NAME);
+    int severity = -1;
+
+    if (flux_plugin_arg_unpack (args,
+                                FLUX_PLUGIN_ARG_IN,
+                                "{s:{s:{s:i}}}",
+                                "entry", "context", "severity", &severity) < 0)
+        return -1;
+    if (job && job->phase == HOLDING && severity == 0)
+        release_job (job, NULL, 1);
+    return 0;
+}
+
+/* job.event.rsa-*: mirror the service's state into annotations.rsa */
+static int rsa_event_cb (flux_plugin_t *p, const char *topic,
+                         flux_plugin_arg_t *args, void *arg)
+{
+    json_t *context = NULL;
+    json_t *state, *nodes;
+
+    if (flux_plugin_arg_unpack (args,
+                                FLUX_PLUGIN_ARG_IN,
+                                "{s:{s?o}}",
+                                "entry", "context", &context) < 0
+        || !context)
+        return 0;
+    state = json_object_get (context, "state");
+    nodes = json_object_get (context, "nodes");
+    if (!json_is_string (state))
+        return 0;
+    if (flux_plugin_arg_pack (args,
+                              FLUX_PLUGIN_ARG_OUT,
+                              "{s:{s:{s:O s:O}}}",
+                              "annotations",
+                                "rsa",
+                                  "state", state,
+                                  "nodes", nodes ? nodes : json_null ()) < 0)
+        return flux_jobtap_error (p, args, "rsa: setting annotations");
+    return 0;
+}
+
+/* job-manager.rsa.answer {id, env}: the service's start decision */
+static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
+                       const flux_msg_t *msg, void *arg)
+{
+    flux_plugin_t *p = arg;
+    flux_jobid_t id;
+    json_t *env = NULL;
+    struct rsa_job *job;
+    const char *errmsg = NULL;
+
+    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env) < 0)
+        goto error;
+    if (!(job = flux_jobtap_job_aux_get (p, id, AUX_NAME))) {
+        errmsg = "not an active RSA job";
+        errno = ENOENT;
+        goto error;
+    }
+    if (job->phase != HOLDING) {
+        errmsg = job->phase == DONE ? "job was already released"
+                                    : "job is not starting yet";
+        errno = EINVAL;
+        goto error;
+    }
+    if (!json_is_object (env) && !json_is_null (env)) {
+        errmsg = "env must be an object or null";
+        errno = EPROTO;
+        goto error;
+    }
+    if (release_job (job, env, 0) < 0)
+        goto error;
+    if (flux_respond (h, msg, NULL) < 0)
+        flux_log_error (h, "rsa: answer: respond");
+    return;
+error:
+    if (flux_respond_error (h, msg, errno, errmsg) < 0)
+        flux_log_error (h, "rsa: answer: respond_error");
+}
+
+static bool valid_event_name (const char *name)
+{
+    if (!name || !*name || strlen (name) > 32)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!islower (*c) && *c != '-')
+            return false;
+    return true;
+}
+
+/* job-manager.rsa.post {id, name, context}: post "rsa-<name>" */
+static void post_cb (flux_t *h, flux_msg_handler_t *mh,
+                     const flux_msg_t *msg, void *arg)
+{
+    flux_plugin_t *p = arg;
+    flux_jobid_t id;
+    const char *name;
+    json_t *context;
+    char event[64];
+    const char *errmsg = NULL;
+
+    if (flux_request_unpack (msg, NULL, "{s:I s:s s:o}",
+                             "id", &id,
+                             "name", &name,
+                             "context", &context) < 0)
+        goto error;
+    if (!valid_event_name (name) || !json_is_object (context)) {
+        errmsg = "name must be lower-case letters and dashes, context an object";
+        errno = EPROTO;
+        goto error;
+    }
+    if (!flux_jobtap_job_aux_get (p, id, AUX_NAME)) {
+        errmsg = "not an active RSA job";
+        errno = ENOENT;
+        goto error;
+    }
+    snprintf (event, sizeof (event), "rsa-%s", name);
+    if (flux_jobtap_event_post_pack (p, id, event, "O", context) < 0)
+        goto error;
+    if (flux_respond (h, msg, NULL) < 0)
+        flux_log_error (h, "rsa: post: respond");
+    return;
+error:
+    if (flux_respond_error (h, msg, errno, errmsg) < 0)
+        flux_log_error (h, "rsa: post: respond_error");
+}
+
+static int conf_update (flux_plugin_t *p)
+{
+    double start_timeout = conf.start_timeout;
+    double max_hold = conf.max_hold;
+    double retry = conf.retry;
+
+    if (!flux_plugin_get_conf (p))
+        return 0; /* no conf table: defaults */
+    if (flux_plugin_conf_unpack (p,
+                                 "{s?F s?F s?F}",
+                                 "start-timeout", &start_timeout,
+                                 "max-hold", &max_hold,
+                                 "retry", &retry) < 0) {
+        flux_log (flux_jobtap_get_flux (p), LOG_ERR,
+                  "rsa: plugin conf: start-timeout, max-hold and retry "
+                  "must be numbers of seconds");
+        return -1;
+    }
+    if (start_timeout < 0 || max_hold <= 0 || retry <= 0) {
+        flux_log (flux_jobtap_get_flux (p), LOG_ERR,
+                  "rsa: plugin conf: start-timeout >= 0, max-hold > 0 and "
+                  "retry > 0 seconds are required");
+        return -1;
+    }
+    conf.start_timeout = start_timeout;
+    conf.max_hold = max_hold;
+    conf.retry = retry;
+    return 0;
+}
+
+static const struct flux_plugin_handler tab[] = {
+    { "job.new", new_cb, NULL },
+    { "job.state.run", run_cb, NULL },
+    { "job.event.exception", exception_cb, NULL },
+    { "job.event.rsa-*", rsa_event_cb, NULL },
+    { 0 },
+};
+
+int flux_plugin_init (flux_plugin_t *p)
+{
+    if (flux_plugin_set_name (p, "rsa") < 0
+        || conf_update (p) < 0
+        || flux_plugin_register (p, "rsa", tab) < 0
+        || flux_jobtap_service_register (p, "answer", answer_cb, p) < 0
+        || flux_jobtap_service_register (p, "post", post_cb, p) < 0)
+        return -1;
+    return 0;
+}
+
+/* vi: ts=4 sw=4 expandtab
+ */

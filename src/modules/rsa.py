@@ -1,0 +1,103 @@
+"""rsa: the RAMDISK Storage Accelerator service (a Flux broker module).
+
+Follows the job-manager journal, keeps one record per RSA job in the KVS
+(rsa.jobs.<jobid>), runs the pool of RSA nodes, and answers the rsa jobtap
+plugin and `flux rsa`.  All decisions are taken by flux_rsa.core; this file
+only routes messages.
+
+    flux module load rsa          (or via modprobe when [rsa] is configured)
+"""
+
+import errno
+
+from flux.brokermod import BrokerModule, request_handler
+
+from flux_rsa.core import BadConfig, Policy
+from flux_rsa.core import events as E
+from flux_rsa.service.pool_start import start_pool
+from flux_rsa.service.service import Service
+
+FLUX_ROLE_OWNER = 1
+
+
+def _owner(msg):
+    return bool(msg.rolemask & FLUX_ROLE_OWNER)
+
+
+class RsaModule(BrokerModule):
+    def __init__(self, h, *args):
+        super().__init__(h, *args)
+        try:
+            policy = Policy.from_config(h.conf_get("rsa", default={}, update=True))
+        except BadConfig as exc:
+            self.log.error(f"rsa: {exc}")
+            raise
+        self.service = Service(h, self.log, policy, launch_pool=start_pool)
+        self.service.start()
+
+    def _reply(self, msg, fn):
+        """Run fn() and answer with its result, or with a clear error."""
+        try:
+            self.handle.respond(msg, fn())
+        except OSError as exc:
+            self.handle.respond_error(msg, exc.errno or errno.EINVAL, exc.strerror or str(exc))
+        except Exception as exc:  # a bad request must never kill the module
+            self.log.error(f"rsa: {msg.topic}: {exc!r}")
+            self.handle.respond_error(msg, errno.EINVAL, f"{msg.topic}: {exc}")
+
+    # --- job-manager (rsa jobtap plugin) and the pool: instance owner only ---
+
+    @request_handler("start")
+    def start_request(self, msg):
+        def ack():
+            self.service.on_start(int(msg.payload["id"]))
+            return {}
+
+        self._reply(msg, ack)
+
+    @request_handler("pool-event")
+    def pool_event(self, msg):
+        def take():
+            self.service.on_pool_event(msg.payload)
+            return {}
+
+        self._reply(msg, take)
+
+    @request_handler("config-reload")
+    def config_reload(self, msg):
+        def reload():
+            conf = msg.payload.get("conf", msg.payload) if isinstance(msg.payload, dict) else {}
+            try:
+                self.service.policy = Policy.from_config(conf.get("rsa", {}))
+            except BadConfig as exc:
+                raise OSError(errno.EINVAL, str(exc)) from None
+            return {}
+
+        self._reply(msg, reload)
+
+    # --- people (guests allowed; each sees and acts on their own jobs) ---
+
+    @request_handler("status", allow_guest=True)
+    def status(self, msg):
+        jobids = [int(j) for j in msg.payload.get("jobids", [])]
+        self._reply(msg, lambda: {"jobs": self.service.status(jobids, msg.userid, _owner(msg))})
+
+    @request_handler("release-input", allow_guest=True)
+    def release_input(self, msg):
+        self._user_event(msg, lambda t: E.InputReleased(t, why="request"))
+
+    @request_handler("retry", allow_guest=True)
+    def retry(self, msg):
+        self._user_event(msg, E.Retry)
+
+    @request_handler("release", allow_guest=True)
+    def release(self, msg):
+        self._user_event(msg, E.Release)
+
+    def _user_event(self, msg, make):
+        import time
+
+        self._reply(
+            msg,
+            lambda: self.service.request(int(msg.payload["id"]), make(time.time()), msg.userid, _owner(msg)),
+        )

@@ -1,0 +1,1 @@
+"""Pieces of the `flux rsa` command."""

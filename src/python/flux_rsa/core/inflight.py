@@ -1,0 +1,50 @@
+"""What to ask again after a restart: every in-flight rsa-state is waiting
+for an answer to one action, and every action is idempotent, so asking
+again is always safe and never does the work twice."""
+
+import dataclasses
+
+from flux_rsa.core import actions as A
+from flux_rsa.core import steps
+from flux_rsa.core.states import JobState, RsaState
+
+S = RsaState
+
+
+def reissue(rec):
+    """The actions whose answers ``rec`` is still waiting for."""
+    state = rec.rsa_state
+    if state in (S.REQUESTED, S.ASSIGNED, S.BOOTING):
+        return [A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)]
+    if state is S.TEARDOWN:
+        return [A.CancelHolder(rec.jobid, gen=rec.gen)]
+    if state is S.STOPPING:
+        return [A.StopStage(rec.jobid, seq=rec.stage_seq)]
+    if state in (S.STAGING_IN, S.STAGING_OUT):
+        # same seq: the stager resumes and the pool runs one stage per seq
+        before = dataclasses.replace(rec, stage_seq=rec.stage_seq - 1)
+        step = steps.stage_in if state is S.STAGING_IN else steps.stage_out
+        return step(before, None)[1]
+    return []
+
+
+def unanswered(rec):
+    """A start answer job-manager may not have received (lost in a restart)."""
+    if rec.job_state is JobState.RUNNING and not rec.started and not rec.start_pending:
+        return [A.ReplyStart(rec.jobid, env=rec.env)]
+    return []
+
+
+def timers(rec, now):
+    """Timers a restarted service must arm again, with the time left."""
+    out = []
+    entered = {}
+    for tr in rec.history:
+        entered[tr.rsa_state] = tr.t
+    if rec.rsa_state is S.INUSE_IN and rec.request.delay is not None and rec.request.has_stage_out:
+        left = rec.request.delay - (now - entered.get(S.INUSE_IN, now))
+        out.append(A.StartTimer(rec.jobid, name="delay", seconds=max(0.0, left)))
+    if rec.start_pending and rec.request.on_late == "wait":
+        since = next((tr.t for tr in rec.history if tr.job_state is JobState.RUNNING), now)
+        out.append(A.StartTimer(rec.jobid, name="late", seconds=max(0.0, rec.late_timeout - (now - since))))
+    return out

@@ -1,0 +1,161 @@
+"""What the service knows of each active job, from the job-manager journal,
+and the core events the journal implies.
+
+Journal events are RFC 21 eventlog entries (plus the journal-only
+"annotations" entries carrying ``sched.t_estimate``).  Only RSA jobs get
+records; every pending job is tracked because the on-deck rule looks at the
+whole queue.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from flux_rsa.core import Env
+from flux_rsa.core import events as E
+from flux_rsa.core.ondeck import Pending
+
+
+@dataclass
+class JobFacts:
+    jobid: int
+    userid: int
+    t_submit: float
+    nnodes: int
+    rsa: Optional[object]  # attributes.system.rsa as submitted (any type)
+    state: str = "DEPEND"
+    priority: Optional[int] = None
+    t_estimate: Optional[float] = None
+    started: bool = False
+    finished: bool = False
+    events: list = field(default_factory=list)
+
+    @property
+    def pending(self):
+        return self.state == "SCHED" and self.priority is not None
+
+    def as_pending(self):
+        return Pending(self.jobid, self.priority, self.t_submit, self.t_estimate)
+
+
+def count_nodes(jobspec):
+    """Nodes a jobspec asks for (1 when it asks for slots only)."""
+
+    def walk(resources, factor):
+        total = 0
+        for res in resources or []:
+            count = res.get("count", 1)
+            if isinstance(count, dict):
+                count = count.get("min", 1)
+            if res.get("type") == "node":
+                total += factor * count
+            else:
+                total += walk(res.get("with"), factor * count)
+        return total
+
+    try:
+        return max(1, walk(jobspec.get("resources"), 1))
+    except (AttributeError, TypeError):
+        return 1
+
+
+def rsa_attrs(jobspec):
+    """attributes.system.rsa, or None when the job does not mention rsa."""
+    try:
+        return jobspec["attributes"]["system"].get("rsa")
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def env_from_context(context):
+    """The Env an ``rsa-ready`` event says the job was given."""
+    return Env(
+        ramdisk=context.get("ramdisk"),
+        data_in=context.get("data_in"),
+        data_out=context.get("data_out"),
+        staged_in=bool(context.get("staged_in")),
+        out_on_ramdisk=bool(context.get("out_on_ramdisk")),
+    )
+
+
+class Tracker:
+    """Active jobs and the transitions their journal entries imply."""
+
+    def __init__(self):
+        self.jobs = {}
+
+    def pending(self):
+        return [f.as_pending() for f in self.jobs.values() if f.pending]
+
+    def active(self, jobid):
+        return jobid in self.jobs
+
+    def feed(self, jobid, name, t, context, jobspec=None):
+        """Apply one journal entry.  Returns (facts, new, events): ``new`` is
+        true for a job just submitted; ``events`` are core events for its
+        record (if it has one)."""
+        facts = self.jobs.get(jobid)
+        if name == "submit":
+            if facts is None and jobspec is not None:
+                facts = JobFacts(
+                    jobid=jobid,
+                    userid=context.get("userid", -1),
+                    t_submit=t,
+                    nnodes=count_nodes(jobspec),
+                    rsa=rsa_attrs(jobspec),
+                )
+                self.jobs[jobid] = facts
+                return facts, True, []
+            return facts, False, []
+        if facts is None:
+            return None, False, []
+        events = []
+        if name == "depend":
+            facts.state = "PRIORITY"
+        elif name == "priority":
+            facts.priority = context.get("priority")
+            if facts.state in ("DEPEND", "PRIORITY"):
+                facts.state = "SCHED"
+        elif name == "flux-restart":
+            facts.state = "PRIORITY"
+        elif name == "annotations":
+            sched = (context.get("annotations") or {}).get("sched") or {}
+            facts.t_estimate = sched.get("t_estimate")
+        elif name == "alloc":
+            facts.state = "RUN"
+            facts.t_estimate = None
+        elif name == "rsa-ready":
+            events.append(E.Started(t, env_from_context(context)))
+        elif name == "start":
+            facts.started = True
+            events.append(E.Started(t))
+        elif name == "finish":
+            facts.finished = True
+            facts.state = "CLEANUP"
+            events.append(E.Finished(t))
+        elif name == "exception" and context.get("severity") == 0:
+            if facts.state != "RUN":
+                facts.state = "CLEANUP"
+        elif name == "clean":
+            facts.state = "INACTIVE"
+            if not facts.started:
+                events.append(E.Canceled(t))
+            del self.jobs[jobid]
+        return facts, False, events
+
+
+def ended_from_eventlog(entries):
+    """For a job that went inactive while the service was away: the core
+    events its eventlog implies."""
+    out = []
+    for entry in entries:
+        name, t = entry.get("name"), entry.get("timestamp", 0.0)
+        if name == "rsa-ready":
+            out.append(E.Started(t, env_from_context(entry.get("context") or {})))
+        elif name == "start":
+            out.append(E.Started(t))
+        elif name == "finish":
+            out.append(E.Finished(t))
+    if not any(isinstance(ev, E.Finished) for ev in out):
+        t = entries[-1].get("timestamp", 0.0) if entries else 0.0
+        out.append(E.Canceled(t) if not any(e.get("name") == "start" for e in entries) else E.Finished(t))
+    return out

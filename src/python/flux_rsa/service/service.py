@@ -1,0 +1,306 @@
+"""The RSA service: journal and pool events in, core transitions, actions
+out.  Records are saved before their actions run (write-ahead), so after
+a crash the KVS never lags behind what the pool was asked to do.
+"""
+
+import dataclasses
+import errno
+import json
+import time
+
+import flux.job
+import flux.kvs
+from flux.job import JournalConsumer
+
+from flux_rsa.core import BadRequest, IllegalEvent, Policy, Progress, accepts, admit, parse_request, process
+from flux_rsa.core import events as E
+from flux_rsa.core import inflight, ondeck
+from flux_rsa.core.states import HOLDING, RsaState
+from flux_rsa.service import store
+from flux_rsa.service.execute import Executor
+from flux_rsa.service.jobs import Tracker, ended_from_eventlog
+from flux_rsa.service.pool import PoolLink
+
+S = RsaState
+TICK = 2.0  # seconds between on-deck passes when nothing else happens
+
+#: pool notification kind -> core event builder
+POOL_EVENTS = {
+    "holder-alloc": lambda t, m: E.HolderAllocated(t, m["gen"], tuple(m.get("nodes", ())), m.get("granted", 0)),
+    "holder-start": lambda t, m: E.HolderStarted(t, m["gen"]),
+    "ramdisk-built": lambda t, m: E.RamdiskBuilt(t, m["gen"], m["path"]),
+    "holder-end": lambda t, m: E.HolderEnded(t, m["gen"], m.get("error")),
+    "stage-progress": lambda t, m: E.StageProgress(t, m["seq"], Progress(**_progress(m.get("progress")))),
+    "stage-end": lambda t, m: E.StageEnded(t, m["seq"], bool(m.get("ok")), m.get("error")),
+}
+
+
+def _progress(p):
+    keys = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
+    return {k: (p or {}).get(k, 0) for k in keys}
+
+
+class Service:
+    def __init__(self, h, log, policy: Policy, launch_pool=None):
+        self.h = h
+        self.log = log
+        self.policy = policy
+        self.records = store.load(h)
+        self.tracker = Tracker()
+        self.store = store.Store(h, log)
+        self.pool = PoolLink(h, log)
+        self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active)
+        self.launch_pool = launch_pool
+        self.timers = {}
+        self.actions = []  # waiting for their records to be saved
+        self.starts = set()  # start requests for jobs not seen yet
+        self.replayed = False
+        self.flush_armed = False
+        self.flush_w = h.timer_watcher_create(0.0, self._flush)
+        self.tick_w = h.timer_watcher_create(TICK, self._tick, repeat=TICK)
+        self.journal = None
+
+    # --- life cycle ---
+
+    def start(self):
+        self.journal = JournalConsumer(self.h, full=True, include_sentinel=True)
+        self.journal.start()
+        self.journal.set_callback(self.on_journal)
+        self.tick_w.start()
+        if self.launch_pool is not None:
+            try:
+                self.launch_pool(self)
+            except Exception as exc:
+                self.log.error(f"rsa: cannot start the RSA pool: {exc!r} (jobs run on persistent storage until it is up)")
+
+    def stop(self):
+        self.tick_w.stop()
+        self.flush_w.stop()
+        for w in self.timers.values():
+            w.stop()
+        if self.journal is not None:
+            self.journal.stop()
+
+    # --- applying events ---
+
+    def apply(self, jobid, event):
+        rec = self.records.get(jobid)
+        if rec is None:
+            return
+        try:
+            new, actions = process(rec, event)
+        except IllegalEvent as exc:
+            self.log.error(f"rsa: {exc} (event dropped)")
+            return
+        self.commit(rec, new, actions)
+
+    def commit(self, old, new, actions):
+        if new != old:
+            self.records[new.jobid] = new
+            self.store.save(new)
+            if old is None or new.rsa_state is not old.rsa_state:
+                self.actions.append(("state", new))
+        self.actions.extend(actions)
+        self.arm_flush()
+
+    def admit(self, facts, t):
+        """A new job: a record if it mentions rsa (INELIGIBLE ones too)."""
+        if facts.rsa is None or facts.jobid in self.records:
+            return
+        try:
+            request = parse_request(facts.rsa)
+            rec = admit(facts.jobid, facts.userid, facts.nnodes, request, self.policy, t)
+        except BadRequest as exc:
+            rec = admit(facts.jobid, facts.userid, facts.nnodes, parse_request(None), self.policy, t)
+            rec = dataclasses.replace(rec, reason=str(exc))
+        self.commit(None, rec, [])
+        if facts.jobid in self.starts:
+            self.starts.discard(facts.jobid)
+            self.apply(facts.jobid, E.Starting(t))
+
+    # --- the journal ---
+
+    def on_journal(self, entry):
+        try:
+            if entry.is_empty():
+                self.replay_done()
+                return
+            jobid = int(entry.jobid)
+            facts, new, events = self.tracker.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
+            if new:
+                self.admit(facts, entry.timestamp)
+            for ev in events:
+                self.apply(jobid, ev)
+        except Exception as exc:  # never let one entry kill the module
+            self.log.error(f"rsa: journal entry {entry}: {exc!r}")
+
+    def replay_done(self):
+        """The journal caught up: settle jobs that ended while we were away
+        and ask again whatever was in flight."""
+        now = time.time()
+        for jobid, rec in list(self.records.items()):
+            if rec.final:
+                continue
+            if not self.tracker.active(jobid):
+                for ev in ended_from_eventlog(self._eventlog(jobid)):
+                    self.apply(jobid, ev)
+            rec = self.records[jobid]
+            self.actions.extend(inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now))
+        self.replayed = True
+        self.arm_flush()
+
+    def _eventlog(self, jobid):
+        try:
+            text = flux.kvs.get(self.h, flux.job.job_kvs_key(jobid) + ".eventlog")
+        except (OSError, FileNotFoundError):
+            return []
+        if isinstance(text, (bytes, str)):
+            lines = text.decode() if isinstance(text, bytes) else text
+            return [json.loads(line) for line in lines.splitlines() if line.strip()]
+        return []
+
+    # --- the pool ---
+
+    def on_pool_event(self, payload):
+        kind = payload.get("kind")
+        if kind == "pool-ready":
+            self.pool_up(payload)
+            return
+        build = POOL_EVENTS.get(kind)
+        if build is None:
+            if kind == "purge-end" and not payload.get("ok"):
+                self.log.warning(f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}")
+            return
+        self.apply(int(payload["jobid"]), build(time.time(), payload))
+
+    def pool_up(self, info):
+        self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
+        self.pool.up(info)
+        self.reconcile_pool()
+        self.arm_flush()
+
+    def reconcile_pool(self):
+        """Cancel what the pool runs for nobody; learn what it lost."""
+        try:
+            listing = self.pool.rpc("list").get()
+        except OSError as exc:
+            self.log.warning(f"rsa: pool list failed: {exc}")
+            return
+        holders = {(h["jobid"], h["gen"]) for h in listing.get("holders", [])}
+        stages = {(s["jobid"], s["seq"]) for s in listing.get("stages", [])}
+        wanted_holders = {(r.jobid, r.gen) for r in self.records.values() if r.rsa_state in HOLDING}
+        wanted_stages = {
+            (r.jobid, r.stage_seq)
+            for r in self.records.values()
+            if r.rsa_state in (S.STAGING_IN, S.STAGING_OUT, S.STOPPING)
+        }
+        for jobid, gen in holders - wanted_holders:
+            self.log.warning(f"rsa: cancelling orphan holder {jobid}.{gen}")
+            self.pool.call("cancel", {"jobid": jobid, "gen": gen})
+        for jobid, seq in stages - wanted_stages:
+            self.pool.call("stop", {"jobid": jobid, "seq": seq})
+        lost = (S.BOOTED, S.READY, S.ABORTED, S.INUSE_IN, S.INUSE_OUT, S.HELD)
+        for rec in list(self.records.values()):
+            if rec.rsa_state in lost and (rec.jobid, rec.gen) not in holders:
+                self.apply(rec.jobid, E.HolderEnded(time.time(), rec.gen, "the RAM-disk holder vanished while the service was away"))
+
+    # --- job-manager asks ---
+
+    def on_start(self, jobid):
+        if jobid in self.records:
+            self.apply(jobid, E.Starting(time.time()))
+        else:
+            self.starts.add(jobid)
+
+    # --- timers ---
+
+    def set_timer(self, jobid, name, seconds):
+        old = self.timers.pop((jobid, name), None)
+        if old is not None:
+            old.stop()
+        event = E.InputReleased if name == "delay" else E.LateTimeout
+
+        def fire(handle, watcher, revents, arg):
+            self.timers.pop((jobid, name), None)
+            if name == "delay":
+                self.apply(jobid, E.InputReleased(time.time(), why="delay"))
+            else:
+                self.apply(jobid, event(time.time()))
+
+        w = self.h.timer_watcher_create(seconds, fire)
+        w.start()
+        self.timers[(jobid, name)] = w
+
+    # --- on deck ---
+
+    def _tick(self, handle, watcher, revents, arg):
+        self.arm_flush()
+
+    def plan(self):
+        if not self.replayed or not self.pool.ready:
+            return
+        now = time.time()
+        for jobid, ev in ondeck.plan(self.tracker.pending(), self.records, self.pool.nodes, self.policy, now):
+            self.apply(jobid, ev)
+
+    # --- write-ahead: save records, then act ---
+
+    def arm_flush(self):
+        if not self.flush_armed:
+            self.flush_armed = True
+            self.flush_w.reset(after=0.0)
+            self.flush_w.start()
+
+    def _flush(self, handle, watcher, revents, arg):
+        self.flush_armed = False
+        try:
+            self.plan()
+            self.trim()
+            actions, self.actions = self.actions, []
+            future = self.store.flush()
+            if future is None:
+                self._run(actions)
+            else:
+                future.then(lambda f: self._run(actions))
+        except Exception as exc:
+            self.log.error(f"rsa: flush: {exc!r}")
+
+    def _run(self, actions):
+        for action in actions:
+            if isinstance(action, tuple):
+                self.execute.post_state(action[1])
+            else:
+                self.execute.run(action)
+
+    def trim(self):
+        """Keep at most ``keep`` records of ended jobs (oldest go first)."""
+        final = [r for r in self.records.values() if r.final]
+        excess = len(final) - self.policy.keep
+        if excess <= 0:
+            return
+        final.sort(key=lambda r: r.history[-1].t if r.history else 0)
+        for rec in final[:excess]:
+            del self.records[rec.jobid]
+            self.store.remove(rec.jobid)
+
+    # --- requests from people ---
+
+    def visible(self, rec, userid, owner):
+        return owner or rec.userid == userid
+
+    def status(self, jobids, userid, owner):
+        recs = [self.records[j] for j in jobids if j in self.records] if jobids else list(self.records.values())
+        return [r.to_dict() for r in recs if self.visible(r, userid, owner)]
+
+    def request(self, jobid, event, userid, owner):
+        """A person's request on a job (retry, release, release-input)."""
+        rec = self.records.get(jobid)
+        if rec is None or not self.visible(rec, userid, owner):
+            raise OSError(errno.ENOENT, f"{flux.job.JobID(jobid).f58}: no RSA record for this job (or not yours)")
+        if not accepts(rec, event):
+            raise OSError(
+                errno.EINVAL,
+                f"{flux.job.JobID(jobid).f58}: not possible in {rec.job_state}/{rec.rsa_state}",
+            )
+        self.apply(jobid, event)
+        return self.records[jobid].to_dict()
