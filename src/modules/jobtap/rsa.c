@@ -17,7 +17,8 @@
  *
  * Plugin configuration (conf table in [job-manager] plugins):
  *   start-timeout  seconds to keep retrying an unreachable service (60)
- *   max-hold       seconds a job may wait for its answer (3600)
+ *   max-hold       seconds a job may wait for its answer (1200: longer
+ *                  than the service's default late-timeout of 600)
  *   retry          seconds between attempts (1)
  */
 
@@ -59,7 +60,7 @@ struct rsa_job {
     struct rsa_conf *conf;
 };
 
-static struct rsa_conf conf = { 60., 3600., 1. };
+static struct rsa_conf conf = { 60., 1200., 1. };
 
 static void rsa_job_destroy (void *arg)
 {

@@ -257,11 +257,7 @@ class Service:
             self.plan()
             self.trim()
             actions, self.actions = self.actions, []
-            future = self.store.flush()
-            if future is None:
-                self._run(actions)
-            else:
-                future.then(lambda f: self._run(actions))
+            self.store.flush(lambda: self._run(actions))
         except Exception as exc:
             self.log.error(f"rsa: flush: {exc!r}")
 

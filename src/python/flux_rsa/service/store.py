@@ -46,9 +46,11 @@ class Store:
         self.dirty.pop(jobid, None)
         self.removed.add(jobid)
 
-    def flush(self):
+    def flush(self, then):
+        """Commit what changed, then call ``then()`` (at once if nothing did)."""
         if not self.dirty and not self.removed:
-            return None
+            then()
+            return
         txn = flux.kvs.KVSTxn(self.h)
         for jobid, rec in self.dirty.items():
             txn.put(key(jobid), rec.to_dict())
@@ -65,6 +67,6 @@ class Store:
                 f.get()
             except OSError as exc:
                 self.log.error(f"rsa: saving {count} record(s) to the KVS failed: {exc}")
+            then()
 
         future.then(committed)
-        return future
