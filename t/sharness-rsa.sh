@@ -60,3 +60,70 @@ rsa_wait_state() {
 		sleep 0.1
 	done
 }
+
+# a small tree with what users have: subdirectories, odd names, modes,
+# old mtimes, an empty file and directory, a symlink
+rsa_make_tree() {
+	mkdir -p "$1/sub/deeper" "$1/empty dir" &&
+	head -c 300000 /dev/urandom >"$1/big.dat" &&
+	echo "hello" >"$1/with space.txt" &&
+	: >"$1/empty" &&
+	seq 1 1000 >"$1/sub/numbers" &&
+	head -c 4096 /dev/urandom >"$1/sub/deeper/blob" &&
+	ln -s numbers "$1/sub/link" &&
+	chmod 640 "$1/with space.txt" &&
+	chmod 755 "$1/sub/numbers" &&
+	touch -h -d "2011-11-01 12:00:00" "$1/big.dat" "$1/sub/numbers" "$1/sub/link" &&
+	touch -d "2001-01-01 00:00:00" "$1/sub/deeper" "$1/empty dir"
+}
+
+# no difference between trees A and B: content, modes, mtimes, links
+# (the top directories themselves may differ: the job wrote into B)
+rsa_same_tree() {
+	rsync -n -a -i --checksum "$1/" "$2/" | grep -v " \./\$" >tree.diff
+	test_must_be_empty tree.diff
+}
+
+# the RSA pool instance's jobid, and a command run inside it
+rsa_pool_id() {
+	flux jobs -n -a --name=rsa-pool -f running -o "{id}"
+}
+rsa_pool() {
+	FLUX_URI_RESOLVE_LOCAL=t flux proxy "$(rsa_pool_id)" "$@"
+}
+
+# RAM disks currently mounted or present under the test ramdisk root
+rsa_ramdisks() {
+	find "$RSA_INSTANCE_TMP/ramdisk" -mindepth 1 -maxdepth 2 -name "*.*" 2>/dev/null
+	grep " $RSA_INSTANCE_TMP/ramdisk" /proc/mounts | awk '{print $2}'
+}
+
+# gated stage scripts: they wait for "$PWD/<name>.open" (rsa_open <name>),
+# then copy like the default stager would.  $1 is the RAM-disk directory,
+# $2 the data directory (as in the thesis, Appendix U).
+rsa_gate_in() {
+	cat >"$1.sh" <<-EOF2
+	#!/bin/sh
+	while ! test -e "$PWD/$1.open"; do sleep 0.1; done
+	cp -a "\$2/." "\$1/"
+	EOF2
+	chmod +x "$1.sh"
+	echo "$PWD/$1.sh"
+}
+rsa_gate_out() {
+	cat >"$1.sh" <<-EOF2
+	#!/bin/sh
+	while ! test -e "$PWD/$1.open"; do sleep 0.1; done
+	cp -a "\$1/." "\$2/"
+	EOF2
+	chmod +x "$1.sh"
+	echo "$PWD/$1.sh"
+}
+rsa_open() {
+	touch "$PWD/$1.open"
+}
+
+# the nodes a job ran on
+rsa_job_nodes() {
+	flux jobs -n -o "{nodelist}" "$1"
+}

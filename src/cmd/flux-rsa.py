@@ -6,6 +6,7 @@
 #   flux rsa release-input         (inside a job) drop staged inputs now
 #   flux rsa retry JOBID           stage out a HELD job again
 #   flux rsa release JOBID         give up a HELD job's RAM disk
+#   flux rsa pool                  capacity and reservations per RSA node
 #   flux rsa demo                  run sample jobs through the RSA
 ##############################################################
 
@@ -17,6 +18,7 @@ import sys
 import time
 
 import flux
+import flux.job
 import flux.util
 from flux.job import JobID
 
@@ -41,11 +43,28 @@ def records(h, jobids=()):
     return rpc(h, "rsa.status", {"jobids": [int(j) for j in jobids]})["jobs"]
 
 
+def not_rsa(h, jobid):
+    """A row for a job the RSA does not manage (no rsa attributes)."""
+    try:
+        info = flux.job.job_list_id(h, jobid, attrs=["state", "userid"]).get_jobinfo()
+    except OSError:
+        return None
+    return views.ineligible_row(int(jobid), info.userid, info.state)
+
+
 def cmd_status(args):
     h = flux.Flux()
     jobs = records(h, args.jobids)
     known = {j["jobid"] for j in jobs}
-    missing = [j for j in args.jobids if int(j) not in known]
+    missing = []
+    for jobid in args.jobids:
+        if int(jobid) in known:
+            continue
+        row = not_rsa(h, jobid)
+        if row is None:
+            missing.append(jobid)
+        else:
+            jobs.append(row)
     if args.format == "json" or args.json:
         print(json.dumps(jobs, indent=None if args.no_header else 1))
     else:
@@ -55,7 +74,7 @@ def cmd_status(args):
         fmt = views.StatusConfig().load().get_format_string(args.format)
         views.StatusFormat(fmt).print_items(items, no_header=args.no_header)
     for j in missing:
-        LOGGER.warning("%s: no RSA record (not an RSA job, or not yours)", j.f58)
+        LOGGER.warning("%s: no such job (or not yours)", j.f58)
     if missing:
         sys.exit(1)
 
@@ -98,6 +117,22 @@ def cmd_release(args):
     print(f"{args.jobid.f58}: RAM disk released without stage-out ({rec['rsa_state']})")
 
 
+def cmd_pool(args):
+    h = flux.Flux()
+    deadline = time.time() + (args.wait or 0)
+    while True:
+        status = rpc(h, "rsa.pool", {})
+        if status.get("ready") or time.time() >= deadline:
+            break
+        time.sleep(0.2)
+    if not status.get("ready"):
+        raise SystemExit("flux-rsa: the RSA pool is not running (yet): see `flux dmesg | grep rsa`")
+    if args.format == "json":
+        print(json.dumps(status))
+        return
+    views.print_pool(status, no_header=args.no_header)
+
+
 def cmd_demo(args):
     sys.exit(demo.run(flux.Flux(), args))
 
@@ -133,6 +168,12 @@ def parse_args():
     p = sub.add_parser("release", help="give up a HELD job's RAM disk without stage-out")
     p.add_argument("jobid", type=JobID, metavar="JOBID")
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("pool", help="capacity and reservations of each RSA node")
+    p.add_argument("-o", "--format", default="default", metavar="FORMAT", help="default or json")
+    p.add_argument("-n", "--no-header", action="store_true")
+    p.add_argument("--wait", type=flux.util.parse_fsd, default=0, metavar="FSD", help="wait up to FSD for the pool to start")
+    p.set_defaults(func=cmd_pool)
 
     p = sub.add_parser("demo", help="run sample jobs through stage-in and stage-out")
     p.add_argument("--jobs", type=int, default=3, help="how many sample jobs (default 3)")

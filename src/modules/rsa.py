@@ -82,6 +82,24 @@ class RsaModule(BrokerModule):
         jobids = [int(j) for j in msg.payload.get("jobids", [])]
         self._reply(msg, lambda: {"jobs": self.service.status(jobids, msg.userid, _owner(msg))})
 
+    @request_handler("pool", allow_guest=True)
+    def pool(self, msg):
+        """The pool's capacity per RSA node, as its agent reports it."""
+        link = self.service.pool
+        if not link.ready:
+            self.handle.respond(msg, {"ready": False, "nodes": []})
+            return
+
+        def answered(f):
+            try:
+                status = f.get()
+                status["ready"] = True
+                self.handle.respond(msg, status)
+            except OSError as exc:
+                self.handle.respond_error(msg, exc.errno or errno.EIO, f"the RSA pool did not answer: {exc.strerror}")
+
+        link.rpc("status").then(answered)
+
     @request_handler("release-input", allow_guest=True)
     def release_input(self, msg):
         self._user_event(msg, lambda t: E.InputReleased(t, why="request"))

@@ -37,16 +37,20 @@ def test_job_without_attributes_is_ineligible_and_untouched():
     rec = job({})
     assert rec.rsa_state is S.INELIGIBLE and rec.reason == "no rsa.data_in or rsa.data_out"
     rec, acts = run(rec, E.OnDeck(1), E.Starting(2))
-    assert kinds(acts) == ["ReplyStart"] and acts[0].env is None
+    assert kinds(acts) == ["ReplyStart"] and acts[0].env.ramdisk is None
     rec, acts = run(rec, E.Finished(3))
     assert acts == [] and rec.final
 
 
-def test_job_below_the_minimum_is_ineligible():
+def test_job_below_the_minimum_is_ineligible_and_uses_its_directories():
     policy = Policy.from_config({"min-nodes": 4})
     rec = job(nnodes=2, policy=policy)
     assert rec.rsa_state is S.INELIGIBLE
     assert "2 node(s)" in rec.reason and "minimum" in rec.reason
+    rec, acts = run(rec, E.OnDeck(1), E.Starting(2))
+    env = acts[0].env
+    assert (env.ramdisk, env.data_in, env.data_out) == (None, "/p/in", "/p/out")
+    assert kinds(acts) == ["ReplyStart"]
 
 
 def test_thesis_happy_path_stages_in_then_out_then_tears_down():

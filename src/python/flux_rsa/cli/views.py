@@ -122,6 +122,25 @@ class RsaJob:
         return rec.get("error") or ""
 
 
+def ineligible_row(jobid, userid, flux_state):
+    """A status row for a job without rsa attributes."""
+    if flux_state in ("DEPEND", "PRIORITY", "SCHED"):
+        job_state = "PENDING"
+    elif flux_state == "RUN":
+        job_state = "RUNNING"
+    else:
+        job_state = "FINISHED"
+    return {
+        "jobid": jobid,
+        "userid": userid,
+        "job_state": job_state,
+        "rsa_state": "INELIGIBLE",
+        "reason": "not an RSA job (no rsa.data_in or rsa.data_out)",
+        "request": {},
+        "history": [],
+    }
+
+
 def wait_verdict(rec):
     """(exit code, message) once a job's outputs are settled, else None."""
     jobid = JobID(rec["jobid"]).f58
@@ -148,3 +167,17 @@ def wait_verdict(rec):
 
 def elapsed(t):
     return flux.util.fsd(max(0.0, time.time() - t))
+
+
+def print_pool(status, no_header=False):
+    """One line per RSA node: capacity total, reserved, free; holders."""
+    if not no_header:
+        print(f"{'NODE':<12} {'TOTAL':>8} {'RESERVED':>8} {'FREE':>8} {'STATE':<8} JOBS")
+    for node in status.get("nodes", []):
+        jobs = " ".join(JobID(h["jobid"]).f58 for h in node.get("holders", []))
+        state = "drained" if node.get("drained") else "ok"
+        print(
+            f"{node['name']:<12} {format_size(node.get('total', 0)):>8} "
+            f"{format_size(node.get('reserved', 0)):>8} {format_size(node.get('free', 0)):>8} "
+            f"{state:<8} {jobs}"
+        )

@@ -187,10 +187,6 @@ def reply(rec, ev):
     return _set(rec, env=env, start_pending=False), [A.ReplyStart(rec.jobid, env=env)]
 
 
-def reply_none(rec, ev):
-    return _set(rec, start_pending=False), [A.ReplyStart(rec.jobid, env=None)]
-
-
 def delay_timer(rec, ev):
     if rec.request.delay is None or not rec.request.has_stage_out:
         return rec, []

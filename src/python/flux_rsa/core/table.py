@@ -193,7 +193,7 @@ GIVE_BACK = states(S.REQUESTED, S.ASSIGNED, S.BOOTING, S.BOOTED, S.READY, S.ABOR
 
 PASS_ROWS = [
     # -- a starting job gets its answer (thesis job-start.sh) --
-    PassRow(RUN, states(S.INELIGIBLE), pending, SAME, (do.reply_none,)),
+    PassRow(RUN, states(S.INELIGIBLE), pending, SAME, (do.reply,)),
     PassRow(RUN, states(S.READY), pending, SAME, (do.reply,)),
     PassRow(RUN, ANY, answerable, SAME, (do.reply,)),
     # -- a running job uses what it was given (Figure 3.4) --

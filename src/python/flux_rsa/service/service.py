@@ -180,12 +180,21 @@ class Service:
         self.arm_flush()
 
     def reconcile_pool(self):
+        """Ask the pool what it runs (answer handled in ``reconciled``)."""
+
+        def listed(f):
+            try:
+                self.reconciled(f.get())
+            except OSError as exc:
+                self.log.warning(f"rsa: pool list failed: {exc}")
+            except Exception as exc:
+                self.log.error(f"rsa: reconciling with the pool: {exc!r}")
+            self.arm_flush()
+
+        self.pool.rpc("list").then(listed)
+
+    def reconciled(self, listing):
         """Cancel what the pool runs for nobody; learn what it lost."""
-        try:
-            listing = self.pool.rpc("list").get()
-        except OSError as exc:
-            self.log.warning(f"rsa: pool list failed: {exc}")
-            return
         holders = {(h["jobid"], h["gen"]) for h in listing.get("holders", [])}
         stages = {(s["jobid"], s["seq"]) for s in listing.get("stages", [])}
         wanted_holders = {(r.jobid, r.gen) for r in self.records.values() if r.rsa_state in HOLDING}
@@ -280,6 +289,7 @@ class Service:
             self.store.remove(rec.jobid)
 
     # --- requests from people ---
+
 
     def visible(self, rec, userid, owner):
         return owner or rec.userid == userid
