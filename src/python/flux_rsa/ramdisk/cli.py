@@ -1,0 +1,66 @@
+"""Command line: python3 -m flux_rsa.ramdisk hold|purge|sweep."""
+
+import argparse
+import sys
+
+from flux_rsa.core.units import parse_size
+from flux_rsa.ramdisk import layout, providers
+from flux_rsa.ramdisk.hold import hold
+from flux_rsa.ramdisk.purge import purge
+from flux_rsa.ramdisk.sweep import sweep
+
+PROG = "flux-rsa-ramdisk"
+
+
+def _size(text):
+    try:
+        return parse_size(text, "--size")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _uid(text):
+    try:
+        uid = int(text)
+    except ValueError:
+        uid = -1
+    if uid < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a numeric uid")
+    return uid
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python3 -m flux_rsa.ramdisk",
+                                description="Make, purge and sweep flux-rsa RAM disks.")
+    sub = p.add_subparsers(dest="command", required=True)
+    h = sub.add_parser("hold", help="build ROOT/NAME, print it, keep it until signalled")
+    h.add_argument("--provider", choices=sorted(providers.PROVIDERS), default="tmpfs")
+    h.add_argument("--root", required=True, help="directory holding the RAM disks")
+    h.add_argument("--name", required=True, help="the RAM disk's name (JOBID.GEN)")
+    h.add_argument("--size", type=_size, required=True, help="bytes on this node (e.g. 4G)")
+    h.add_argument("--owner", type=_uid, required=True, help="uid of the job owner")
+    g = sub.add_parser("purge", help="replace PATH by a link to DATA_IN (or an empty directory)")
+    g.add_argument("path")
+    g.add_argument("--link", metavar="DATA_IN", help="where the link points")
+    s = sub.add_parser("sweep", help="remove RAM disks under ROOT whose holder is gone")
+    s.add_argument("root")
+    return p
+
+
+def _fail(message):
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    if args.command == "hold":
+        return hold(args.root, args.name, args.size, args.owner, args.provider, prog=PROG)
+    if args.command == "purge":
+        try:
+            purge(args.path, args.link)
+        except layout.RamdiskError as exc:
+            return _fail(str(exc))
+        return 0
+    failed = sweep(args.root, say=lambda line: print(f"{PROG}: {line}", flush=True))
+    return 1 if failed else 0

@@ -1,0 +1,158 @@
+"""What a RAM disk looks like on disk, and how it is made and removed.
+
+``ROOT/NAME`` (root-owned 0755) holds a marker file ``.rsa-ramdisk`` (JSON:
+name, provider, size, owner, and the holder process that keeps it) and the
+job owner's ``in/`` and ``out/`` (mode 0700).  The marker is written before
+the provider mounts anything and again on top, so a directory is known to
+be ours whether or not its mount is still there; nothing without a marker
+is ever touched.  Trees are removed with ``shutil.rmtree``, which never
+follows a symbolic link.
+"""
+
+import json
+import os
+import pwd
+import re
+import shutil
+
+from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.ramdisk import providers
+
+MARKER = ".rsa-ramdisk"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+
+
+class RamdiskError(Exception):
+    """A RAM disk could not be made, used or removed; str() says why."""
+
+
+# --- the holder process, for liveness checks -----------------------------------
+
+
+def _boot_id():
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        return f.read().strip()
+
+
+def _starttime(pid):
+    """The process's start time in clock ticks since boot, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def holder_alive(marker):
+    """True when the process that wrote the marker still runs."""
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or marker.get("boot_id") != _boot_id():
+        return False
+    return _starttime(pid) == marker.get("starttime")
+
+
+# --- the marker ----------------------------------------------------------------
+
+
+def read_marker(path):
+    """The marker of the RAM disk at ``path``, or None when it is not ours."""
+    try:
+        fd = os.open(os.path.join(path, MARKER), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd) as f:
+            marker = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and marker.get("name") else None
+
+
+def _write_marker(path, marker):
+    tmp = os.path.join(path, MARKER + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump(marker, f)
+        f.write("\n")
+    os.rename(tmp, os.path.join(path, MARKER))
+
+
+# --- build and destroy ------------------------------------------------------------
+
+
+def owner_ids(uid):
+    try:
+        return uid, pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        raise RamdiskError(
+            f"owner uid {uid} has no passwd entry on this node, so its primary group is unknown "
+            "(add the user to this RSA node's user database)"
+        ) from None
+
+
+def path_of(root, name):
+    if not os.path.isabs(root):
+        raise RamdiskError(f"root {root!r} must be an absolute path ([rsa] ramdisk-root)")
+    if not _NAME.match(name):
+        raise RamdiskError(f"name {name!r} must be letters, digits, '.', '_' or '-' (e.g. 1234.1)")
+    return os.path.join(root, name)
+
+
+def build(root, name, size, owner, provider):
+    """Make the RAM disk ROOT/NAME for uid ``owner``; return its path."""
+    path = path_of(root, name)
+    uid, gid = owner_ids(owner)
+    make = providers.get(provider)
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    if os.path.lexists(path):
+        old = read_marker(path)
+        if old is None:
+            raise RamdiskError(f"{path} exists and is not a flux-rsa RAM disk (remove it or "
+                               "choose another [rsa] ramdisk-root)")
+        if holder_alive(old):
+            raise RamdiskError(f"{path} is still held by process {old['pid']}")
+        destroy(path)
+    marker = {"name": name, "provider": provider, "size": int(size), "owner": uid,
+              "group": gid, "pid": os.getpid(), "starttime": _starttime(os.getpid()),
+              "boot_id": _boot_id()}
+    try:
+        os.mkdir(path, 0o755)
+        _write_marker(path, marker)
+        make.create(path, size)
+        os.chmod(path, 0o755)
+        _write_marker(path, marker)
+        for area in (IN_AREA, OUT_AREA):
+            sub = os.path.join(path, area)
+            os.mkdir(sub, 0o700)
+            os.chown(sub, uid, gid)
+    except (OSError, providers.ProviderError) as exc:
+        try:
+            destroy(path)
+        except RamdiskError:
+            pass
+        raise RamdiskError(f"cannot build {path}: {exc}") from None
+    return path
+
+
+def destroy(path):
+    """Give the RAM disk at ``path`` back and remove it (ours only)."""
+    marker = read_marker(path)
+    if marker is None:
+        if os.path.lexists(path):
+            raise RamdiskError(f"{path} has no {MARKER} marker: not removing what flux-rsa did not make")
+        return
+    try:
+        providers.get(marker.get("provider")).destroy(path)
+        remove(path)
+    except (OSError, providers.ProviderError) as exc:
+        raise RamdiskError(f"cannot remove {path}: {exc}") from None
+
+
+def remove(path):
+    """Remove a file, link or tree without following links."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
