@@ -1,0 +1,108 @@
+"""Stage and purge subjobs.
+
+A stage runs the stager on the holder's first node; its progress JSON lines
+become ``stage-progress`` (at most one a second; the newest wins) and its
+end ``stage-end {ok, error}`` with the stager's last stderr line or the
+Flux exception.  A purge runs ``flux_rsa.ramdisk purge`` there and ends in
+``purge-end``.
+"""
+
+import json
+import time
+
+from flux_rsa.pool import protocol
+from flux_rsa.pool.subjob import Subjob
+
+STOP_REASON = "flux-rsa: stage stopped"
+PROGRESS_INTERVAL = 1.0
+
+
+class Stage(Subjob):
+    def __init__(self, agent, jobspec, jobid, seq):
+        self.key = (jobid, seq)
+        self.stopped = False
+        self.progress = None
+        self.sent_progress = None
+        self.last_sent = 0.0
+        self.timer = None
+        self.end_sent = False
+        super().__init__(agent, jobspec)
+
+    @property
+    def state(self):
+        if self.ended:
+            return "ended"
+        return "running" if self.started else "pending"
+
+    def stop(self):
+        self.stopped = True
+        self.cancel(STOP_REASON)
+
+    def outcome(self):
+        """(ok, error) for stage-end."""
+        why = self.failure()
+        if why is None:
+            return True, None
+        return False, "stopped" if self.stopped else why
+
+    def on_stdout(self, line):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(msg, dict) and "bytes_done" in msg:
+            self.progress = protocol.progress_fields(msg)
+            self._send_progress()
+
+    def _send_progress(self, *args):
+        if self.end_sent or self.progress is None or self.progress == self.sent_progress:
+            return
+        wait = self.last_sent + PROGRESS_INTERVAL - time.monotonic()
+        if wait > 0:
+            if self.timer is None:
+                self.timer = self.h.timer_watcher_create(wait, self._timer)
+                self.timer.start()
+            return
+        self.last_sent = time.monotonic()
+        self.sent_progress = self.progress
+        jobid, seq = self.key
+        self.agent.notify(protocol.STAGE_PROGRESS, jobid=jobid, seq=seq, progress=self.progress)
+
+    def _timer(self, *args):
+        try:
+            self.timer.stop()
+            self.timer = None
+            self._send_progress()
+        except Exception as exc:
+            self.agent.log(f"{self.name}: {exc!r}")
+
+    def update(self):
+        if self.ended and not self.end_sent:
+            if self.timer is not None:
+                self.timer.stop()
+                self.timer = None
+            self.end_sent = True
+            ok, error = self.outcome()
+            jobid, seq = self.key
+            self.agent.notify(protocol.STAGE_END, jobid=jobid, seq=seq, ok=ok, error=error)
+            self.agent.forget(self)
+
+    def describe(self):
+        jobid, seq = self.key
+        ok, error = self.outcome() if self.ended else (None, None)
+        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": self.jobid,
+                "progress": self.progress, "ok": ok, "error": error}
+
+
+class Purge(Subjob):
+    def __init__(self, agent, jobspec, jobid):
+        self.key = jobid
+        self.end_sent = False
+        super().__init__(agent, jobspec)
+
+    def update(self):
+        if self.ended and not self.end_sent:
+            self.end_sent = True
+            error = self.failure()
+            self.agent.notify(protocol.PURGE_END, jobid=self.key, ok=error is None, error=error)
+            self.agent.forget(self)

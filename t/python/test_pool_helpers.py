@@ -1,0 +1,219 @@
+"""Shared pieces of the pool tests: a real Flux test instance with two RSA
+nodes, the pool launched in it, and a stand-in for the rsa service that
+takes the agent's notifications (``rsa.pool-event``)."""
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYPATH = os.path.join(ROOT, "src", "python")
+FLUX = "/opt/flux/bin/flux"
+FLUX_PYTHON = "/opt/flux/lib/python3.11/site-packages"
+USER = "rsa-stage-test"
+MiB = 2**20
+
+requires_flux = pytest.mark.skipif(
+    not os.path.exists(FLUX),
+    reason=f"Flux is not installed at {FLUX} (the pool tests need flux-core and flux-sched)")
+requires_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the pool tests mount tmpfs and run stages as another user: need root")
+
+for path in (PYPATH, FLUX_PYTHON):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+CONFIG = """\
+[resource]
+noverify = true
+
+[[resource.config]]
+hosts = "node[0-1],rsa[0-1]"
+cores = "0-1"
+
+[[resource.config]]
+hosts = "rsa[0-1]"
+properties = ["rsa"]
+"""
+
+
+def owner_account():
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", USER], check=True)
+        return pwd.getpwnam(USER)
+
+
+class Instance:
+    """flux start --test-size=4 --test-hosts=node[0-1],rsa[0-1], kept
+    running by an initial program that ends when we close its stdin."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        confdir = os.path.join(workdir, "conf")
+        os.makedirs(confdir)
+        with open(os.path.join(confdir, "resource.toml"), "w") as f:
+            f.write(CONFIG)
+        urifile = os.path.join(workdir, "uri")
+        env = dict(os.environ, PYTHONPATH=f"{PYPATH}:{FLUX_PYTHON}")
+        self.log = open(os.path.join(workdir, "flux-start.log"), "w")
+        self.proc = subprocess.Popen(
+            [FLUX, "start", "--test-size=4", "--test-hosts=node[0-1],rsa[0-1]",
+             f"--config-path={confdir}", "sh", "-c", f'echo "$FLUX_URI" >{urifile}.tmp && '
+             f'mv {urifile}.tmp {urifile} && exec cat >/dev/null'],
+            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(urifile):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"flux start failed: {self.output()}")
+            time.sleep(0.05)
+        self.uri = open(urifile).read().strip()
+
+    def output(self):
+        self.log.flush()
+        return open(self.log.name).read()
+
+    def stop(self):
+        """End the instance; its exit code (0 when nothing was left behind)."""
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+class Service:
+    """Stands in for the rsa module: takes notifications, calls the agent."""
+
+    def __init__(self, uri, topic="rsa.pool-event"):
+        import flux
+        import flux.constants
+
+        self.h = flux.Flux(uri)
+        self.topic = topic
+        self.events = []
+        self.rank = None
+        self.h.service_register(topic.split(".")[0]).get()
+        self.watcher = self.h.msg_watcher_create(self._take, flux.constants.FLUX_MSGTYPE_REQUEST,
+                                                 topic)
+        self.watcher.start()
+        self.answer = True
+
+    def _take(self, h, watcher, msg, arg):
+        if not self.answer:
+            import errno
+
+            h.respond_error(msg, errno.ENOSYS, "rsa is reloading")
+            return
+        self.events.append((time.monotonic(), msg.payload))
+        h.respond(msg, {})
+        if self._until is not None and self._until():
+            h.reactor_stop()
+
+    _until = None
+
+    def pump(self, seconds):
+        """Take notifications for ``seconds``."""
+        self.wait(lambda: False, seconds, quiet=True)
+
+    def wait(self, pred, timeout=30.0, quiet=False):
+        """Run the reactor until ``pred()`` holds; fail after ``timeout``."""
+        if pred():
+            return True
+        self._until = pred
+        timer = self.h.timer_watcher_create(timeout, lambda h, *a: h.reactor_stop())
+        timer.start()
+        try:
+            self.h.reactor_run()
+        finally:
+            timer.stop()
+            self._until = None
+        if not pred() and not quiet:
+            raise AssertionError(f"not seen within {timeout}s; notifications: "
+                                 f"{[p for _, p in self.events]}")
+        return pred()
+
+    def seen(self, kind, **match):
+        return [p for _, p in self.events
+                if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())]
+
+    def when(self, kind, **match):
+        return [t for t, p in self.events
+                if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())]
+
+    def wait_for(self, kind, timeout=30.0, **match):
+        self.wait(lambda: self.seen(kind, **match), timeout)
+        return self.seen(kind, **match)[0]
+
+    def call(self, method, **payload):
+        return self.h.rpc(f"rsa-pool.{method}", payload, nodeid=self.rank).get()
+
+    def close(self):
+        self.watcher.stop()
+        self.h.service_unregister(self.topic.split(".")[0]).get()
+
+
+class Pool:
+    """An instance, the pool launched in it, and the stand-in service."""
+
+    def __init__(self, **policy):
+        from flux_rsa.core.config import Policy
+        from flux_rsa.pool import launch
+
+        self.workdir = tempfile.mkdtemp(prefix="rsa-pool-test-")
+        os.chmod(self.workdir, 0o755)
+        self.root = os.path.join(self.workdir, "ramdisks")
+        defaults = dict(node_capacity=64 * MiB, granule=4 * MiB, ramdisk_root=self.root,
+                        pool_cores=8, stage_workers=2, provider="tmpfs")
+        self.policy = Policy(**{**defaults, **policy})
+        self.before_launch()
+        self.instance = Instance(self.workdir)
+        self.service = Service(self.instance.uri)
+        self.h = self.service.h
+        # as in a broker, where `flux` has put its bin directory on PATH
+        env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(FLUX)}")
+        t0 = time.monotonic()
+        self.jobid = launch.launch(self.h, self.policy, env=env)
+        self.service.wait_for("pool-ready", timeout=60)
+        self.startup = time.monotonic() - t0
+        self.info = launch.ready_info(self.h)
+        self.service.rank = self.info["rank"]
+
+    def before_launch(self):
+        """Subclasses prepare the RSA nodes here."""
+
+    def pool_uri(self):
+        return self.info["uri"]
+
+    def in_pool(self, *args):
+        """Run a flux command inside the pool instance."""
+        env = dict(os.environ, FLUX_URI=self.pool_uri())
+        return subprocess.run([FLUX, *args], env=env, capture_output=True, text=True, timeout=60)
+
+    def shutdown(self):
+        """Stop the pool in order and the instance; (pool result, flux start rc)."""
+        from flux_rsa.pool import launch
+
+        future = launch.shutdown_async(self.h, self.jobid)
+        future.then(lambda f: self.h.reactor_stop())
+        self.h.reactor_run()
+        result = future.get_info()
+        self.service.close()
+        rc = self.instance.stop()
+        return result, rc
+
+    def cleanup(self):
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def mounts_under(path):
+    with open("/proc/mounts") as f:
+        return [line.split()[1] for line in f if line.split()[1].startswith(path)]

@@ -1,0 +1,162 @@
+"""Pure parts of the pool: the memory graph, holder layouts and jobspecs,
+stage commands, request checks.  No Flux instance needed (only its Python
+bindings for the value types)."""
+
+import pytest
+
+from test_pool_helpers import FLUX_PYTHON, MiB
+
+flux = pytest.importorskip("flux", reason=f"Flux's Python bindings are not in {FLUX_PYTHON}")
+
+from flux_rsa.core.config import Policy  # noqa: E402
+from flux_rsa.pool import jgf, jobspecs, protocol  # noqa: E402
+
+POLICY = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
+                provider="tmpfs")
+
+# what a nested instance on two RSA nodes sees: its own ranks, parent's names
+POOL_R = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}],
+    "nodelist": ["rsa[3,7]"], "properties": {"rsa": "0-1", "bigmem": "1"},
+    "starttime": 0.0, "expiration": 0.0}}
+
+
+def vertices(R, kind):
+    return [v["metadata"] for v in R["scheduling"]["graph"]["nodes"]
+            if v["metadata"]["type"] == kind]
+
+
+def test_graph_has_memory_granules_and_virtual_cores_per_node():
+    R = jgf.pool_R(POOL_R, POLICY)
+    nodes = vertices(R, "node")
+    assert [(n["name"], n["rank"], n["properties"]) for n in nodes] == [
+        ("rsa3", 0, {"rsa": ""}), ("rsa7", 1, {"rsa": "", "bigmem": ""})]
+    assert len(vertices(R, "core")) == 2 * 8
+    assert jgf.granules_by_rank(R["scheduling"]["graph"]) == {0: 16, 1: 16}
+    assert R["execution"]["R_lite"] == [{"rank": "0-1", "children": {"core": "0-7"}}]
+    assert R["execution"]["nodelist"] == ["rsa[3,7]"]
+    # every vertex hangs off its node, and paths name the host
+    graph = R["scheduling"]["graph"]
+    assert len(graph["edges"]) == len(graph["nodes"]) - 1
+    assert {v["metadata"]["paths"]["containment"].split("/")[2]
+            for v in graph["nodes"] if v["metadata"]["type"] == "memory"} == {"rsa3", "rsa7"}
+
+
+def test_graph_refuses_mismatched_nodelist():
+    bad = {"execution": dict(POOL_R["execution"], nodelist=["rsa3"])}
+    with pytest.raises(ValueError, match="R lists 2 ranks but 1 host names"):
+        jgf.pool_R(bad, POLICY)
+
+
+def test_granted_is_counted_from_a_jobs_R():
+    R = {"execution": {}, "scheduling": {"graph": {"nodes": [
+        {"id": "1", "metadata": {"type": "memory", "rank": 1}},
+        {"id": "2", "metadata": {"type": "memory", "rank": 1}},
+        {"id": "3", "metadata": {"type": "core", "rank": 1}},
+        {"id": "4", "metadata": {"type": "memory", "rank": 0}}]}}}
+    assert jgf.R_granules(R) == {1: 2, 0: 1}
+    assert jgf.R_granules({"execution": {}}) == {}
+
+
+@pytest.mark.parametrize("need, layout", [
+    (1, (1, 1)),                       # at least one granule
+    (40 * MiB, (1, 10)),
+    (64 * MiB, (1, 16)),               # a whole node
+    (64 * MiB + 1, (2, 9)),            # 17 granules over the fewest nodes
+    (100 * MiB, (2, 13)),
+    (128 * MiB, (2, 16)),
+])
+def test_holder_layout(need, layout):
+    assert jobspecs.layout(need, POLICY, 2) == layout
+
+
+def test_holder_layout_refuses_more_than_the_pool():
+    with pytest.raises(jobspecs.Unfit, match=r"need 138412032 bytes \(33 granules of 4194304\) "
+                       r"is more than the pool holds: 2 node\(s\) x 67108864 bytes"):
+        jobspecs.layout(132 * MiB, POLICY, 2)
+
+
+def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
+    js = jobspecs.holder("/usr/bin/python3", POLICY, 1234, 2, 100 * MiB, 1001, 2, {"A": "1"})
+    d = js.jobspec
+    (node,) = d["resources"]
+    assert (node["type"], node["count"]) == ("node", 2)
+    (slot,) = node["with"]
+    assert slot["type"] == "slot" and slot["count"] == 1
+    assert {r["type"]: r["count"] for r in slot["with"]} == {"core": 1, "memory": 13}
+    assert d["tasks"][0]["count"] == {"per_slot": 1}
+    assert d["tasks"][0]["command"] == [
+        "/usr/bin/python3", "-m", "flux_rsa.ramdisk", "hold", "--provider", "tmpfs",
+        "--root", "/ram", "--name", "1234.2", "--size", str(13 * 4 * MiB), "--owner", "1001"]
+    system = d["attributes"]["system"]
+    assert system["job"]["name"] == "rsa-hold-1234-2"
+    assert system["shell"]["options"]["cpu-affinity"] == "off"
+    assert system["shell"]["options"]["exit-on-error"] == 1
+    assert system["environment"] == {"A": "1"} and system["cwd"] == "/"
+
+
+def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
+    return {"jobid": 7, "seq": 3, "direction": direction, "src": src, "dst": dst,
+            "method": method, "userid": 1001, "verify": "size", "nodes": ["rsa7", "rsa3"]}
+
+
+@pytest.mark.parametrize("direction, method, src, dst, args", [
+    ("in", None, "/p/in", "/ram/in", ["copy", "/p/in", "/ram/in"]),
+    ("in", "tar", "/p/in", "/ram/in", ["untar", "/p/in", "/ram/in"]),
+    ("in", "/home/u/in.sh", "/p/in", "/ram/in", ["script", "/home/u/in.sh", "/ram/in", "/p/in"]),
+    ("out", None, "/ram/out", "/p/out", ["copy", "/ram/out", "/p/out"]),
+    ("out", "tar", "/ram/out", "/p/out", ["tar", "/ram/out", "/p/out"]),
+    ("out", "/home/u/out.sh", "/ram/out", "/p/out",
+     ["script", "/home/u/out.sh", "/ram/out", "/p/out"]),
+])
+def test_stage_command_maps_method_to_mode(direction, method, src, dst, args):
+    cmd = jobspecs.stage_command("py", stage_request(direction, method, src, dst), workers=4)
+    assert cmd == ["py", "-m", "flux_rsa.stage", *args, "--as-user", "1001", "--progress-json",
+                   "--verify", "size", "--workers", "4"]
+
+
+def test_stage_jobspec_runs_on_the_holders_first_node():
+    js = jobspecs.stage("py", stage_request("in", None), {})
+    system = js.jobspec["attributes"]["system"]
+    assert system["constraints"] == {"hostlist": ["rsa7"]}
+    assert system["job"]["name"] == "rsa-stage-7-3"
+    assert "--workers" not in js.jobspec["tasks"][0]["command"]  # 0: the stager decides
+    (node,) = js.jobspec["resources"]
+    assert node["count"] == 1 and node["with"][0]["with"] == [{"type": "core", "count": 1}]
+
+
+def test_purge_command():
+    assert jobspecs.purge_command("py", "/ram/1.1/in", "/p/in") == [
+        "py", "-m", "flux_rsa.ramdisk", "purge", "/ram/1.1/in", "--link", "/p/in"]
+    assert jobspecs.purge_command("py", "/ram/1.1/in", None) == [
+        "py", "-m", "flux_rsa.ramdisk", "purge", "/ram/1.1/in"]
+
+
+@pytest.mark.parametrize("method, payload, message", [
+    ("hold", {"jobid": 1, "gen": 1, "userid": 5}, "rsa-pool.hold: missing field 'need'"),
+    ("hold", {"jobid": 1, "gen": "1", "need": 4, "userid": 5}, "rsa-pool.hold: gen='1' must be int"),
+    ("hold", {"jobid": 1, "gen": 1, "need": 0, "userid": 5}, "need=0 must be more than 0 bytes"),
+    ("cancel", {"jobid": True, "gen": 1}, "rsa-pool.cancel: jobid=True must be int"),
+    ("stage", dict(stage_request("sideways", None)), "direction='sideways' must be"),
+    ("stage", dict(stage_request("in", 5)), "method=5 must be str or NoneType"),
+    ("stage", dict(stage_request("in", None), nodes=[]), "nodes is empty"),
+    ("purge", {"jobid": 1, "path": "/ram/in", "userid": 5, "nodes": ["a"]}, "missing field 'data_in'"),
+    ("frobnicate", {}, "rsa-pool.frobnicate: unknown method"),
+    ("hold", [1, 2], "payload must be a JSON object"),
+])
+def test_bad_requests_are_named(method, payload, message):
+    with pytest.raises(protocol.BadRequest, match=message.replace("(", r"\(").replace(")", r"\)")):
+        protocol.check(method, payload)
+
+
+def test_good_requests_pass():
+    assert protocol.check("list", None) == {}
+    assert protocol.check("purge", {"jobid": 1, "path": "/r/in", "data_in": None, "userid": 0,
+                                    "nodes": ["rsa0"]})["data_in"] is None
+
+
+def test_notification_payload():
+    assert protocol.notification("holder-end", 42, jobid=1, gen=2, error=None) == {
+        "kind": "holder-end", "pool": 42, "jobid": 1, "gen": 2, "error": None}
+    with pytest.raises(ValueError):
+        protocol.notification("holder-ended", 42)
