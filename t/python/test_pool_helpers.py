@@ -153,8 +153,8 @@ class Service:
         self.wait(lambda: self.seen(kind, **match), timeout)
         return self.seen(kind, **match)[0]
 
-    def call(self, method, **payload):
-        return self.h.rpc(f"rsa-pool.{method}", payload, nodeid=self.rank).get()
+    def call(self, _method, **payload):
+        return self.h.rpc(f"rsa-pool.{_method}", payload, nodeid=self.rank).get()
 
     def close(self):
         self.watcher.stop()

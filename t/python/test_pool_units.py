@@ -115,10 +115,10 @@ def test_stage_command_maps_method_to_mode(direction, method, src, dst, args):
                    "--verify", "size", "--workers", "4"]
 
 
-def test_stage_jobspec_runs_on_the_holders_first_node():
-    js = jobspecs.stage("py", stage_request("in", None), {})
+def test_stage_jobspec_runs_on_the_given_rank():
+    js = jobspecs.stage("py", stage_request("in", None), 1, {})
     system = js.jobspec["attributes"]["system"]
-    assert system["constraints"] == {"hostlist": ["rsa7"]}
+    assert system["constraints"] == {"ranks": ["1"]}
     assert system["job"]["name"] == "rsa-stage-7-3"
     assert "--workers" not in js.jobspec["tasks"][0]["command"]  # 0: the stager decides
     (node,) = js.jobspec["resources"]

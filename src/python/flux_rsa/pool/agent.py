@@ -232,12 +232,12 @@ class Agent:
         return {}
 
     def do_stage(self, msg, p):
-        self._check_node(p["nodes"][0])
+        rank = self._rank_of(p["nodes"][0])
         key = (p["jobid"], p["seq"])
         stage = self.stages.get(key)
         if stage is None:
             self._refuse_if_draining()
-            js = jobspecs.stage(self.python, p, self.environment, self.policy.stage_workers)
+            js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers)
             self.stages[key] = Stage(self, js, *key)
         elif stage.ended:
             ok, error = stage.outcome()
@@ -255,10 +255,10 @@ class Agent:
         return {}
 
     def do_purge(self, msg, p):
-        self._check_node(p["nodes"][0])
+        rank = self._rank_of(p["nodes"][0])
         if p["jobid"] not in self.purges:
             self._refuse_if_draining()
-            js = jobspecs.purge(self.python, p, self.environment)
+            js = jobspecs.purge(self.python, p, rank, self.environment)
             self.purges[p["jobid"]] = Purge(self, js, p["jobid"])
         return {}
 
@@ -294,12 +294,14 @@ class Agent:
                           "reserved": reserved, "free": total - reserved, "holders": holders})
         return {"nodes": nodes, "granule": g, "notifications_pending": self.notifier.pending()}
 
-    def _check_node(self, host):
-        if host not in self.hosts.values():
-            raise protocol.BadRequest(
-                f"nodes[0]={host!r} is not a pool node (pool nodes: "
-                f"{', '.join(self.hosts[r] for r in sorted(self.hosts))}); give the holder's nodes "
-                "from holder-alloc")
+    def _rank_of(self, host):
+        for rank, name in self.hosts.items():
+            if name == host:
+                return rank
+        raise protocol.BadRequest(
+            f"nodes[0]={host!r} is not a pool node (pool nodes: "
+            f"{', '.join(self.hosts[r] for r in sorted(self.hosts))}); give the holder's nodes "
+            "from holder-alloc")
 
 
 def parse_args(argv):

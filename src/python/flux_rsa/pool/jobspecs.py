@@ -102,11 +102,10 @@ def stage_command(python, request, workers=0):
     return [python, *STAGER, *args, *options]
 
 
-def stage(python, request, environment, workers=0):
-    """Stage subjob on the holder's first node."""
+def stage(python, request, rank, environment, workers=0):
+    """Stage subjob on pool rank ``rank`` (the holder's first node)."""
     return _jobspec(stage_command(python, request, workers),
-                    stage_name(request["jobid"], request["seq"]), environment,
-                    hosts=request["nodes"][:1])
+                    stage_name(request["jobid"], request["seq"]), environment, rank=rank)
 
 
 def purge_command(python, path, data_in):
@@ -114,9 +113,9 @@ def purge_command(python, path, data_in):
     return [python, *RAMDISK, "purge", path, *link]
 
 
-def purge(python, request, environment):
+def purge(python, request, rank, environment):
     return _jobspec(purge_command(python, request["path"], request["data_in"]),
-                    purge_name(request["jobid"]), environment, hosts=request["nodes"][:1])
+                    purge_name(request["jobid"]), environment, rank=rank)
 
 
 def sweep(python, policy, nnodes, environment):
@@ -128,7 +127,7 @@ def sweep(python, policy, nnodes, environment):
 # --- common shape --------------------------------------------------------------
 
 
-def _jobspec(command, name, environment, nodes=1, memory=None, hosts=None):
+def _jobspec(command, name, environment, nodes=1, memory=None, rank=None):
     slot = [{"type": "core", "count": 1}]
     if memory:
         slot.append({"type": "memory", "count": memory})
@@ -141,8 +140,11 @@ def _jobspec(command, name, environment, nodes=1, memory=None, hosts=None):
     # the agent reads the output as it comes (built line, progress): commit
     # it to the KVS within 50 ms instead of the shell's default 0.5 s
     jobspec.setattr_shell_option("output", {"batch-timeout": OUTPUT_BATCH})
-    if hosts:
-        jobspec.setattr("system.constraints", {"hostlist": list(hosts)})
+    if rank is not None:
+        # by rank, not host name: the pool's R names its nodes as the parent
+        # does, which need not be what its brokers call themselves (job
+        # ingest checks host names against the brokers' hostlist)
+        jobspec.setattr("system.constraints", {"ranks": [str(rank)]})
     jobspec.environment = dict(environment)
     jobspec.cwd = "/"
     return jobspec
