@@ -24,12 +24,28 @@ def ramdisk(*args, env=None, **kw):
     return [PY, "-m", "flux_rsa.ramdisk", *args], env
 
 
+STARTED = []
+
+
 def start_hold(root, name="7.1", size="8M", owner=None, provider="dir", env=None):
     owner = os.getuid() if owner is None else owner
     cmd, env = ramdisk("hold", "--provider", provider, "--root", str(root), "--name", name,
                        "--size", size, "--owner", str(owner), env=env)
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    STARTED.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def no_stray_holders():
+    """A failing test must not leave a holder (and its RAM disk) behind."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=20)
 
 
 def built(proc):
@@ -96,7 +112,7 @@ def test_dir_provider_builds_reports_and_removes_on_signal(root, owner, sig):
     marker = json.load(open(os.path.join(path, ".rsa-ramdisk")))
     assert marker["pid"] == proc.pid and marker["provider"] == "dir"
     # a link inside pointing outside must not make the removal follow it
-    outside = tempfile.mkdtemp(prefix="rsa-outside-")
+    outside = tempfile.mkdtemp(prefix="outside-", dir=os.path.dirname(root))
     open(os.path.join(outside, "keep"), "w").close()
     os.symlink(outside, os.path.join(path, "out", "link"))
     rc, err = stop(proc, sig)

@@ -7,7 +7,8 @@ import tempfile
 
 import pytest
 
-from test_ramdisk_hold import built, mounts_at, needs_root, ramdisk, start_hold, stop
+from test_ramdisk_hold import (built, mounts_at, needs_root, no_stray_holders, ramdisk,  # noqa: F401
+                               start_hold, stop)
 
 
 def run(*args):
