@@ -159,6 +159,14 @@ def test_a_holder_canceled_from_outside_ends_with_an_error(pool):
     assert [h for h in pool.service.call("list")["holders"] if h["jobid"] == 141] == []
 
 
+def test_a_ramdisk_that_cannot_be_built_ends_its_holder_with_the_reason(pool):
+    pool.service.call("hold", jobid=145, gen=1, need=4 * MiB, userid=4123457)
+    end = pool.service.wait_for("holder-end", jobid=145)
+    assert end["error"].startswith("flux-rsa-ramdisk: owner uid 4123457 has no passwd entry")
+    assert pool.service.seen("ramdisk-built", jobid=145) == []
+    assert pool.service.call("status")["nodes"][0]["reserved"] == 0
+
+
 def test_cancel_of_an_unknown_holder_still_reports_its_end(pool):
     assert pool.service.call("cancel", jobid=151, gen=4) == {}
     assert pool.service.wait_for("holder-end", jobid=151, gen=4)["error"] is None

@@ -38,6 +38,7 @@ KEEP_ENDED = 1000
 #: notifications to be taken (the service may be busy or gone)
 DRAIN_TIMEOUT = 60.0
 NOTIFY_GRACE = 5.0
+SWEEP_TIMEOUT = 60.0
 
 
 def log(message):
@@ -102,12 +103,18 @@ class Agent:
         js = jobspecs.sweep(self.python, self.policy, len(self.hosts), self.environment)
         jobid = flux.job.submit(self.h, js)
         try:
-            flux.job.event_wait(self.h, jobid, "clean", raiseJobException=False)
+            result = flux.job.result_async(self.h, jobid).wait_for(SWEEP_TIMEOUT).get_info()
         except OSError as exc:
-            log(f"sweep job {JobID(jobid).f58}: {exc}")
+            log(f"sweep job {JobID(jobid).f58} did not end in {SWEEP_TIMEOUT:.0f}s ({exc}); "
+                "going on without it")
+            flux.job.cancel_async(self.h, jobid)
+            return
         out = flux.job.job_output(self.h, jobid)
         for line in (out.stdout + out.stderr).splitlines():
             log(f"sweep: {line}")
+        if result.returncode != 0:
+            log(f"sweep job {JobID(jobid).f58} exited with {result.returncode}: some leftover "
+                f"RAM disks under {self.policy.ramdisk_root} may remain (see above)")
 
     def stop(self):
         """Leave the parent tidy: no service, no stale KVS record."""
@@ -336,7 +343,7 @@ def main(argv=None):
     agent = Agent(h, parent, policy, args.notify)
     try:
         agent.start()
-    except (graph.GraphError, OSError) as exc:
+    except (graph.GraphError, OSError, ValueError) as exc:
         log(f"cannot start: {exc}")
         return 1
     try:

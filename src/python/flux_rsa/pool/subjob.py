@@ -26,6 +26,7 @@ class Subjob:
         self.R = None
         self.started = False
         self.exception = None  # text of the first fatal exception
+        self.exception_type = None
         self.status = None  # wait status from the finish event
         self.stderr = None  # last line on stderr
         self.cancel_reason = None
@@ -63,16 +64,20 @@ class Subjob:
         return code == 0 or (code == 1 and self.exception is not None and self.stderr is None)
 
     def failure(self):
-        """Why the job did not succeed, for a person; None when it did."""
+        """Why the job did not succeed, for a person; None when it did.
+        The command's own last stderr line comes first when the job failed
+        because of it (an ``exec`` exception is raised by exit-on-error)."""
+        code = self.exit_code()
+        if self.exception is None and self.started and code == 0:
+            return None
+        if self.stderr and self.exception_type in (None, "exec"):
+            return self.stderr
         if self.exception:
             return self.exception
-        code = self.exit_code()
         if code is None:
-            return None if self.ended and self.started else "ended before it started"
-        if code == 0:
-            return None
+            return "ended before it started"
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        return f"{self.stderr} ({how})" if self.stderr else f"{self.name} {how}"
+        return f"{self.name} {how}"
 
     # --- actions ---
 
@@ -95,6 +100,7 @@ class Subjob:
         try:
             self.jobid = future.get_id()
         except OSError as exc:
+            self.exception_type = "submit"
             self.exception = f"submit refused: {exc.strerror or exc}"
             self._clean = self._output_done = True
             self._finish()
@@ -123,6 +129,7 @@ class Subjob:
         if name == "start":
             self.started = True
         elif name == "exception" and ctx.get("severity", 0) == 0 and self.exception is None:
+            self.exception_type = ctx.get("type", "unknown")
             note = ctx.get("note") or ""
             self.exception = f"{ctx.get('type', 'unknown')} exception{': ' + note if note else ''}"
         elif name == "finish":
