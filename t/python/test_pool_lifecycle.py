@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from test_pool_helpers import (FLUX_PYTHON, PYPATH, Pool, mounts_under, requires_flux,
+from test_pool_helpers import (FLUX, FLUX_PYTHON, PYPATH, Pool, mounts_under, requires_flux,
                                requires_root)
 
 flux = pytest.importorskip("flux", reason=f"Flux's Python bindings are not in {FLUX_PYTHON}")
@@ -65,6 +65,16 @@ def test_launch_without_rsa_nodes_says_what_to_configure(pool):
 
     with pytest.raises(launch.PoolError, match="no up nodes with property 'bigmem'"):
         launch.launch(pool.h, Policy(node_property="bigmem"))
+
+
+@requires_flux
+@requires_root
+def test_a_second_pool_while_the_rsa_nodes_are_busy_is_refused_clearly(pool):
+    env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(FLUX)}")
+    second = launch.launch(pool.h, pool.policy, env=env)
+    with pytest.raises(launch.PoolError, match="launch the pool again once the RSA nodes are free"):
+        launch.wait_ready(pool.h, second, timeout=30)
+    assert launch.find(pool.h) == pool.jobid
 
 
 @requires_flux

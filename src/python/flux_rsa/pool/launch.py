@@ -119,13 +119,23 @@ def wait_ready(h, jobid, timeout=120.0, poll=0.2):
             return info
         job = flux.job.get_job(h, jobid)
         if job is None or job["state"] == "INACTIVE":
-            why = (job or {}).get("exception", {}).get("note") or f"returncode {(job or {}).get('returncode')}"
-            raise PoolError(f"pool job {flux.job.JobID(jobid).f58} ended before it was ready ({why}); "
-                            f"its agent's messages: flux job attach {flux.job.JobID(jobid).f58}")
+            raise PoolError(_ended_why(jobid, job))
         if time.monotonic() > deadline:
             raise PoolError(f"pool job {flux.job.JobID(jobid).f58} not ready after {timeout:.0f}s "
                             f"(state {job['state']}); check flux job attach {flux.job.JobID(jobid).f58}")
         time.sleep(poll)
+
+
+def _ended_why(jobid, job):
+    f58 = flux.job.JobID(jobid).f58
+    note = (job or {}).get("exception", {}).get("note") or ""
+    if "unsatisfiable" in note:
+        return (f"pool job {f58} was refused: {note}.  Fluxion calls a request for nodes with a "
+                "property unsatisfiable while those nodes are busy with jobs that have no time "
+                "limit: launch the pool again once the RSA nodes are free (flux resource list)")
+    why = note or f"returncode {(job or {}).get('returncode')}"
+    return (f"pool job {f58} ended before it was ready ({why}); its agent's messages: "
+            f"flux job attach {f58}")
 
 
 def shutdown_async(h, jobid):
