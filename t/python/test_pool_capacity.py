@@ -159,10 +159,22 @@ def test_a_holder_canceled_from_outside_ends_with_an_error(pool):
     assert [h for h in pool.service.call("list")["holders"] if h["jobid"] == 141] == []
 
 
+def test_a_holder_killed_outright_has_its_ramdisk_swept(pool):
+    hold(pool, 143, 8 * MiB)
+    path = built(pool, 143)
+    subjob = {h["jobid"]: h for h in pool.service.call("list")["holders"]}[143]["subjob"]
+    out = pool.in_pool("job", "kill", "--signal=SIGKILL", str(subjob))
+    assert out.returncode == 0, out.stderr
+    end = pool.service.wait_for("holder-end", jobid=143)
+    assert "failed (Killed)" in end["error"]
+    assert end["error"].endswith("its leftover RAM disk was removed by a sweep")
+    assert mounts_under(path) == [] and not os.path.exists(path)
+
+
 def test_a_ramdisk_that_cannot_be_built_ends_its_holder_with_the_reason(pool):
     pool.service.call("hold", jobid=145, gen=1, need=4 * MiB, userid=4123457)
     end = pool.service.wait_for("holder-end", jobid=145)
-    assert end["error"].startswith("flux-rsa-ramdisk: owner uid 4123457 has no passwd entry")
+    assert "failed: flux-rsa-ramdisk: owner uid 4123457 has no passwd entry" in end["error"]
     assert pool.service.seen("ramdisk-built", jobid=145) == []
     assert pool.service.call("status")["nodes"][0]["reserved"] == 0
 

@@ -125,6 +125,15 @@ def test_stage_jobspec_runs_on_the_given_rank():
     assert node["count"] == 1 and node["with"][0]["with"] == [{"type": "core", "count": 1}]
 
 
+def test_sweep_jobspec_on_every_node_or_one_rank():
+    every = jobspecs.sweep("py", POLICY, {}, nodes=2).jobspec
+    assert every["resources"][0]["count"] == 2
+    assert "constraints" not in every["attributes"]["system"]
+    assert every["tasks"][0]["command"] == ["py", "-m", "flux_rsa.ramdisk", "sweep", "/ram"]
+    one = jobspecs.sweep("py", POLICY, {}, rank=1).jobspec
+    assert one["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
+
+
 def test_purge_command():
     assert jobspecs.purge_command("py", "/ram/1.1/in", "/p/in") == [
         "py", "-m", "flux_rsa.ramdisk", "purge", "/ram/1.1/in", "--link", "/p/in"]

@@ -100,7 +100,7 @@ class Agent:
 
     def sweep(self):
         """Remove RAM disks a crashed pool left behind, on every node."""
-        js = jobspecs.sweep(self.python, self.policy, len(self.hosts), self.environment)
+        js = jobspecs.sweep(self.python, self.policy, self.environment, nodes=len(self.hosts))
         jobid = flux.job.submit(self.h, js)
         try:
             result = flux.job.result_async(self.h, jobid).wait_for(SWEEP_TIMEOUT).get_info()
@@ -148,7 +148,7 @@ class Agent:
 
     def active(self):
         return [j for table in (self.holders, self.stages, self.purges)
-                for j in table.values() if not j.ended]
+                for j in table.values() if not j.done()]
 
     def _drain(self, *args):
         """Stop once every subjob ended and its notification went out."""
@@ -201,7 +201,8 @@ class Agent:
             self.draining = time.monotonic() + DRAIN_TIMEOUT
             for job in self.active():
                 if isinstance(job, Holder):
-                    job.release()
+                    if not job.ended:
+                        job.release()
                 elif isinstance(job, Stage):
                     job.stop()
                 else:
@@ -224,19 +225,19 @@ class Agent:
             js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
                                  p["userid"], len(self.hosts), self.environment)
             self.holders[key] = Holder(self, js, *key)
-        elif holder.ended:
+        elif holder.done():
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error())
         return {}
 
     def do_cancel(self, msg, p):
         key = (p["jobid"], p["gen"])
         holder = self.holders.get(key)
-        if holder is None or holder.ended:
+        if holder is None or holder.done():
             error = holder.error() if holder else None
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=error)
-        else:
+        elif not holder.ended:
             holder.release()
-        return {}
+        return {}  # else: it is being swept; its holder-end follows
 
     def do_stage(self, msg, p):
         rank = self._rank_of(p["nodes"][0])
@@ -271,7 +272,7 @@ class Agent:
 
     def do_list(self, msg, p):
         """What runs now (ended holders and stages are not listed)."""
-        return {"holders": [h.describe() for h in self.holders.values() if not h.ended],
+        return {"holders": [h.describe() for h in self.holders.values() if not h.done()],
                 "stages": [s.describe() for s in self.stages.values() if not s.ended]}
 
     def do_status(self, msg, p):
@@ -295,7 +296,7 @@ class Agent:
             total = self.policy.node_granules * g
             reserved = used.get(rank, 0) * g
             holders = [{"jobid": h.key[0], "gen": h.key[1], "bytes": n * g}
-                       for h in self.holders.values() if not h.ended
+                       for h in self.holders.values() if not h.done()
                        for r, n in h.granted_by_rank().items() if r == rank]
             nodes.append({"host": self.hosts[rank], "rank": rank, "total": total,
                           "reserved": reserved, "free": total - reserved, "holders": holders})

@@ -4,6 +4,11 @@ The holder's life is the RAM disk's life.  Its notifications go out in
 this order, each once: ``holder-alloc`` (when its R is known),
 ``holder-start``, ``ramdisk-built`` (the ``built`` line of the RAM-disk
 command), ``holder-end`` (after ``clean``: capacity is free again).
+
+A holder that ended without destroying its RAM disk (killed by a signal,
+or its command failed to remove it) would keep the memory Fluxion now
+counts as free: the agent first runs a sweep on its first node, then sends
+``holder-end``.
 """
 
 import json
@@ -11,7 +16,7 @@ import signal
 
 from flux.hostlist import Hostlist
 
-from flux_rsa.pool import jgf, protocol
+from flux_rsa.pool import jgf, jobspecs, protocol
 from flux_rsa.pool.subjob import Subjob
 
 CANCEL_REASON = "flux-rsa: reservation released"
@@ -23,6 +28,7 @@ class Holder(Subjob):
         self.sent = set()
         self.path = None
         self.asked = False
+        self.sweeper = None
         super().__init__(agent, jobspec)
 
     @property
@@ -61,24 +67,38 @@ class Holder(Subjob):
         if isinstance(msg, dict) and msg.get("event") == "built":
             self.path = msg.get("path")
 
+    def done(self):
+        """holder-end was sent: nothing more will happen."""
+        return protocol.HOLDER_END in self.sent
+
+    def clean_end(self):
+        """The RAM-disk command ended normally (or never started)."""
+        # SIGTERM can only kill the RAM-disk command before it blocks the
+        # signal, that is before it built anything
+        early = self.exit_code() == -signal.SIGTERM and not self.path
+        return not self.started or self.tasks_ok() or early
+
     def error(self):
         """holder-end's error: None only for a clean, asked-for end."""
         why = self.failure()
+        swept = ""
+        if self.sweeper is not None:
+            swept = ("; its leftover RAM disk was removed by a sweep" if self.sweeper.failure() is None
+                     else f"; removing its leftover RAM disk failed: {self.sweeper.failure()}")
         if self.asked:
-            # SIGTERM can only kill the RAM-disk command before it blocks
-            # the signal, that is before it built anything
-            early = self.exit_code() == -signal.SIGTERM and not self.path
-            if not self.started or self.tasks_ok() or early:
+            if self.clean_end():
                 return None
-            return why or "the RAM disk was not destroyed cleanly"
+            return (why or "the RAM disk was not destroyed cleanly") + swept
         if why and self.exception and self.exception.startswith("cancel"):
             return (f"holder {self.name} was canceled outside flux-rsa ({why}); "
                     "its RAM disk is destroyed and its capacity free")
-        return why or f"holder {self.name} ended by itself; its RAM disk is destroyed"
+        if why:
+            return f"holder {self.name} failed: {why}{swept}"
+        return f"holder {self.name} ended by itself; its RAM disk is destroyed"
 
     def update(self):
         jobid, gen = self.key
-        if protocol.HOLDER_END in self.sent:
+        if self.done():
             return
         if self.R and self._once(protocol.HOLDER_ALLOC):
             self.agent.notify(protocol.HOLDER_ALLOC, jobid=jobid, gen=gen, nodes=self.nodes,
@@ -87,9 +107,20 @@ class Holder(Subjob):
             self.agent.notify(protocol.HOLDER_START, jobid=jobid, gen=gen)
         if self.path and protocol.HOLDER_START in self.sent and self._once(protocol.RAMDISK_BUILT):
             self.agent.notify(protocol.RAMDISK_BUILT, jobid=jobid, gen=gen, path=self.path)
-        if self.ended and self._once(protocol.HOLDER_END):
-            self.agent.notify(protocol.HOLDER_END, jobid=jobid, gen=gen, error=self.error())
-            self.agent.forget(self)
+        if not self.ended:
+            return
+        if self.path and not self.clean_end() and self.sweeper is None:
+            first = min(jgf.hosts_by_rank(self.R))
+            js = jobspecs.sweep(self.agent.python, self.agent.policy, self.agent.environment,
+                                rank=first)
+            self.sweeper = Sweeper(self.agent, js, self.update)
+            return
+        if self.sweeper is not None and not self.sweeper.ended:
+            return
+        error = self.error()
+        self.sent.add(protocol.HOLDER_END)
+        self.agent.notify(protocol.HOLDER_END, jobid=jobid, gen=gen, error=error)
+        self.agent.forget(self)
 
     def _once(self, name):
         if name in self.sent:
@@ -102,3 +133,15 @@ class Holder(Subjob):
         return {"jobid": jobid, "gen": gen, "state": self.state, "nodes": self.nodes,
                 "granted": self.granted, "ramdisk": self.path,
                 "subjob": self.jobid, "error": self.error() if self.ended else None}
+
+
+class Sweeper(Subjob):
+    """A sweep on one node after a holder died without cleaning up."""
+
+    def __init__(self, agent, jobspec, then):
+        self.then = then
+        super().__init__(agent, jobspec)
+
+    def update(self):
+        if self.ended:
+            self.then()

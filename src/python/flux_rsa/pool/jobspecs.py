@@ -118,10 +118,11 @@ def purge(python, request, rank, environment):
                     purge_name(request["jobid"]), environment, rank=rank)
 
 
-def sweep(python, policy, nnodes, environment):
-    """One task on every pool node removing leftover RAM disks."""
+def sweep(python, policy, environment, nodes=1, rank=None):
+    """Remove leftover RAM disks: one task on each of ``nodes`` nodes, or on
+    pool rank ``rank``."""
     return _jobspec([python, *RAMDISK, "sweep", policy.ramdisk_root], "rsa-sweep",
-                    environment, nodes=nnodes)
+                    environment, nodes=nodes, rank=rank)
 
 
 # --- common shape --------------------------------------------------------------

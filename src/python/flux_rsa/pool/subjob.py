@@ -47,6 +47,10 @@ class Subjob:
     def on_stdout(self, line):
         """A complete line on the job's stdout."""
 
+    def done(self):
+        """Nothing more will happen (its last notification is out)."""
+        return self.ended
+
     @property
     def name(self):
         return f"job {JobID(self.jobid).f58}" if self.jobid else "job (not yet submitted)"
