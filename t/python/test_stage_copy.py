@@ -5,6 +5,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from test_stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage
 
 
@@ -133,3 +135,34 @@ def test_killed_run_resumes_without_recopying(tmp_path):
         assert (os.stat(p).st_ino, os.stat(p).st_ctime_ns) == ident, p
     leftovers = [p for p in dst.rglob(".rsa-stage.*")]
     assert leftovers == []
+
+
+@pytest.mark.parametrize("tmpfile", [True, False], ids=["o_tmpfile", "named_tmp"])
+def test_both_ways_of_creating_files_keep_everything(tmp_path, tmpfile):
+    # unnamed files linked into place (O_TMPFILE) where the file system can,
+    # else hidden temporary names renamed into place: same result either way,
+    # first copy and replacement of a changed file alike
+    from flux_rsa.stage import plan as planmod
+    from flux_rsa.stage.copy import Copier
+
+    src = make_tree(tmp_path / "src")
+    dst = os.fsencode(tmp_path / "dst")
+
+    def copy():
+        p = planmod.walk(src)
+        planmod.compare_dest(p, dst, b"0")
+        c = Copier(p, dst, workers=2, tmpfile=tmpfile)
+        try:
+            c.run()
+            c.finish_dirs()
+        finally:
+            c.close()
+        return c
+
+    assert copy().tmpfile is tmpfile  # /tmp can hold O_TMPFILE files
+    assert rsync_diff(src, dst) == ""
+    with open(os.path.join(src, b"sub", b"deep", b"random.bin"), "r+b") as f:
+        f.write(b"changed")
+    copy()
+    assert rsync_diff(src, dst) == ""
+    assert not [n for n in os.listdir(dst) if n.startswith(b".rsa-stage.")]

@@ -51,7 +51,9 @@ def test_untar_reads_gnu_tar_archives_and_copies_other_entries(tmp_path):
     assert not (ram / "x.tar").exists()
     assert (ram / "sub" / "deep" / "random.bin").read_bytes() == \
         open(os.path.join(src, b"sub/deep/random.bin"), "rb").read()
-    os.unlink(ram / "notes.txt")
+    root = os.stat(ram)
+    os.unlink(ram / "notes.txt")  # which changes the root's mtime: put it back
+    os.utime(ram, ns=(root.st_atime_ns, root.st_mtime_ns))
     assert rsync_diff(src, ram) == ""
 
 
@@ -74,3 +76,60 @@ def test_tar_run_twice_replaces_the_archive_whole(tmp_path):
     (out / ".rsa-stage.0.99999.1.tmp").write_bytes(b"left by a killed run")
     stage("tar", src, out, check=0)
     assert sorted(os.listdir(out)) == ["rsa-output.tar"]
+
+
+def _tree_with_late_link(base):
+    """make_tree plus a hard-link pair whose first name in walk order (b/x,
+    shallower) comes after the other (a/c/y) in depth-first order, and
+    directory times well in the past."""
+    src = make_tree(base)
+    j = lambda *p: os.path.join(src, *p)  # noqa: E731
+    os.makedirs(j(b"a", b"c"))
+    os.makedirs(j(b"b"))
+    with open(j(b"b", b"x"), "wb") as f:
+        f.write(b"linked twice")
+    os.link(j(b"b", b"x"), j(b"a", b"c", b"y"))
+    for i, rel in enumerate((b"a/c", b"a", b"b", b"sub/deep", b"sub", b"")):
+        os.utime(j(rel) if rel else src, ns=(0, 1_600_000_000_000_000_007 + i))
+    return src
+
+
+def _dir_times(root):
+    root = os.fsencode(root)
+    out = {}
+    for dirpath, _, _ in os.walk(root):
+        out[os.path.relpath(dirpath, root)] = os.stat(dirpath).st_mtime_ns
+    return out
+
+
+def test_gnu_tar_restores_directory_times_exactly(tmp_path):
+    # GNU tar sets a directory's times when it meets the first member outside
+    # it: every entry must follow its directory before any other directory
+    src = _tree_with_late_link(tmp_path / "src")
+    out = tmp_path / "out"
+    stage("tar", src, out, check=0)
+    restored = tmp_path / "gnu"
+    restored.mkdir()
+    subprocess.run(["tar", "-C", restored, "-xf", out / "rsa-output.tar"], check=True,
+                   stderr=subprocess.DEVNULL)
+    assert _dir_times(restored) == _dir_times(src)
+    assert os.stat(restored / "b" / "x").st_ino == os.stat(restored / "a" / "c" / "y").st_ino
+    assert rsync_diff(src, restored) == ""
+
+
+def test_untar_restores_directory_times_and_late_links_exactly(tmp_path):
+    src = _tree_with_late_link(tmp_path / "src")
+    stage("tar", src, tmp_path / "in", "--name", "input.tar", "--verify", "checksum",
+          check=0)
+    ram = tmp_path / "ram"
+    stage("untar", tmp_path / "in", ram, check=0)
+    assert _dir_times(ram) == _dir_times(src)
+    assert os.stat(ram / "b" / "x").st_ino == os.stat(ram / "a" / "c" / "y").st_ino
+    assert rsync_diff(src, ram) == ""
+
+
+def test_untar_verify_checksum_reads_members_inside_archives(tmp_path):
+    src = make_tree(tmp_path / "src")
+    stage("tar", src, tmp_path / "in", "--name", "input.tar", check=0)
+    stage("untar", tmp_path / "in", tmp_path / "ram", "--verify", "checksum", check=0)
+    assert rsync_diff(src, tmp_path / "ram") == ""

@@ -110,7 +110,8 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
     def copy_progress(t):
         meter.update("copy", t.bytes_done, total, t.files_done, nfiles)
 
-    c = Copier(p, dst, workers=workers, tag=tag, progress=copy_progress)
+    c = Copier(p, dst, workers=workers, tag=tag, progress=copy_progress,
+               writeback=sync)
     skipped = [f for f in p.files if f.skip]
     meter.update("copy", sum(f.size for f in skipped), total, len(skipped), nfiles)
     try:
@@ -148,9 +149,12 @@ def _tar(src, dstdir, name, workers, verify, meter, result, sync):
     result.files_copied = nfiles
     result.bytes_copied = total
     if verify:
-        # read the archive back as a plan and compare it with the tree
         meter.update("verify", 0, total, 0, nfiles, force=True)
-        _verify_archive(p, result.output, verify, workers, meter, total, nfiles)
+        w.verify_layout()
+        if verify == "checksum":
+            # read the archive back as a plan and compare it with the tree
+            _verify_archive(p, result.output, verify, workers, meter, total, nfiles)
+        meter.update("verify", total, total, nfiles, nfiles, force=True)
         result.verified = verify
 
 
@@ -168,6 +172,8 @@ def _verify_archive(tree, archive, mode, workers, meter, total, nfiles):
     back.dirs.append(root)
     tarmode.add_archive(back, archive)
     got = {back.rel(f): f for f in back.files}
+    for h in back.hardlinks:  # a name of the tree may hold a link to the data
+        got[back.rel(h)] = h.first
     for f in tree.files:
         rel = tree.rel(f)
         g = got.get(rel)

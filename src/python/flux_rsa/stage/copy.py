@@ -1,13 +1,15 @@
 """The copy engine: create the tree under DST from a Plan, in parallel.
 
-Regular files are written under a hidden temporary name in their final
-directory and renamed into place once complete, so a final name always
-holds a whole file.  Small files go to workers in batches (source reads
+Regular files are written as unnamed files (O_TMPFILE) in their final
+directory and given their name (linkat) once complete, or, where the file
+system cannot do that, written under a hidden temporary name and renamed
+into place; either way a final name always holds a whole file.  Small files go to workers in batches (source reads
 announced with posix_fadvise(WILLNEED) first, so one worker keeps many
 reads in flight); large files are split into ranges copied by several
 workers into one pre-sized temporary file.
 """
 
+import errno
 import os
 import stat
 
@@ -20,6 +22,9 @@ BATCH_FILES = 256
 BATCH_BYTES = 32 << 20
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+TMPFILE_FLAGS = os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC
+# open(O_TMPFILE) errors meaning "not here": fall back to named temporary files
+_NO_TMPFILE = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL}
 _DST_ERRNOS = {28, 122, 27, 30}  # ENOSPC, EDQUOT, EFBIG, EROFS
 
 
@@ -88,14 +93,21 @@ class Copier:
     """Copies one Plan into DST.  Call run(); it raises StageError."""
 
     def __init__(self, plan, dst, workers=2, tag=b"0", progress=None,
-                 chown=None, direct=True):
+                 chown=None, direct=False, writeback=False, tmpfile=True):
         self.plan = plan
         self.dst = dst
         self.workers = workers
         self.tag = tag
         self.progress = progress or (lambda tally: None)
         self.chown = (os.geteuid() == 0) if chown is None else chown
-        self.direct = direct
+        self.direct = direct  # read big files with O_DIRECT
+        self.writeback = writeback  # start writeback of big data early
+        self.tmpfile = tmpfile  # O_TMPFILE + linkat, if the destination can
+        self.src_in_memory = False
+        self.same_fs = False
+        self.buf = None
+        self.pid = os.getpid()
+        self._new_owner = {}
         self.tally = Tally()
         self.serial = 0
         self.big_tmp = {}  # file index -> temporary name
@@ -108,8 +120,17 @@ class Copier:
     def prepare(self):
         """Create directories, remove stale temporary files, size big files."""
         self.dst_root = _open_or_make_root(self.dst)
+        self.pid = os.getpid()
         if self.plan.src is not None:
             self.src_root = os.open(self.plan.src, fsutil.DIR_FLAGS)
+            self.src_in_memory = fsutil.in_memory(self.src_root)
+            self.same_fs = (os.fstat(self.src_root).st_dev
+                            == os.fstat(self.dst_root).st_dev)
+        if self.writeback and fsutil.in_memory(self.dst_root):
+            self.writeback = False  # nothing to write back on a RAM disk
+        if self.tmpfile:
+            self.tmpfile = (any(not f.skip for f in self.plan.files)
+                            and self._probe_tmpfile())
         dcache = _DirCache(self.dst_root, self.plan)
         try:
             for d in self.plan.dirs[1:]:
@@ -162,7 +183,25 @@ class Copier:
 
     def _tmp(self):
         self.serial += 1
-        return fsutil.tmp_name(self.tag, self.serial)
+        return fsutil.tmp_name(self.tag, self.serial, self.pid)
+
+    def _probe_tmpfile(self):
+        """Can the destination hold unnamed files (O_TMPFILE) that linkat
+        through /proc/self/fd names later?  Tried once, in DST itself."""
+        try:
+            fd = os.open(b".", TMPFILE_FLAGS, 0o600, dir_fd=self.dst_root)
+        except OSError:
+            return False
+        name = self._tmp()
+        try:
+            os.link(b"/proc/self/fd/%d" % fd, name, dst_dir_fd=self.dst_root,
+                    follow_symlinks=True)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        _unlink_quiet(name, self.dst_root)
+        return True
 
     def run(self):
         """Copy all files; finish big files; then links and specials."""
@@ -215,7 +254,7 @@ class Copier:
                 try:
                     if not self.chown:
                         os.fchmod(fd, f.mode & 0o7777)  # made 0600 by _create_big
-                    self._set_file_meta(fd, f)
+                    self._set_file_meta(fd, f, dfd)
                     if self.chown and not f.mode & 0o6000:
                         os.fchmod(fd, f.mode & 0o7777)
                     _check_size(fd, f, path)
@@ -367,9 +406,9 @@ class Copier:
     # ---- worker side --------------------------------------------------
     def _setup(self, send):
         os.umask(0)
+        self.pid = os.getpid()
         self.sdirs = _DirCache(self.src_root, self.plan) if self.src_root >= 0 else None
         self.ddirs = _DirCache(self.dst_root, self.plan)
-        self.buf = None
         self.send = send
 
     def _handle(self, idx, send):
@@ -404,7 +443,7 @@ class Copier:
                 except OSError as exc:
                     raise from_oserror(exc, self._src_path(f)) from None
                 opened.append(fd)
-                if f.src is None and f.size:
+                if f.src is None and f.size and not self.src_in_memory:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             nbytes = 0
             for f, fd in zip(files, opened):
@@ -418,10 +457,20 @@ class Copier:
 
     def _copy_file(self, f, sfd):
         ddir = self.ddirs.get(f.d)
-        name = self._tmp()
+        name = None  # the temporary name, when O_TMPFILE is not used
         reading = True
         try:
-            dfd = os.open(name, CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+            dfd = -1
+            if self.tmpfile:
+                try:
+                    dfd = os.open(b".", TMPFILE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+                except OSError as exc:
+                    if exc.errno not in _NO_TMPFILE:
+                        raise
+                    self.tmpfile = False  # e.g. another file system under DST
+            if dfd < 0:
+                name = self._tmp()
+                dfd = os.open(name, CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
         except OSError as exc:
             raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
         try:
@@ -440,17 +489,41 @@ class Copier:
                         EXIT_FAILED, self._src_path(f),
                         f"changed while being copied (planned {f.size} bytes, "
                         f"read {done})", "run the stage again")
-                self._set_file_meta(dfd, f)
+                self._set_file_meta(dfd, f, ddir)
+                if self.writeback and f.size >= copyio.SMALL:
+                    fsutil.start_writeback(dfd, 0, f.size)
+                if name is None:
+                    self._name_tmpfile(dfd, f, ddir)
             finally:
                 os.close(dfd)
-            os.rename(name, f.name, src_dir_fd=ddir, dst_dir_fd=ddir)
+            if name is not None:
+                os.rename(name, f.name, src_dir_fd=ddir, dst_dir_fd=ddir)
         except BaseException as exc:
-            _unlink_quiet(name, ddir)
+            if name is not None:
+                _unlink_quiet(name, ddir)
             if isinstance(exc, OSError):
                 if reading and exc.errno not in _DST_ERRNOS:
                     raise from_oserror(exc, self._src_path(f)) from None
                 raise from_oserror(
                     exc, fsutil.full(self.dst, self.plan.rel(f))) from None
+            raise
+
+    def _name_tmpfile(self, dfd, f, ddir):
+        """Give the complete unnamed file DFD its final name.  A name
+        already there (an older version of the file) is replaced
+        atomically: link under a temporary name, then rename over it."""
+        proc = b"/proc/self/fd/%d" % dfd
+        try:
+            os.link(proc, f.name, dst_dir_fd=ddir, follow_symlinks=True)
+            return
+        except FileExistsError:
+            pass
+        tmp = self._tmp()
+        os.link(proc, tmp, dst_dir_fd=ddir, follow_symlinks=True)
+        try:
+            os.rename(tmp, f.name, src_dir_fd=ddir, dst_dir_fd=ddir)
+        except BaseException:
+            _unlink_quiet(tmp, ddir)
             raise
 
     def _from_archive(self, f, afd, dfd):
@@ -463,14 +536,26 @@ class Copier:
             off += n
         return f.size
 
-    def _set_file_meta(self, fd, f):
+    def _set_file_meta(self, fd, f, dir_fd):
         if self.chown:
-            os.fchown(fd, f.uid, f.gid)
+            if (f.uid, f.gid) != self._owner_of_new(f.d, dir_fd):
+                os.fchown(fd, f.uid, f.gid)
             if f.mode & 0o6000:
                 os.fchmod(fd, f.mode & 0o7777)
         elif f.src is not None and f.mode & 0o6000:
             os.fchmod(fd, f.mode & 0o7777)
         os.utime(fd, ns=(f.atime, f.mtime))
+
+    def _owner_of_new(self, d, dir_fd):
+        """(uid, gid) a file created in directory D gets: ours, or the
+        directory's group when it is set-group-ID.  A file that should have
+        exactly these needs no fchown."""
+        owner = self._new_owner.get(d)
+        if owner is None:
+            st = os.fstat(dir_fd)
+            gid = st.st_gid if st.st_mode & stat.S_ISGID else os.getegid()
+            owner = self._new_owner[d] = (os.geteuid(), gid)
+        return owner
 
     def _range(self, i, off, length):
         f = self.plan.files[i]
@@ -487,10 +572,20 @@ class Copier:
             try:
                 if f.src is None:
                     direct = self._open_direct(f)
+                    buf = None
+                    if not f.sparse and (direct is not None or not self.same_fs):
+                        # across file systems: pread/pwrite through a big
+                        # buffer, with read-ahead doubled; within one, the
+                        # kernel copies (copy_file_range)
+                        buf = self._buffer()
+                        if direct is None and not self.src_in_memory:
+                            os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
                     done = copyio.copy_range(sfd, dfd, off, length, sparse=f.sparse,
-                                             direct=direct, buf=self.buf)
+                                             direct=direct, buf=buf)
                 else:
                     done = self._archive_range(f, sfd, dfd, off, length)
+                if self.writeback:
+                    fsutil.start_writeback(dfd, off, length)
             finally:
                 os.close(dfd)
         except OSError as exc:
@@ -526,13 +621,15 @@ class Copier:
         if not self.direct or f.sparse:
             return None
         try:
-            fd = os.open(f.name, OPEN_FLAGS | os.O_DIRECT, dir_fd=self.sdirs.get(f.d))
+            return os.open(f.name, OPEN_FLAGS | os.O_DIRECT, dir_fd=self.sdirs.get(f.d))
         except OSError:
             self.direct = False
             return None
+
+    def _buffer(self):
         if self.buf is None:
-            self.buf = copyio.direct_buffer(CHUNK)
-        return fd
+            self.buf = copyio.buffer(CHUNK)
+        return self.buf
 
 
 def _open_or_make_root(dst):

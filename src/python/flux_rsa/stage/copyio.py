@@ -82,9 +82,12 @@ def copy_range(sfd, dfd, start, length, delta=0, sparse=False, direct=None, buf=
     """Copy [start, start+length) of SFD to DFD at offset start+delta.
 
     With SPARSE only the data parts are copied (DFD must already have its
-    final size, so the skipped parts stay holes).  DIRECT is an O_DIRECT
-    descriptor of the same source used with the aligned buffer BUF.
-    Returns the number of bytes read from the source.
+    final size, so the skipped parts stay holes).  With BUF (a page-aligned
+    buffer, see buffer()) the bytes go through it with pread/pwrite, which
+    reads ahead better across file systems than sendfile's small pipe
+    steps; DIRECT, if given, is an O_DIRECT descriptor of the same source to
+    read with instead.  Without BUF the kernel copies (copy_file_range,
+    else sendfile).  Returns the number of bytes read from the source.
     """
     end = start + length
     if sparse:
@@ -92,12 +95,13 @@ def copy_range(sfd, dfd, start, length, delta=0, sparse=False, direct=None, buf=
         for off, n in data_segments(sfd, start, end):
             done += _kernel_copy(sfd, off, dfd, off + delta, n)
         return done
-    if direct is not None and buf is not None and start % BLOCK == 0:
-        return _direct_copy(direct, dfd, start, end, delta, buf)
+    if buf is not None:
+        rfd = direct if direct is not None and start % BLOCK == 0 else sfd
+        return _buffer_copy(rfd, dfd, start, end, delta, buf)
     return _kernel_copy(sfd, start, dfd, start + delta, length)
 
 
-def _direct_copy(sfd, dfd, start, end, delta, buf):
+def _buffer_copy(sfd, dfd, start, end, delta, buf):
     view = memoryview(buf)
     size = len(buf)
     pos = start
@@ -115,6 +119,9 @@ def _direct_copy(sfd, dfd, start, end, delta, buf):
     return pos - start
 
 
-def direct_buffer(size):
-    """A page-aligned buffer usable with O_DIRECT."""
+def buffer(size):
+    """A page-aligned buffer (usable with O_DIRECT too)."""
     return mmap.mmap(-1, size)
+
+
+direct_buffer = buffer

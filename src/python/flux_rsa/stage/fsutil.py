@@ -39,9 +39,10 @@ def open_dir(root_fd, rel):
     return fd
 
 
-def tmp_name(tag, serial):
+def tmp_name(tag, serial, pid=None):
     """A hidden temporary name; TAG says which shard made it."""
-    return b"%s%s.%d.%d%s" % (TMP_PREFIX, tag, os.getpid(), serial, TMP_SUFFIX)
+    return b"%s%s.%d.%d%s" % (TMP_PREFIX, tag, os.getpid() if pid is None else pid,
+                              serial, TMP_SUFFIX)
 
 
 def is_tmp_of(name, tag):
@@ -53,16 +54,51 @@ def is_tmp_of(name, tag):
 
 
 _libc = None
+# statfs(2) f_type of file systems whose files live in memory already
+MEMORY_FS = {0x01021994, 0x858458F6}  # TMPFS_MAGIC, RAMFS_MAGIC
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    return _libc
 
 
 def syncfs(fd):
     """Flush the file system holding FD (syncfs(2)); fall back to sync(2)."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     try:
-        if _libc.syncfs(fd) == 0:
+        if libc().syncfs(fd) == 0:
             return
     except AttributeError:
         pass
     os.sync()
+
+
+def fs_type(fd):
+    """The f_type of fstatfs(2) on FD, or None if it cannot be had."""
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes
+    try:
+        if libc().fstatfs(fd, buf) != 0:
+            return None
+    except AttributeError:
+        return None
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def in_memory(fd):
+    """True when FD lies on tmpfs or ramfs (reads need no read-ahead)."""
+    return fs_type(fd) in MEMORY_FS
+
+
+def start_writeback(fd, offset, nbytes):
+    """Start writing [offset, offset+nbytes) of FD to its device without
+    waiting (sync_file_range(SYNC_FILE_RANGE_WRITE)), so that the final
+    flush has less left to do.  Best effort: errors are ignored here and
+    surface in the flush that follows."""
+    try:
+        libc().sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(nbytes),
+                               SYNC_FILE_RANGE_WRITE)
+    except AttributeError:
+        pass

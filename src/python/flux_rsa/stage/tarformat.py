@@ -7,6 +7,7 @@ archive keeps what a copy keeps.  Sparse files use the GNU sparse 1.0 layout
 """
 
 import stat
+import struct
 
 BLOCK = 512
 RECORD = 10240
@@ -40,10 +41,10 @@ def _record(key, value):
 
 def _octal(value, width):
     """A NUL-terminated octal field, or None if VALUE does not fit."""
-    text = b"%o" % value
-    if len(text) > width - 1:
+    text = b"%0*o\0" % (width - 1, value)
+    if len(text) > width:
         return None
-    return text.rjust(width - 1, b"0") + b"\0"
+    return text
 
 
 def _ns(value):
@@ -61,23 +62,35 @@ def _utf8(data):
         return False
 
 
+_USTAR = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s167s")
+_MAX8 = 8 ** 7  # values below this fit an 8-byte octal field
+_MAX12 = 8 ** 11  # ... a 12-byte one
+_ZERO8 = b"0000000\0"
+_ZERO12 = b"00000000000\0"
+_CHKSUM_AT = 148
+
+
 def _ustar(name, mode, uid, gid, size, mtime, typeflag, linkname=b"",
            devmajor=0, devminor=0):
-    h = bytearray(BLOCK)
-    h[0:100] = name[:100].ljust(100, b"\0")
-    h[100:108] = _octal(mode & 0o7777, 8)
-    h[108:116] = _octal(uid, 8) or _octal(0, 8)
-    h[116:124] = _octal(gid, 8) or _octal(0, 8)
-    h[124:136] = _octal(size, 12) or _octal(0, 12)
-    h[136:148] = _octal(max(mtime, 0), 12) or _octal(0, 12)
-    h[148:156] = b" " * 8
-    h[156:157] = typeflag
-    h[157:257] = linkname[:100].ljust(100, b"\0")
-    h[257:265] = b"ustar\x0000"
-    h[329:337] = _octal(devmajor, 8) or _octal(0, 8)
-    h[337:345] = _octal(devminor, 8) or _octal(0, 8)
-    h[148:156] = b"%06o\0 " % sum(h)
-    return bytes(h)
+    """One ustar header block; values too large for their field are 0 here
+    (the pax header carries them)."""
+    mtime = max(mtime, 0)
+    fields = (b"%07o\0" % (mode & 0o7777),
+              b"%07o\0" % uid if uid < _MAX8 else _ZERO8,
+              b"%07o\0" % gid if gid < _MAX8 else _ZERO8,
+              b"%011o\0" % size if size < _MAX12 else _ZERO12,
+              b"%011o\0" % mtime if mtime < _MAX12 else _ZERO12,
+              b"%07o\0" % devmajor, b"%07o\0" % devminor)
+    name = name[:100]
+    linkname = linkname[:100]
+    # the checksum sums all 512 bytes (its own field as spaces): add up the
+    # variable parts only, the constant ones are summed once in _CONST_SUM
+    chk = _CONST_SUM + sum(name) + sum(linkname) + sum(typeflag) + sum(b"".join(fields))
+    return _USTAR.pack(name, *fields[:5], b"%06o\0 " % chk, typeflag, linkname,
+                       b"ustar\x0000", b"", b"", fields[5], fields[6], b"")
+
+
+_CONST_SUM = sum(b"        ") + sum(b"ustar\x0000")
 
 
 def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
@@ -88,8 +101,7 @@ def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
     1.0 member whose stored data begins with its map block.
     """
     recs = []
-    binary = not _utf8(path) or not _utf8(linkname)
-    if binary:
+    if not path.isascii() and not _utf8(path) or linkname and not _utf8(linkname):
         recs.append(_record(b"hdrcharset", b"BINARY"))
     if sparse is not None:
         recs.append(_record(b"GNU.sparse.major", b"1"))
@@ -101,11 +113,11 @@ def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
     if linkname:
         recs.append(_record(b"linkpath", linkname))
     recs.append(_record(b"mtime", _ns(mtime_ns)))
-    if _octal(size, 12) is None:
+    if size >= _MAX12:
         recs.append(_record(b"size", b"%d" % size))
-    if _octal(uid, 8) is None:
+    if uid >= _MAX8:
         recs.append(_record(b"uid", b"%d" % uid))
-    if _octal(gid, 8) is None:
+    if gid >= _MAX8:
         recs.append(_record(b"gid", b"%d" % gid))
     data = b"".join(recs)
     base = path.rsplit(b"/", 1)[-1] or b"."

@@ -14,7 +14,7 @@ import os
 from . import copy as copymod
 from . import copyio, fsutil, pool
 from . import tarformat as tf
-from .errors import EXIT_FAILED, StageError, from_oserror
+from .errors import EXIT_FAILED, EXIT_VERIFY, StageError, from_oserror
 from .plan import Dir, File, HardLink, Special, Symlink
 
 DEFAULT_NAME = b"rsa-output.tar"
@@ -25,7 +25,8 @@ BATCH_MEMBERS = 512
 class _Member:
     """An entry of the plan as an archive member, with its layout."""
 
-    __slots__ = ("entry", "path", "kind", "offset", "hlen", "dlen", "segments")
+    __slots__ = ("entry", "path", "kind", "offset", "hlen", "dlen", "segments",
+                 "link")
 
 
 class TarWriter:
@@ -49,22 +50,37 @@ class TarWriter:
         def add(entry, path, kind, dlen=0, link=b""):
             m = _Member()
             m.entry, m.path, m.kind, m.dlen, m.segments = entry, path, kind, dlen, None
+            m.link = link
             m.hlen = tf.header_size(path, link)
             members.append(m)
             return m
 
-        for d in plan.dirs:
-            add(d, (d.rel or b".") + b"/", "dir")
-        for f in plan.files:
-            m = add(f, plan.rel(f), "file", f.size)
+        data_at = {}  # id(File) -> path of the member holding its data
+
+        def regular(f, path):
+            """A name of file F: its data the first time, later a hard link."""
+            first = data_at.get(id(f))
+            if first is not None:
+                add(f, path, "hardlink", 0, first)
+                return
+            if f.key is not None:
+                data_at[id(f)] = path
+            m = add(f, path, "file", f.size)
             if f.sparse:
                 self._sparse_layout(m, src_root)
-        for s in plan.symlinks:
-            add(s, plan.rel(s), "symlink", 0, s.target)
-        for s in plan.specials:
-            add(s, plan.rel(s), "special")
-        for h in plan.hardlinks:
-            add(h, plan.rel(h), "hardlink", 0, plan.rel(h.first))
+
+        for di, names, links, specials in self._depth_first():
+            d = plan.dirs[di]
+            add(d, (d.rel or b".") + b"/", "dir")
+            for e in names:
+                if isinstance(e, HardLink):
+                    regular(e.first, plan.rel(e))
+                else:
+                    regular(e, plan.rel(e))
+            for s in links:
+                add(s, plan.rel(s), "symlink", 0, s.target)
+            for s in specials:
+                add(s, plan.rel(s), "special")
         off = 0
         for m in members:
             if m.hlen is None:
@@ -74,6 +90,37 @@ class TarWriter:
         end = off + 2 * tf.BLOCK
         self.size = (end + tf.RECORD - 1) // tf.RECORD * tf.RECORD
         self.members = members
+
+    def _depth_first(self):
+        """(dir index, regular names, symlinks, specials) per directory, in
+        depth-first order: each directory's whole subtree follows it.  GNU
+        tar sets a directory's times when it meets the first member outside
+        it, so an entry archived after that would leave the directory with
+        the time of the extraction."""
+        plan = self.plan
+        n = len(plan.dirs)
+        subdirs = [[] for _ in range(n)]
+        names = [[] for _ in range(n)]
+        links = [[] for _ in range(n)]
+        specials = [[] for _ in range(n)]
+        for i, d in enumerate(plan.dirs[1:], 1):
+            subdirs[d.d].append(i)
+        for e in plan.files:
+            names[e.d].append(e)
+        for e in plan.hardlinks:
+            names[e.d].append(e)
+        for e in plan.symlinks:
+            links[e.d].append(e)
+        for e in plan.specials:
+            specials[e.d].append(e)
+        stack = [0]
+        while stack:
+            di = stack.pop()
+            mine = names[di]
+            if plan.hardlinks:
+                mine.sort(key=lambda e: e.name)
+            yield di, mine, links[di], specials[di]
+            stack.extend(reversed(subdirs[di]))
 
     def _sparse_layout(self, m, src_root):
         f = m.entry
@@ -105,9 +152,8 @@ class TarWriter:
         if m.kind == "special":
             return tf.header(m.path, e.mode, e.uid, e.gid, 0, e.mtime,
                              tf.typeflag_of(e.mode), rdev=e.rdev)
-        f = e.first
-        return tf.header(m.path, f.mode, f.uid, f.gid, 0, f.mtime, tf.TYPE_HARDLINK,
-                         self.plan.rel(f))
+        return tf.header(m.path, e.mode, e.uid, e.gid, 0, e.mtime, tf.TYPE_HARDLINK,
+                         m.link)
 
     def _tasks(self):
         tasks = []
@@ -141,8 +187,12 @@ class TarWriter:
         except OSError as exc:
             raise from_oserror(exc, self.plan.src, missing_is_source=True) from None
         final = fsutil.full(self.dstdir, self.name)
+        self.src_in_memory = fsutil.in_memory(self.src_root)
         try:
             dir_fd = copymod._open_or_make_root(self.dstdir)
+            # start writing each part to the device as soon as it is in the
+            # file, so the final fsync has little left to wait for
+            self.writeback = sync and not fsutil.in_memory(dir_fd)
             self._layout(self.src_root)
             self.tasks = self._tasks()
             self._remove_stale(dir_fd)
@@ -151,6 +201,7 @@ class TarWriter:
                 fd = os.open(self.tmp, copymod.CREATE_FLAGS, 0o644, dir_fd=dir_fd)
                 try:
                     os.ftruncate(fd, self.size)
+                    self.ino = os.fstat(fd).st_ino
                 finally:
                     os.close(fd)
                 self.dir_fd = dir_fd
@@ -176,7 +227,42 @@ class TarWriter:
                 os.close(dir_fd)
         finally:
             os.close(self.src_root)
+        self.final = final
         return final
+
+    def verify_layout(self):
+        """--verify size for an archive just written: the file under the
+        final name is the one written, with the size of its layout; the
+        layout holds every entry of the tree once, members end to end; the
+        workers wrote every byte they read and read every file's planned
+        size.  (Checked against the layout instead of reading the archive
+        back: what re-reading would find is what the layout put there.)"""
+        plan = self.plan
+        try:
+            st = os.stat(self.final, follow_symlinks=False)
+        except OSError as exc:
+            raise from_oserror(exc, self.final) from None
+        why = None
+        if st.st_ino != self.ino:
+            why = "the archive was replaced by another file"
+        elif st.st_size != self.size:
+            why = f"size {st.st_size}, laid out as {self.size}"
+        elif (self.files_done, self.bytes_done) != (len(plan.files), plan.bytes_total):
+            why = (f"{self.files_done} files of {self.bytes_done} bytes written, "
+                   f"{len(plan.files)} of {plan.bytes_total} planned")
+        elif len(self.members) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
+                                   + len(plan.symlinks) + len(plan.specials)):
+            why = "the layout does not hold every entry of the tree"
+        else:
+            off = 0
+            for m in self.members:
+                if m.offset != off:
+                    why = f"member {tf_show(m.path)} is not where the layout put it"
+                    break
+                off += m.hlen + tf.pad(m.dlen)
+        if why:
+            raise StageError(EXIT_VERIFY, self.final, f"verification failed: {why}",
+                             "run the stage again")
 
     def _remove_stale(self, dir_fd):
         for name in os.listdir(dir_fd):
@@ -211,6 +297,8 @@ class TarWriter:
             done = 0
             while done < len(view):
                 done += os.pwrite(self.out, view[done:], off + done)
+            if self.writeback:
+                fsutil.start_writeback(self.out, off, done)
         except OSError as exc:
             raise from_oserror(exc, fsutil.full(self.dstdir, self.name)) from None
 
@@ -238,6 +326,8 @@ class TarWriter:
             os.close(fd)
         if done != n:
             raise _changed(self._src_path(f))
+        if self.writeback:
+            fsutil.start_writeback(self.out, m.offset + m.hlen + off, n)
         return (1 if off + n >= m.dlen else 0, n)
 
     def _batch(self, start, end):
@@ -246,7 +336,8 @@ class TarWriter:
         for m in members:
             if m.kind == "file" and m.dlen:
                 fd = self._open(m.entry)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                if not self.src_in_memory:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
                 fds.append(fd)
             else:
                 fds.append(-1)
@@ -259,8 +350,11 @@ class TarWriter:
                     continue
                 files += 1
                 if fd >= 0:
+                    # one read asks for a byte more than planned: a regular
+                    # file returns less than asked only at its end, so a
+                    # file that grew shows up without a second read
                     data = os.read(fd, m.dlen + 1)
-                    while len(data) < m.dlen + 1:
+                    while len(data) < m.dlen:
                         more = os.read(fd, m.dlen + 1 - len(data))
                         if not more:
                             break
@@ -314,6 +408,10 @@ def _clean(path, archive):
                              "(contains '..')", "refusing to unpack it")
         parts.append(p)
     return b"/".join(parts)
+
+
+def tf_show(path):
+    return path.decode("utf-8", "backslashreplace")
 
 
 def fsutil_show(path):

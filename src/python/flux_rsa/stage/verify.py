@@ -205,7 +205,11 @@ class Verifier:
 
 
 def _digest(fd, off, n):
+    """Digest of up to N bytes at OFF in FD and of how many there were (so a
+    short file differs), whatever OFF is: a file and the same bytes inside
+    an archive hash alike."""
     h = new_hash()
+    start = off
     end = off + n
     while off < end:
         data = os.pread(fd, min(CHUNK, end - off), off)
@@ -213,7 +217,7 @@ def _digest(fd, off, n):
             break
         h.update(data)
         off += len(data)
-    h.update(b"%d" % off)
+    h.update(b"%d" % (off - start))
     return h.digest()
 
 
@@ -241,7 +245,7 @@ def _digest_sparse(fd, aoff, segments, off, n):
     if pos < end:
         _zeros(h, end - pos)
         pos = end
-    h.update(b"%d" % pos)
+    h.update(b"%d" % (pos - off))
     return h.digest()
 
 
