@@ -63,7 +63,7 @@ def test_ready_record_and_find(pool):
 def test_launch_without_rsa_nodes_says_what_to_configure(pool):
     from flux_rsa.core.config import Policy
 
-    with pytest.raises(launch.PoolError, match="no up nodes with property 'bigmem'"):
+    with pytest.raises(launch.PoolError, match="no nodes with property 'bigmem'"):
         launch.launch(pool.h, Policy(node_property="bigmem"))
 
 

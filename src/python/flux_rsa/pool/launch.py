@@ -1,8 +1,8 @@
 """The service's side of the pool: start it, find it, wait until it serves.
 
 ``launch(h, policy)`` submits the pool to the instance ``h``: a nested Flux
-instance with one broker on every RSA node (all up nodes with the
-property, exclusively) whose initial program is the agent.  The agent is
+instance with one broker on every RSA node (all nodes with the property,
+exclusively) whose initial program is the agent.  The agent is
 ready when it has written ``rsa.pool`` in this instance's KVS (and sent
 ``pool-ready``): only then does the pool's Fluxion know the RAM-disk
 capacity.  ``flux uri --wait`` would return earlier, before the pool
@@ -51,12 +51,14 @@ def python_path(env=None):
 
 
 def rsa_nodes(h, policy):
-    """The up nodes with the RSA property (a ResourceSet)."""
-    nodes = flux.resource.resource_list(h).get().up.copy_constraint(
+    """Every node with the RSA property (a ResourceSet).  Down nodes count:
+    at start-up (when the service loads) the other brokers may not have
+    joined yet; the pool waits for them."""
+    nodes = flux.resource.resource_list(h).get().all.copy_constraint(
         {"properties": [policy.node_property]})
     if nodes.nnodes == 0:
         raise PoolError(
-            f"no up nodes with property {policy.node_property!r} in this instance: give the RSA "
+            f"no nodes with property {policy.node_property!r} in this instance: give the RSA "
             f"nodes properties = [\"{policy.node_property}\"] in [[resource.config]] "
             "(or set [rsa] property to theirs) and check `flux resource list`"
         )
