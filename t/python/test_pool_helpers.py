@@ -105,14 +105,8 @@ class Service:
         self.watcher = self.h.msg_watcher_create(self._take, flux.constants.FLUX_MSGTYPE_REQUEST,
                                                  topic)
         self.watcher.start()
-        self.answer = True
 
     def _take(self, h, watcher, msg, arg):
-        if not self.answer:
-            import errno
-
-            h.respond_error(msg, errno.ENOSYS, "rsa is reloading")
-            return
         self.events.append((time.monotonic(), msg.payload))
         h.respond(msg, {})
         if self._until is not None and self._until():
