@@ -10,6 +10,7 @@ workers into one pre-sized temporary file.
 """
 
 import errno
+import mmap
 import os
 import stat
 
@@ -18,6 +19,7 @@ from .errors import EXIT_FAILED, StageError, from_oserror
 
 BIG = 64 << 20  # files at least this large are split into ranges
 CHUNK = 32 << 20  # range size
+PIECE = 8 << 20  # O_DIRECT read size inside a range
 BATCH_FILES = 256
 BATCH_BYTES = 32 << 20
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -93,19 +95,20 @@ class Copier:
     """Copies one Plan into DST.  Call run(); it raises StageError."""
 
     def __init__(self, plan, dst, workers=2, tag=b"0", progress=None,
-                 chown=None, direct=False, writeback=False, tmpfile=True):
+                 chown=None, direct=None, writeback=False, tmpfile=True):
         self.plan = plan
         self.dst = dst
         self.workers = workers
         self.tag = tag
         self.progress = progress or (lambda tally: None)
         self.chown = (os.geteuid() == 0) if chown is None else chown
-        self.direct = direct  # read big files with O_DIRECT
+        self.direct = direct  # O_DIRECT reads of big files (None: on RAM disks)
         self.writeback = writeback  # start writeback of big data early
         self.tmpfile = tmpfile  # O_TMPFILE + linkat, if the destination can
         self.src_in_memory = False
         self.same_fs = False
         self.buf = None
+        self.readers = None  # reading threads of a worker, made when needed
         self.pid = os.getpid()
         self._new_owner = {}
         self.tally = Tally()
@@ -126,8 +129,13 @@ class Copier:
             self.src_in_memory = fsutil.in_memory(self.src_root)
             self.same_fs = (os.fstat(self.src_root).st_dev
                             == os.fstat(self.dst_root).st_dev)
-        if self.writeback and fsutil.in_memory(self.dst_root):
+        dst_in_memory = fsutil.in_memory(self.dst_root)
+        if self.writeback and dst_in_memory:
             self.writeback = False  # nothing to write back on a RAM disk
+        if self.direct is None:
+            # into a RAM disk, big files are read with O_DIRECT straight into
+            # the destination's pages (see _read_into_map)
+            self.direct = dst_in_memory and not self.src_in_memory
         if self.tmpfile:
             self.tmpfile = (any(not f.skip for f in self.plan.files)
                             and self._probe_tmpfile())
@@ -567,21 +575,24 @@ class Copier:
             raise from_oserror(exc, self._src_path(f)) from None
         direct = None
         try:
-            dfd = os.open(self.big_tmp[i], os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
+            dfd = os.open(self.big_tmp[i], os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC,
                           dir_fd=ddir)
             try:
                 if f.src is None:
                     direct = self._open_direct(f)
                     buf = None
-                    if not f.sparse and (direct is not None or not self.same_fs):
+                    if direct is not None:
+                        done = self._read_into_map(direct, sfd, dfd, off, length)
+                    elif not f.sparse and not self.same_fs:
                         # across file systems: pread/pwrite through a big
                         # buffer, with read-ahead doubled; within one, the
                         # kernel copies (copy_file_range)
                         buf = self._buffer()
                         if direct is None and not self.src_in_memory:
                             os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-                    done = copyio.copy_range(sfd, dfd, off, length, sparse=f.sparse,
-                                             direct=direct, buf=buf)
+                    if direct is None:
+                        done = copyio.copy_range(sfd, dfd, off, length,
+                                                 sparse=f.sparse, buf=buf)
                 else:
                     done = self._archive_range(f, sfd, dfd, off, length)
                 if self.writeback:
@@ -625,6 +636,44 @@ class Copier:
         except OSError:
             self.direct = False
             return None
+
+    def _read_into_map(self, direct, sfd, dfd, off, length):
+        """Copy [off, off+length) of a big file to a RAM disk: the
+        destination range is allocated and mapped, and read into with
+        O_DIRECT, in pieces by two threads (more reads in flight), so the
+        data lands in the RAM disk's pages without a copy through a buffer.
+        A last part shorter than a block is read normally.  Returns the
+        bytes read."""
+        os.posix_fallocate(dfd, off, length)
+        whole = length // copyio.BLOCK * copyio.BLOCK
+        pieces = [(p, min(PIECE, whole - p)) for p in range(0, whole, PIECE)]
+        m = mmap.mmap(dfd, length, mmap.MAP_SHARED,
+                      mmap.PROT_READ | mmap.PROT_WRITE, offset=off)
+        view = memoryview(m)
+        try:
+            def read(piece):
+                p, n = piece
+                return os.preadv(direct, [view[p:p + n]], off + p)
+
+            done = 0
+            for (p, n), got in zip(pieces, self._threads().map(read, pieces)):
+                done += got
+                if got != n:
+                    return done
+            if whole < length:
+                tail = os.pread(sfd, length - whole, off + whole)
+                view[whole:whole + len(tail)] = tail
+                done += len(tail)
+            return done
+        finally:
+            view.release()
+            m.close()
+
+    def _threads(self):
+        if self.readers is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self.readers = ThreadPoolExecutor(2)
+        return self.readers
 
     def _buffer(self):
         if self.buf is None:
