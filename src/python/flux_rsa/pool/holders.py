@@ -73,9 +73,12 @@ class Holder(Subjob):
 
     def clean_end(self):
         """The RAM-disk command ended normally (or never started)."""
-        # SIGTERM can only kill the RAM-disk command before it blocks the
-        # signal, that is before it built anything
-        early = self.exit_code() == -signal.SIGTERM and not self.path
+        # SIGTERM can only kill a RAM-disk command before it blocks the
+        # signal, that is before it built anything (in a spanning holder,
+        # a task on another node may still be starting when the first one
+        # has built); the job's status is the worst of its tasks', and a
+        # task that failed to destroy its RAM disk says so on stderr
+        early = self.exit_code() == -signal.SIGTERM and self.stderr is None
         return not self.started or self.tasks_ok() or early
 
     def error(self):
