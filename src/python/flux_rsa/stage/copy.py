@@ -13,6 +13,7 @@ import errno
 import mmap
 import os
 import stat
+import threading
 
 from . import copyio, fsutil, pool
 from .errors import EXIT_FAILED, StageError, from_oserror
@@ -219,13 +220,22 @@ class Copier:
             self.tally.files_done += f.skip
             self.tally.bytes_done += f.size if f.skip else 0
         self.tasks = tasks
+        flusher = []
+
+        def poll():  # in the parent, once the workers are forked
+            if self.writeback and not flusher:
+                flusher.append(_Flusher(self.dst_root))
+            self.progress(self.tally)
+
         try:
             pool.run(len(tasks), self.workers, self._handle, self._message,
-                     setup=self._setup, poll=lambda: self.progress(self.tally))
+                     setup=self._setup, poll=poll)
         except BaseException:
             self._drop_big()
             raise
         finally:
+            for f in flusher:
+                f.stop()
             self._close_roots(keep_dst=True)
         self._links_and_specials()
         return self.tally
@@ -679,6 +689,30 @@ class Copier:
         if self.buf is None:
             self.buf = copyio.buffer(CHUNK)
         return self.buf
+
+
+class _Flusher:
+    """A thread of the parent that flushes the destination file system
+    (syncfs) over and over while the workers copy, so that the data and the
+    metadata of the files written so far go to the device during the copy
+    instead of all in the final flush, which then has little left to do.
+    It does not replace that final flush."""
+
+    def __init__(self, fd, interval=0.25):
+        self.fd = os.dup(fd)
+        self.interval = interval
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rsa-flush", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.wait(self.interval):
+            fsutil.syncfs(self.fd)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        os.close(self.fd)
 
 
 def _open_or_make_root(dst):
