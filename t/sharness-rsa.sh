@@ -127,3 +127,15 @@ rsa_open() {
 rsa_job_nodes() {
 	flux jobs -n -o "{nodelist}" "$1"
 }
+
+# the rsa-states job $1 went through, one per line (repeats folded)
+rsa_history() {
+	flux rsa status -a -o json "$1" | flux python -c '
+import json, sys
+last = None
+for t, job_state, state in json.load(sys.stdin)[0]["history"]:
+    if state != last:
+        print(state)
+    last = state
+'
+}

@@ -119,6 +119,11 @@ def cmd_release(args):
 
 def cmd_pool(args):
     h = flux.Flux()
+    if args.shutdown:
+        result = rpc(h, "rsa.pool-shutdown", {})
+        if result.get("stopped"):
+            print(f"flux-rsa: RSA pool {JobID(result['jobid']).f58} stopped")
+        return
     deadline = time.time() + (args.wait or 0)
     while True:
         status = rpc(h, "rsa.pool", {})
@@ -173,6 +178,7 @@ def parse_args():
     p.add_argument("-o", "--format", default="default", metavar="FORMAT", help="default or json")
     p.add_argument("-n", "--no-header", action="store_true")
     p.add_argument("--wait", type=flux.util.parse_fsd, default=0, metavar="FSD", help="wait up to FSD for the pool to start")
+    p.add_argument("--shutdown", action="store_true", help="stop the pool in order (instance owner; done at instance shutdown)")
     p.set_defaults(func=cmd_pool)
 
     p = sub.add_parser("demo", help="run sample jobs through stage-in and stage-out")

@@ -100,6 +100,32 @@ class RsaModule(BrokerModule):
 
         link.rpc("status").then(answered)
 
+    @request_handler("pool-shutdown")
+    def pool_shutdown(self, msg):
+        """Stop the pool in order (RAM disks destroyed), answer when it ended."""
+        from flux_rsa.pool import launch
+
+        keeper = self.service.keeper
+        jobid = keeper.jobid if keeper is not None else launch.find(self.handle)
+        if jobid is None:
+            self.handle.respond(msg, {"stopped": False})
+            return
+        self.service.pool.down()
+        if keeper is not None:
+            keeper.next_try = float("inf")  # no relaunch: we are shutting down
+
+        def ended(f):
+            try:
+                f.get_info()
+                self.handle.respond(msg, {"stopped": True, "jobid": jobid})
+            except OSError as exc:
+                self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
+
+        try:
+            launch.shutdown_async(self.handle, jobid).then(ended)
+        except OSError as exc:
+            self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
+
     @request_handler("release-input", allow_guest=True)
     def release_input(self, msg):
         self._user_event(msg, lambda t: E.InputReleased(t, why="request"))

@@ -11,7 +11,7 @@
  *    answer within max-hold, the job starts on persistent storage
  *    ("rsa-ready" with fallback set) - a job is never stuck here;
  *  - job-manager.rsa.post {id, name, context} lets the service post
- *    "rsa-<name>" events; their "state" becomes annotations.rsa.state.
+ *    "rsa-<name>" events (the RSA's timeline in the job's eventlog).
  *
  * Nothing here blocks: the start request is an RPC with a continuation.
  *
@@ -297,34 +297,6 @@ static int exception_cb (flux_plugin_t *p, const char *topic,
     return 0;
 }
 
-/* job.event.rsa-*: mirror the service's state into annotations.rsa */
-static int rsa_event_cb (flux_plugin_t *p, const char *topic,
-                         flux_plugin_arg_t *args, void *arg)
-{
-    json_t *context = NULL;
-    json_t *state, *nodes;
-
-    if (flux_plugin_arg_unpack (args,
-                                FLUX_PLUGIN_ARG_IN,
-                                "{s:{s?o}}",
-                                "entry", "context", &context) < 0
-        || !context)
-        return 0;
-    state = json_object_get (context, "state");
-    nodes = json_object_get (context, "nodes");
-    if (!json_is_string (state))
-        return 0;
-    if (flux_plugin_arg_pack (args,
-                              FLUX_PLUGIN_ARG_OUT,
-                              "{s:{s:{s:O s:O}}}",
-                              "annotations",
-                                "rsa",
-                                  "state", state,
-                                  "nodes", nodes ? nodes : json_null ()) < 0)
-        return flux_jobtap_error (p, args, "rsa: setting annotations");
-    return 0;
-}
-
 /* job-manager.rsa.answer {id, env}: the service's start decision */
 static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
                        const flux_msg_t *msg, void *arg)
@@ -444,7 +416,6 @@ static const struct flux_plugin_handler tab[] = {
     { "job.new", new_cb, NULL },
     { "job.state.run", run_cb, NULL },
     { "job.event.exception", exception_cb, NULL },
-    { "job.event.rsa-*", rsa_event_cb, NULL },
     { 0 },
 };
 

@@ -177,7 +177,7 @@ def print_pool(status, no_header=False):
         jobs = " ".join(JobID(h["jobid"]).f58 for h in node.get("holders", []))
         state = "drained" if node.get("drained") else "ok"
         print(
-            f"{node['name']:<12} {format_size(node.get('total', 0)):>8} "
+            f"{node['host']:<12} {format_size(node.get('total', 0)):>8} "
             f"{format_size(node.get('reserved', 0)):>8} {format_size(node.get('free', 0)):>8} "
             f"{state:<8} {jobs}"
         )

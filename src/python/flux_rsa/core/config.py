@@ -35,7 +35,6 @@ SCHEMA = {
         "stage-workers": {"type": "integer", "minimum": 0, "description": "copy workers per RSA node (0: one per core)"},
         "pool-cores": {"type": "integer", "minimum": 2, "description": "virtual cores per RSA node in the pool"},
         "keep": {"type": "integer", "minimum": 0, "description": "records of ended jobs kept for `flux rsa status`"},
-        "start-timeout": DURATION,
     },
 }
 
@@ -65,7 +64,6 @@ class Policy:
     stage_workers: int = 0
     pool_cores: int = 64
     keep: int = 1000
-    start_timeout: float = 60.0  # job-manager waits this long for an answer
 
     @classmethod
     def from_config(cls, table):

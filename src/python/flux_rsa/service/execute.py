@@ -5,6 +5,7 @@ is idempotent on the receiving side, so re-sending after a restart is safe.
 import errno
 
 from flux_rsa.core import actions as A
+from flux_rsa.service import wire
 
 URGENCY_EXPEDITE = 31  # highest urgency the instance owner may set
 
@@ -17,11 +18,11 @@ class Executor:
         self.timers = timers  # timers(jobid, name, seconds)
         self.active = active  # active(jobid) -> bool
         self.table = {
-            A.RequestCapacity: self.request_capacity,
-            A.CancelHolder: self.cancel_holder,
-            A.StartStage: self.start_stage,
-            A.StopStage: self.stop_stage,
-            A.PurgeInput: self.purge_input,
+            A.RequestCapacity: self.pool_action,
+            A.CancelHolder: self.pool_action,
+            A.StartStage: self.pool_action,
+            A.StopStage: self.pool_action,
+            A.PurgeInput: self.pool_action,
             A.ReplyStart: self.reply_start,
             A.StartTimer: self.start_timer,
             A.LockIn: self.lock_in,
@@ -36,36 +37,8 @@ class Executor:
 
     # --- the pool ---
 
-    def request_capacity(self, a):
-        self.pool.call("hold", {"jobid": a.jobid, "gen": a.gen, "need": a.need, "userid": a.userid})
-
-    def cancel_holder(self, a):
-        self.pool.call("cancel", {"jobid": a.jobid, "gen": a.gen})
-
-    def start_stage(self, a):
-        self.pool.call(
-            "stage",
-            {
-                "jobid": a.jobid,
-                "seq": a.seq,
-                "direction": a.direction,
-                "src": a.src,
-                "dst": a.dst,
-                "method": a.method,
-                "userid": a.userid,
-                "verify": a.verify,
-                "nodes": list(a.nodes),
-            },
-        )
-
-    def stop_stage(self, a):
-        self.pool.call("stop", {"jobid": a.jobid, "seq": a.seq})
-
-    def purge_input(self, a):
-        self.pool.call(
-            "purge",
-            {"jobid": a.jobid, "path": a.path, "data_in": a.data_in, "userid": a.userid, "nodes": list(a.nodes)},
-        )
+    def pool_action(self, a):
+        self.pool.call(*wire.request(a))
 
     # --- job-manager ---
 
@@ -81,13 +54,19 @@ class Executor:
             self._jobmanager("job-manager.rsa.post", {"id": a.jobid, "name": a.name, "context": a.context})
 
     def post_state(self, rec):
-        """Mirror an rsa-state change into the job's eventlog/annotations."""
+        """Mirror an rsa-state change into the job's eventlog (rsa-state) and
+        its annotations (user.rsa, a volatile memo: `flux jobs -o {user.rsa.state}`)."""
         if not self.active(rec.jobid):
             return
         context = {"state": rec.rsa_state.value, "nodes": list(rec.nodes)}
         if rec.error:
             context["error"] = rec.error
-        self._jobmanager("job-manager.rsa.post", {"id": rec.jobid, "name": "state", "context": context})
+        if rec.rsa_state.value != "INELIGIBLE":
+            self._jobmanager("job-manager.rsa.post", {"id": rec.jobid, "name": "state", "context": context})
+        memo = {"state": rec.rsa_state.value}
+        if rec.nodes:
+            memo["nodes"] = ",".join(rec.nodes)
+        self._jobmanager("job-manager.memo", {"id": rec.jobid, "volatile": True, "memo": {"rsa": memo}})
 
     def _jobmanager(self, topic, payload, quiet=()):
         future = self.h.rpc(topic, payload)

@@ -5,6 +5,8 @@ ssh is needed), queued while the pool is starting or restarting."""
 import errno
 from collections import deque
 
+from flux_rsa.pool import protocol
+
 
 class PoolLink:
     def __init__(self, h, log):
@@ -36,7 +38,7 @@ class PoolLink:
         if self.rank is None:
             self.queue.append((method, payload))
             return
-        future = self.h.rpc(f"rsa-pool.{method}", payload, nodeid=self.rank)
+        future = self.h.rpc(protocol.topic(method), payload, nodeid=self.rank)
 
         def answered(f):
             try:
@@ -55,4 +57,4 @@ class PoolLink:
         """A request whose answer the caller wants (status, list)."""
         if self.rank is None:
             raise OSError(errno.EAGAIN, "the RSA pool is not running yet")
-        return self.h.rpc(f"rsa-pool.{method}", payload or {}, nodeid=self.rank)
+        return self.h.rpc(protocol.topic(method), payload or {}, nodeid=self.rank)

@@ -1,31 +1,67 @@
-"""Find the running pool or launch it (the service does this at load)."""
+"""Keep one RSA pool running: use the one that runs (after a module
+reload), launch one when there is none, launch again (with back-off) when
+it ends or is refused - e.g. when it was submitted before the RSA nodes
+were online."""
 
 import os
+import time
 
 import flux.job
-import flux.kvs
+
+from flux_rsa.pool import launch, protocol
+
+BACKOFF_MIN, BACKOFF_MAX = 2.0, 60.0
+
+
+class PoolKeeper:
+    def __init__(self, service):
+        self.service = service
+        self.jobid = None
+        self.next_try = 0.0
+        self.backoff = BACKOFF_MIN
+
+    def start(self):
+        h, log = self.service.h, self.service.log
+        jobid = launch.find(h)
+        if jobid is None:
+            self.tick()
+            return
+        self.jobid = jobid
+        info = launch.ready_info(h)
+        if isinstance(info, dict) and info.get("jobid") == jobid:
+            self.service.pool_up(info)
+        else:
+            log.info(f"rsa: pool {flux.job.JobID(jobid).f58} is starting")
+
+    def tick(self):
+        """Launch a pool if none runs and the back-off allows."""
+        if self.jobid is not None or time.time() < self.next_try:
+            return
+        try:
+            self.jobid = launch.launch(self.service.h, self.service.policy,
+                                       notify_topic=protocol.NOTIFY_TOPIC, env=dict(os.environ))
+            self.service.log.info(f"rsa: launched the RSA pool as job {flux.job.JobID(self.jobid).f58}")
+        except (OSError, launch.PoolError) as exc:
+            self.retry_later(f"cannot launch the RSA pool: {exc}")
+
+    def ready(self, info):
+        self.backoff = BACKOFF_MIN
+        self.jobid = info.get("jobid", self.jobid)
+
+    def ended(self, jobid, why):
+        """The pool job went inactive (journal)."""
+        if jobid != self.jobid:
+            return
+        self.jobid = None
+        self.service.pool.down()
+        self.retry_later(f"the RSA pool {flux.job.JobID(jobid).f58} ended ({why})")
+
+    def retry_later(self, why):
+        self.service.log.warning(f"rsa: {why}; trying again in {self.backoff:.0f}s")
+        self.next_try = time.time() + self.backoff
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX)
 
 
 def start_pool(service):
-    from flux_rsa.pool import launch
-
-    h, log = service.h, service.log
-    jobid = launch.find(h)
-    if jobid is not None:
-        info = _announced(h)
-        if info is not None:
-            service.pool_up(info)
-        else:
-            log.info(f"rsa: pool {flux.job.JobID(jobid).f58} is starting")
-        return
-    env = dict(os.environ)
-    jobid = launch.launch(h, service.policy, notify_topic="rsa.pool-event", env=env)
-    log.info(f"rsa: launched the RSA pool as job {flux.job.JobID(jobid).f58}")
-
-
-def _announced(h):
-    """What the running pool's agent announced (parent KVS rsa.pool)."""
-    try:
-        return flux.kvs.get(h, "rsa.pool")
-    except (OSError, FileNotFoundError):
-        return None
+    service.keeper = PoolKeeper(service)
+    service.keeper.start()

@@ -12,33 +12,18 @@ import flux.job
 import flux.kvs
 from flux.job import JournalConsumer
 
-from flux_rsa.core import BadRequest, IllegalEvent, Policy, Progress, accepts, admit, parse_request, process
+from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, parse_request, process
 from flux_rsa.core import events as E
 from flux_rsa.core import inflight, ondeck
 from flux_rsa.core.states import HOLDING, RsaState
-from flux_rsa.service import store
+from flux_rsa.pool import protocol
+from flux_rsa.service import store, wire
 from flux_rsa.service.execute import Executor
 from flux_rsa.service.jobs import Tracker, ended_from_eventlog
 from flux_rsa.service.pool import PoolLink
 
 S = RsaState
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
-
-#: pool notification kind -> core event builder
-POOL_EVENTS = {
-    "holder-alloc": lambda t, m: E.HolderAllocated(t, m["gen"], tuple(m.get("nodes", ())), m.get("granted", 0)),
-    "holder-start": lambda t, m: E.HolderStarted(t, m["gen"]),
-    "ramdisk-built": lambda t, m: E.RamdiskBuilt(t, m["gen"], m["path"]),
-    "holder-end": lambda t, m: E.HolderEnded(t, m["gen"], m.get("error")),
-    "stage-progress": lambda t, m: E.StageProgress(t, m["seq"], Progress(**_progress(m.get("progress")))),
-    "stage-end": lambda t, m: E.StageEnded(t, m["seq"], bool(m.get("ok")), m.get("error")),
-}
-
-
-def _progress(p):
-    keys = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
-    return {k: (p or {}).get(k, 0) for k in keys}
-
 
 class Service:
     def __init__(self, h, log, policy: Policy, launch_pool=None):
@@ -51,6 +36,7 @@ class Service:
         self.pool = PoolLink(h, log)
         self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active)
         self.launch_pool = launch_pool
+        self.keeper = None  # PoolKeeper, set by launch_pool
         self.timers = {}
         self.actions = []  # waiting for their records to be saved
         self.starts = set()  # start requests for jobs not seen yet
@@ -126,6 +112,9 @@ class Service:
                 self.replay_done()
                 return
             jobid = int(entry.jobid)
+            if self.keeper is not None and jobid == self.keeper.jobid:
+                self.pool_job_entry(jobid, entry)
+                return
             facts, new, events = self.tracker.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
             if new:
                 self.admit(facts, entry.timestamp)
@@ -163,17 +152,25 @@ class Service:
 
     def on_pool_event(self, payload):
         kind = payload.get("kind")
-        if kind == "pool-ready":
+        if kind == protocol.POOL_READY:
             self.pool_up(payload)
             return
-        build = POOL_EVENTS.get(kind)
-        if build is None:
-            if kind == "purge-end" and not payload.get("ok"):
-                self.log.warning(f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}")
-            return
-        self.apply(int(payload["jobid"]), build(time.time(), payload))
+        if kind == protocol.PURGE_END and not payload.get("ok"):
+            self.log.warning(f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}")
+        found = wire.event(payload, time.time())
+        if found is not None:
+            jobid, event = found
+            self.apply(int(jobid), event)
+
+    def pool_job_entry(self, jobid, entry):
+        if entry.name == "exception" and (entry.context or {}).get("severity") == 0:
+            self.pool_why = (entry.context or {}).get("note", "exception")
+        elif entry.name == "clean":
+            self.keeper.ended(jobid, getattr(self, "pool_why", "it exited"))
 
     def pool_up(self, info):
+        if self.keeper is not None:
+            self.keeper.ready(info)
         self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
         self.pool.up(info)
         self.reconcile_pool()
@@ -191,7 +188,7 @@ class Service:
                 self.log.error(f"rsa: reconciling with the pool: {exc!r}")
             self.arm_flush()
 
-        self.pool.rpc("list").then(listed)
+        self.pool.rpc(protocol.LIST).then(listed)
 
     def reconciled(self, listing):
         """Cancel what the pool runs for nobody; learn what it lost."""
@@ -205,9 +202,9 @@ class Service:
         }
         for jobid, gen in holders - wanted_holders:
             self.log.warning(f"rsa: cancelling orphan holder {jobid}.{gen}")
-            self.pool.call("cancel", {"jobid": jobid, "gen": gen})
+            self.pool.call(protocol.CANCEL, {"jobid": jobid, "gen": gen})
         for jobid, seq in stages - wanted_stages:
-            self.pool.call("stop", {"jobid": jobid, "seq": seq})
+            self.pool.call(protocol.STOP, {"jobid": jobid, "seq": seq})
         lost = (S.BOOTED, S.READY, S.ABORTED, S.INUSE_IN, S.INUSE_OUT, S.HELD)
         for rec in list(self.records.values()):
             if rec.rsa_state in lost and (rec.jobid, rec.gen) not in holders:
@@ -243,6 +240,8 @@ class Service:
     # --- on deck ---
 
     def _tick(self, handle, watcher, revents, arg):
+        if self.keeper is not None:
+            self.keeper.tick()
         self.arm_flush()
 
     def plan(self):

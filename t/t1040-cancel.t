@@ -1,0 +1,111 @@
+#!/bin/sh
+test_description='one flux cancel cleans up a job in any rsa-state
+
+States a test can hold a job in are tested one by one; the short-lived
+ones (REQUESTED, ASSIGNED, BOOTING, BOOTED) are caught by cancelling jobs
+right after they go on deck, and in the core property tests.'
+
+. $(dirname $0)/sharness-rsa.sh
+
+test_under_rsa_instance
+
+# no holder, RAM disk or reserved capacity, and the record at rest
+nothing_left() {
+	test -z "$(rsa_ramdisks)" &&
+	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
+	test_must_fail grep -E "rsa-(hold|stage)" pooljobs &&
+	flux rsa pool -o json >pool.json &&
+	flux python -c "
+import json
+assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
+"
+}
+
+# wait until job $1's record is at rest (job over, nothing held)
+at_rest() {
+	_i=0
+	while true; do
+		state=$(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)
+		case "$state" in
+		FINISHED/DESTROYED|CANCELED/DESTROYED|CANCELED/INITIAL|FINISHED/INITIAL) return 0 ;;
+		esac
+		_i=$((_i + 1))
+		test $_i -lt 300 || { echo "job $1 stuck in $state" >&2; return 1; }
+		sleep 0.2
+	done
+}
+
+test_expect_success 'setup' '
+	rsa_wait_pool 60 &&
+	rsa_make_tree "$PWD/in" && mkdir out &&
+	gate=$(rsa_gate_in gate) &&
+	blocker=$(flux submit -N2 sleep inf) &&
+	flux job wait-event -t 30 $blocker start
+'
+test_expect_success 'cancel in INITIAL (pending, not on deck)' '
+	ahead="$(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true)" &&
+	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" true) &&
+	sleep 3 &&
+	test "$(rsa_state $id)" = INITIAL &&
+	flux cancel $id $ahead &&
+	at_rest $id && nothing_left
+'
+test_expect_success 'cancel in STAGING_IN' '
+	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" \
+		--setattr=rsa.stage_in="$gate" --setattr=rsa.on_late=ignore true) &&
+	rsa_wait_state $id STAGING_IN 60 &&
+	flux cancel $id &&
+	at_rest $id && nothing_left
+'
+test_expect_success 'cancel in READY' '
+	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" true) &&
+	rsa_wait_state $id READY 60 &&
+	flux cancel $id &&
+	at_rest $id && nothing_left
+'
+test_expect_success 'cancel while held at start for inputs (on_late=wait)' '
+	flux cancel $blocker &&
+	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" \
+		--setattr=rsa.stage_in="$gate" --setattr=rsa.on_late=wait true) &&
+	flux job wait-event -t 30 $id prolog-start &&
+	rsa_wait_state $id STAGING_IN 60 &&
+	flux cancel $id &&
+	flux job wait-event -t 30 $id clean &&
+	at_rest $id && nothing_left
+'
+test_expect_success 'cancel in INUSE_IN: what the job wrote is staged out, then all released' '
+	rm -rf out/* &&
+	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" \
+		--setattr=rsa.on_late=wait \
+		sh -c "echo partial >\$RSA_DATA_OUT/checkpoint; sleep inf") &&
+	rsa_wait_state $id INUSE_IN 60 &&
+	flux cancel $id &&
+	flux rsa wait -t 60 $id &&
+	test "$(cat out/checkpoint)" = partial &&
+	at_rest $id && nothing_left
+'
+test_expect_success 'cancel in INUSE_OUT (inputs already dropped)' '
+	rm -rf out/* &&
+	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" \
+		--setattr=rsa.on_late=wait \
+		sh -c "flux rsa release-input; echo late >\$RSA_DATA_OUT/checkpoint; sleep inf") &&
+	rsa_wait_state $id INUSE_OUT 60 &&
+	flux cancel $id &&
+	flux rsa wait -t 60 $id &&
+	test "$(cat out/checkpoint)" = late &&
+	at_rest $id && nothing_left
+'
+test_expect_success 'cancel right after going on deck, in whatever short state it is in' '
+	b=$(flux submit -N2 sleep inf) && flux job wait-event -t 30 $b start &&
+	for i in 1 2 3 4 5; do
+		id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" true) &&
+		sleep 0.$i &&
+		flux rsa status -a -n -o "{rsa_state}" $id >>states.seen &&
+		flux cancel $id &&
+		at_rest $id || return 1
+	done &&
+	flux cancel $b &&
+	cat states.seen &&
+	nothing_left
+'
+test_done
