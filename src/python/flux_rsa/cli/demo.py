@@ -1,10 +1,9 @@
 """`flux rsa demo`: sample jobs through stage-in and stage-out, in the
 instance this runs in (e.g. one started by t/rsa-instance)."""
 
-import filecmp
+import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -33,7 +32,22 @@ def make_inputs(root, i):
 
 
 def flux_cmd(*args):
-    return subprocess.run(["flux", *args], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["flux", *args], check=True, capture_output=True, text=True).stdout.rstrip()
+
+
+def states(jobs):
+    out = json.loads(flux_cmd("rsa", "status", "-a", "-o", "json", *[j.f58 for j, _, _ in jobs]))
+    return {r["jobid"]: r["rsa_state"] for r in out}
+
+
+def wait_staged(jobs, timeout=120):
+    """Until every job's inputs are on its RAM disk (or the timeout)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if all(s == "READY" for s in states(jobs).values()):
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def run(h, args):
@@ -44,20 +58,25 @@ def run(h, args):
         fp.write(JOB_SCRIPT)
     os.chmod(script, 0o755)
     print(f"flux-rsa demo: sample data under {root}")
+    print(flux_cmd("rsa", "pool", "--wait=120"))
     jobs = []
     # a job holding the compute nodes first, so the RSA jobs queue behind it
-    blocker = flux_cmd("submit", "-N2", "--requires=-rsa", "sleep", "3")
-    print(f"  {JobID(blocker).f58}: keeps the compute nodes busy for 3s")
+    blocker = flux_cmd("submit", "-N2", "--job-name=compute-busy", "sleep", "inf")
+    flux_cmd("job", "wait-event", "-t", "60", blocker, "start")
+    print(f"\n  {JobID(blocker).f58}: keeps the compute nodes busy")
     for i in range(args.jobs):
         inp, out = make_inputs(root, i)
         jobid = flux_cmd(
-            "submit", "-N1", "--requires=-rsa", f"--output={root}/job{i}.log",
+            "submit", "-N1", f"--output={root}/job{i}.log", "--setattr=rsa.capacity=16M",
             f"--setattr=rsa.data_in={inp}", f"--setattr=rsa.data_out={out}", script,
         )
         jobs.append((JobID(jobid), inp, out))
         print(f"  {JobID(jobid).f58}: data_in={inp} data_out={out}")
-    print("\nflux rsa status (queued):")
+    staged = wait_staged(jobs)
+    print(f"\nflux rsa status ({'all staged in while pending' if staged else 'not all staged after 120s'}):")
     print(flux_cmd("rsa", "status", "-a"))
+    flux_cmd("cancel", blocker)
+    print(f"\n  {JobID(blocker).f58}: cancelled; the RSA jobs run on their staged inputs")
     failures = 0
     for jobid, inp, out in jobs:
         rc = subprocess.run(["flux", "rsa", "wait", "-t", "120", jobid.f58]).returncode
