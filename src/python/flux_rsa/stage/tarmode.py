@@ -331,46 +331,60 @@ class TarWriter:
         return (1 if off + n >= m.dlen else 0, n)
 
     def _batch(self, start, end):
+        """Members START..END-1 (small ones) assembled in one buffer at their
+        laid-out places, file data read straight into it, one pwrite."""
         members = self.members[start:end]
+        base = members[0].offset
+        last = members[-1]
+        size = last.offset + last.hlen + tf.pad(last.dlen) - base
+        out = bytearray(size + 1)  # zeros (the padding); +1, see below
+        view = memoryview(out)
         fds = []
-        for m in members:
-            if m.kind == "file" and m.dlen:
-                fd = self._open(m.entry)
-                if not self.src_in_memory:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-                fds.append(fd)
-            else:
-                fds.append(-1)
-        out = bytearray()
-        files = nbytes = 0
         try:
+            for m in members:
+                if m.kind == "file" and m.dlen:
+                    fd = self._open(m.entry)
+                    fds.append(fd)
+                    if not self.src_in_memory:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                else:
+                    fds.append(-1)
+            files = nbytes = 0
             for m, fd in zip(members, fds):
-                out += self._header(m)
+                pos = m.offset - base
+                head = self._header(m)
+                if len(head) != m.hlen:
+                    raise StageError(EXIT_FAILED, self._src_path(m.entry),
+                                     f"internal error: header of {len(head)} bytes "
+                                     f"laid out as {m.hlen}")
+                out[pos:pos + m.hlen] = head
                 if m.kind != "file":
                     continue
                 files += 1
-                if fd >= 0:
-                    # one read asks for a byte more than planned: a regular
-                    # file returns less than asked only at its end, so a
-                    # file that grew shows up without a second read
-                    data = os.read(fd, m.dlen + 1)
-                    while len(data) < m.dlen:
-                        more = os.read(fd, m.dlen + 1 - len(data))
-                        if not more:
-                            break
-                        data += more
-                    if len(data) != m.dlen:
-                        raise _changed(self._src_path(m.entry))
-                    out += data
-                    out += bytes(tf.pad(m.dlen) - m.dlen)
-                    nbytes += m.dlen
+                if fd < 0:
+                    continue
+                # ask for a byte more than planned: a regular file returns
+                # less than asked only at its end, so one read shows a file
+                # that grew (the extra byte lands where the next header or
+                # the spare byte at the end goes, and is then an error)
+                pos += m.hlen
+                want = m.dlen + 1
+                got = os.readv(fd, [view[pos:pos + want]])
+                while 0 < got < m.dlen:
+                    more = os.readv(fd, [view[pos + got:pos + want]])
+                    if not more:
+                        break
+                    got += more
+                if got != m.dlen:
+                    raise _changed(self._src_path(m.entry))
+                nbytes += m.dlen
         except OSError as exc:
             raise from_oserror(exc, self.plan.src) from None
         finally:
             for fd in fds:
                 if fd >= 0:
                     os.close(fd)
-        self._write(out, members[0].offset)
+        self._write(view[:size], base)
         return (files, nbytes)
 
     def _sparse(self, m):
