@@ -30,10 +30,8 @@ test_under_rsa_instance() {
 	fi
 	export RSA_TEST_INSIDE=1
 	cd "$RSA_BUILDDIR/t" || return 1
-	quiet=
-	test "$verbose" = t || quiet=--quiet
 	exec "$RSA_BUILDDIR/t/rsa-instance" "$@" -- \
-		sh "$RSA_TEST_FILE" $quiet ${verbose:+--verbose} ${debug:+--debug} \
+		sh "$RSA_TEST_FILE" ${verbose:+--verbose} ${debug:+--debug} \
 		${immediate:+--immediate}
 }
 
