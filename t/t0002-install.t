@@ -14,7 +14,7 @@ prefix=$(dirname "$(dirname "$FLUX")")
 root=$(mktemp -d /tmp/rsa-install.XXXXXX)
 
 test_expect_success 'make install DESTDIR=root' '
-	make -C "$RSA_BUILDDIR" install DESTDIR="$root" >install.log 2>&1
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$RSA_BUILDDIR" install DESTDIR="$root" >install.log 2>&1
 '
 test_expect_success 'the command, module, plugins, modprobe files and package are in place' '
 	test -x "$root$prefix/libexec/flux/cmd/flux-rsa.py" &&
@@ -67,7 +67,7 @@ test_expect_success 'an instance using only the installed files loads the rsa mo
 	grep "^rsa0 " check.out
 '
 test_expect_success 'make uninstall removes it again' '
-	make -C "$RSA_BUILDDIR" uninstall DESTDIR="$root" >uninstall.log 2>&1 &&
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$RSA_BUILDDIR" uninstall DESTDIR="$root" >uninstall.log 2>&1 &&
 	test -z "$(find "$root" -name "*rsa*" -type f)" &&
 	rm -rf "$root"
 '
