@@ -14,14 +14,17 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYPATH = os.path.join(ROOT, "src", "python")
-FLUX = "/opt/flux/bin/flux"
-FLUX_PYTHON = "/opt/flux/lib/python3.11/site-packages"
+# the flux configure found (make check exports FLUX), else /opt/flux
+FLUX = os.environ.get("FLUX") or "/opt/flux/bin/flux"
+FLUX_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(FLUX)), "lib",
+    f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
 USER = "rsa-stage-test"
 MiB = 2**20
 
 requires_flux = pytest.mark.skipif(
     not os.path.exists(FLUX),
-    reason=f"Flux is not installed at {FLUX} (the pool tests need flux-core and flux-sched)")
+    reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
 requires_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="the pool tests mount tmpfs and run stages as another user: need root")
 
