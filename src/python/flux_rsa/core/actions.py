@@ -44,6 +44,7 @@ class StartStage(Action):
     userid: int
     verify: str
     nodes: tuple
+    size: int = 0  # bytes expected (the reservation), for estimates and simulation
 
 
 @dataclass(frozen=True)

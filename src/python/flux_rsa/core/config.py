@@ -35,6 +35,7 @@ SCHEMA = {
         "stage-workers": {"type": "integer", "minimum": 0, "description": "copy workers per RSA node (0: one per core)"},
         "pool-cores": {"type": "integer", "minimum": 2, "description": "virtual cores per RSA node in the pool"},
         "keep": {"type": "integer", "minimum": 0, "description": "records of ended jobs kept for `flux rsa status`"},
+        "simulate-rate": SIZE,
     },
 }
 
@@ -64,6 +65,7 @@ class Policy:
     stage_workers: int = 0
     pool_cores: int = 64
     keep: int = 1000
+    simulate_rate: int = 0  # bytes/s: >0 simulates RAM disks and staging (benchmarks)
 
     @classmethod
     def from_config(cls, table):

@@ -94,6 +94,7 @@ def _stage(rec, direction, src, dst, method):
             userid=rec.userid,
             verify=rec.request.verify,
             nodes=rec.nodes,
+            size=rec.need,
         )
     ]
 
