@@ -71,7 +71,8 @@ def test_bad_paths_name_the_key_and_the_fix(tree, attrs, message):
 def test_a_script_that_is_not_executable_is_refused(tree):
     (tree / "stage.sh").chmod(0o644)
     why = check_request({"data_in": str(tree / "in"), "stage_in": str(tree / "stage.sh")}, os.geteuid())
-    assert why == f"rsa.stage_in: {tree}/stage.sh: Permission denied (user root cannot execute it) (must be an executable script you can read)"
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert why == f"rsa.stage_in: {tree}/stage.sh: Permission denied (user {me} cannot execute it) (must be an executable script you can read)"
 
 
 def test_data_out_reached_through_a_link_into_data_in_is_refused(tree):
@@ -98,3 +99,18 @@ def test_a_parent_the_user_cannot_enter_is_named(tree, user):
     (tree / "in").chmod(0o700)
     why = check_request({"data_in": str(tree / "in" / "deep")}, user.pw_uid)
     assert why.startswith(f"rsa.data_in: {tree}/in: Permission denied (user {USER} cannot enter it)")
+
+
+def test_a_link_into_a_closed_directory_tells_nothing_of_what_is_behind_it(tree, user):
+    """The validator runs as the instance owner but must answer as the
+    user: whether the target exists or not, the answer is the same."""
+    (tree / "closed" / "there").mkdir(parents=True)
+    (tree / "closed").chmod(0o700)
+    (tree / "to-there").symlink_to(tree / "closed" / "there")
+    (tree / "to-nothing").symlink_to(tree / "closed" / "nothing")
+    there = check_request({"data_in": str(tree / "to-there")}, user.pw_uid)
+    nothing = check_request({"data_in": str(tree / "to-nothing")}, user.pw_uid)
+    assert there == nothing == (
+        f"rsa.data_in: {tree}/closed: Permission denied (user {USER} cannot enter it) "
+        "(must be an existing directory you can read)"
+    )

@@ -47,16 +47,16 @@ def test_capacity_follows_the_proportion_rule_in_whole_granules():
     [
         (5, "rsa: 5 is not a table of settings"),
         ({"data_in": "rel/in"}, "rsa.data_in: 'rel/in' is not absolute"),
-        ({"data_in": ["/a"]}, "rsa.data_in: ['/a'] is not a path"),
+        ({"data_in": ["/a"]}, "rsa.data_in: [\"/a\"] is not a path"),
         ({"data_in": "/a", "data_out": "/a/b"}, "rsa.data_out: '/a/b' is inside rsa.data_in '/a'"),
         ({"data_in": "/a", "data_out": "/a"}, "is inside rsa.data_in"),
         ({"data_in": "/a/../b"}, "contains '..'"),
         ({"data_in": "/a", "delay": "soon"}, "rsa.delay: 'soon' is not a duration"),
-        ({"data_in": "/a", "capacity": "-1G"}, "rsa.capacity: '-1G' is not a size"),
+        ({"data_in": "/a", "capacity": "-1G"}, "rsa.capacity: '-1G' is negative"),
         ({"data_in": "/a", "capacity": 0}, "rsa.capacity: 0 is not a usable RAM-disk size"),
         ({"data_in": "/a", "on_late": "never"}, "rsa.on_late: 'never' is not allowed"),
         ({"data_in": "/a", "speed": "fast"}, "rsa.speed: unknown key"),
-        ({"stage_out": "tar"}, "set rsa.data_in or rsa.data_out too"),
+        ({"stage_out": "tar"}, "rsa.stage_out: 'tar' needs rsa.data_out too"),
     ],
 )
 def test_bad_requests_are_refused_with_the_key_and_value(attrs, message):

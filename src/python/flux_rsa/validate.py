@@ -3,22 +3,40 @@ at submit, with one line naming the key, the value and the fix.
 
     [ingest.validator]
     plugins = ["jobspec", "<python site dir>/flux_rsa/validate.py"]
+
+Paths are judged as the submitting user (job-ingest runs as the instance
+owner); rsa.capacity is bounded by the pool: the instance's RSA nodes
+(``[rsa] property``) times ``[rsa] node-capacity``.
 """
 
 import errno
 
+import flux.resource
 from flux.job.validator import ValidatorPlugin
 
-from flux_rsa.checks import check_request
+from flux_rsa.checks import Pool, check_request
+from flux_rsa.core import BadConfig, Policy
 
 
 class Validator(ValidatorPlugin):
+    def pool(self):
+        """The RSA pool's size now, or None when it cannot be told (no or
+        bad [rsa] table, no RSA nodes): rsa.capacity is then not bounded here."""
+        try:
+            policy = Policy.from_config(self.flux.conf_get("rsa", default={}, update=True))
+            rset = flux.resource.resource_list(self.flux).get().all
+            nodes = rset.copy_constraint({"properties": [policy.node_property]}).nnodes
+        except (BadConfig, OSError, ValueError, TypeError):
+            return None
+        return Pool(policy, nodes) if nodes else None
+
     def validate(self, job):
         try:
             attrs = job.jobspec["attributes"]["system"]["rsa"]
         except (KeyError, TypeError):
             return None
-        why = check_request(attrs, job.userid)
+        pool = self.pool() if isinstance(attrs, dict) and attrs.get("capacity") is not None else None
+        why = check_request(attrs, job.userid, pool=pool)
         if why:
             return (errno.EINVAL, why)
         return None

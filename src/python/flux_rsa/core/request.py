@@ -1,12 +1,33 @@
 """A job's RSA request: ``attributes.system.rsa`` checked for shape and type.
 
-Only what can be checked without the file system lives here (the submit-time
-validator adds existence and permission checks).  Every refusal names the
-key, the value and what would be accepted.
+Two steps, both pure (no Flux, no files):
+
+1. ``SCHEMA``, a JSON schema, fixes the shape: a table, only known keys,
+   each value of the right type (paths are absolute strings of bounded
+   length, methods are "copy", "tar" or an absolute path, choices are
+   enumerated).
+2. The values are then read: paths normalised (no "..", NUL or text that
+   is not UTF-8), sizes and durations parsed with their units and checked
+   against sane bounds, and the keys checked against each other.
+
+The submit-time validator adds what needs the file system and the
+instance (existence, permissions of the submitting user, the pool's size).
+Every refusal is one line: ``rsa.KEY: VALUE what is wrong (what is
+accepted)``.
 """
+
+import json
+import math
+import re
+
+import jsonschema
 
 from flux_rsa.core.record import Request
 from flux_rsa.core.units import parse_duration, parse_size
+
+MAX_PATH = 4096  # PATH_MAX on Linux
+MAX_DELAY = 30 * 86400  # a delay beyond this is a unit mistake, not a plan
+MAX_TEXT = 64  # longest size or duration string worth reading
 
 #: keys a user may set, and what each accepts (for messages and docs)
 KEYS = {
@@ -14,30 +35,138 @@ KEYS = {
     "data_out": "an absolute path to a directory to stage out to",
     "stage_in": '"copy", "tar", or the absolute path of an executable script',
     "stage_out": '"copy", "tar", or the absolute path of an executable script',
-    "delay": 'seconds or a duration such as "5m" before inputs are dropped',
-    "capacity": 'a RAM-disk size such as "16G"',
-    "on_late": '"ignore" (start on data_in) or "wait" (hold the job for its inputs)',
+    "delay": 'how long the inputs stay after start: seconds or a duration such as "90s", "5m", "2h", at most "30d"',
+    "capacity": 'a RAM-disk size with a unit, such as "512M", "16G" or "2T"; K, M, G, T, P count in powers of 1024',
+    "on_late": '"ignore" to start on data_in, or "wait" to hold the job for its inputs',
     "verify": '"size" or "checksum"',
 }
 
-MAX_PATH = 4096
+_PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH, "pattern": "^/"}
+_METHOD = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_PATH,
+    "anyOf": [{"enum": ["copy", "tar"]}, {"pattern": "^/"}],
+}
+
+#: the shape of ``attributes.system.rsa``
+SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "attributes.system.rsa",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "data_in": _PATH,
+        "data_out": _PATH,
+        "stage_in": _METHOD,
+        "stage_out": _METHOD,
+        "delay": {"type": ["number", "string"], "maxLength": MAX_TEXT},
+        "capacity": {"type": ["number", "string"], "maxLength": MAX_TEXT},
+        "on_late": {"enum": ["ignore", "wait"]},
+        "verify": {"enum": ["size", "checksum"]},
+    },
+}
+
+_VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
+
+#: what a value of each key is, for "is not ..." messages
+_NOUN = {
+    "data_in": "a path",
+    "data_out": "a path",
+    "stage_in": "a method or a path",
+    "stage_out": "a method or a path",
+    "delay": "a duration",
+    "capacity": "a size",
+}
+
+#: when one value breaks several rules, name the most basic one
+_RANK = ["type", "enum", "minLength", "maxLength", "pattern", "anyOf"]
 
 
 class BadRequest(ValueError):
     pass
 
 
+def show(value, limit=60):
+    """A value as one short line: strings quoted and escaped (control
+    characters, text that is not UTF-8), long ones cut with their length."""
+    if isinstance(value, str):
+        if len(value) > limit:
+            return f"{repr(value[:limit])[:-1]}...' ({len(value)} characters)"
+        return repr(value)
+    try:
+        text = json.dumps(value, ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text)} characters)"
+    return text
+
+
+def _key(key):
+    """A key as it may appear in a message (unknown keys can be anything)."""
+    if isinstance(key, str) and key.isprintable() and len(key) <= 60:
+        return key
+    return show(key)
+
+
+def _refuse(key, value, why):
+    raise BadRequest(f"rsa.{key}: {show(value)} {why} ({KEYS[key]})")
+
+
+def _order(err):
+    top = 0 if not err.path else 1
+    key = err.path[0] if err.path else ""
+    where = list(KEYS).index(key) if key in KEYS else -1
+    rank = _RANK.index(err.validator) if err.validator in _RANK else len(_RANK)
+    return (top, where, rank)
+
+
+def _check_shape(attrs):
+    errors = sorted(_VALIDATOR.iter_errors(attrs), key=_order)
+    if not errors:
+        return
+    err = errors[0]
+    if not err.path:
+        if err.validator == "additionalProperties":
+            unknown = sorted((k for k in attrs if k not in KEYS), key=str)
+            raise BadRequest(f"rsa.{_key(unknown[0])}: unknown key (known keys: {', '.join(KEYS)})")
+        raise BadRequest(
+            f"rsa: {show(attrs)} is not a table of settings "
+            "(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)"
+        )
+    key, value = err.path[0], err.instance
+    if err.validator == "type":
+        _refuse(key, value, f"is not {_NOUN.get(key, 'valid')}")
+    if err.validator == "minLength":
+        _refuse(key, value, "is empty")
+    if err.validator == "maxLength":
+        most = err.validator_value
+        _refuse(key, value, f"is too long: at most {most} characters")
+    if err.validator == "pattern":
+        _refuse(key, value, "is not absolute")
+    if err.validator == "anyOf":
+        _refuse(key, value, 'is neither "copy", "tar" nor an absolute path')
+    _refuse(key, value, "is not allowed")
+
+
+def _text_ok(value):
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _path(key, value):
-    if not isinstance(value, str):
-        raise BadRequest(f"rsa.{key}: {value!r} is not a path ({KEYS[key]})")
-    if not value.startswith("/"):
-        raise BadRequest(f"rsa.{key}: {value!r} is not absolute ({KEYS[key]})")
-    if len(value) > MAX_PATH or "\0" in value:
-        raise BadRequest(f"rsa.{key}: path too long or contains NUL ({KEYS[key]})")
-    normal = "/" + "/".join(p for p in value.split("/") if p not in ("", "."))
-    if "/../" in normal + "/":
-        raise BadRequest(f"rsa.{key}: {value!r} contains '..' ({KEYS[key]})")
-    return normal
+    if "\0" in value:
+        _refuse(key, value, "contains a NUL character")
+    if not _text_ok(value):
+        _refuse(key, value, "is not valid UTF-8 text")
+    parts = value.split("/")
+    if ".." in parts:
+        _refuse(key, value, "contains '..'")
+    return "/" + "/".join(p for p in parts if p not in ("", "."))
 
 
 def _method(key, value):
@@ -48,51 +177,82 @@ def _method(key, value):
     return _path(key, value)
 
 
-def _choice(key, value, choices):
-    if value not in choices:
-        raise BadRequest(f"rsa.{key}: {value!r} is not allowed ({KEYS[key]})")
-    return value
+_NUMBER = re.compile(r"^\s*[+-]?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?\s*$")
+
+
+def _negative(value):
+    if isinstance(value, str):
+        return value.strip().startswith("-")
+    return value < 0
+
+
+def _delay(value):
+    if _negative(value):
+        _refuse("delay", value, "is negative")
+    try:
+        seconds = parse_duration(value, "rsa.delay")
+    except ValueError:
+        _refuse("delay", value, "is not a duration")
+    if not math.isfinite(seconds):
+        _refuse("delay", value, "is not a duration")
+    if seconds > MAX_DELAY:
+        _refuse("delay", value, f"is more than {MAX_DELAY // 86400} days")
+    return seconds
+
+
+def _capacity(value):
+    if not isinstance(value, str) or _NUMBER.match(value):
+        number = float(value) if isinstance(value, str) else value
+        if number == 0:
+            _refuse("capacity", value, "is not a usable RAM-disk size")
+        if _negative(value):
+            _refuse("capacity", value, "is negative")
+        _refuse("capacity", value, "has no unit")
+    if _negative(value):
+        _refuse("capacity", value, "is negative")
+    try:
+        nbytes = parse_size(value, "rsa.capacity")
+    except ValueError:
+        _refuse("capacity", value, "is not a size")
+    if nbytes == 0:
+        _refuse("capacity", value, "is not a usable RAM-disk size")
+    return nbytes
 
 
 def parse_request(attrs):
-    """Request from ``attributes.system.rsa`` (None: the job asks for nothing)."""
+    """Request from ``attributes.system.rsa`` (None: the job asks for nothing).
+    Raises BadRequest, whose text is the one line to show the user."""
     if attrs is None:
         return Request()
-    if not isinstance(attrs, dict):
-        raise BadRequest(
-            f"rsa: {attrs!r} is not a table of settings "
-            "(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)"
-        )
-    unknown = sorted(set(attrs) - set(KEYS))
-    if unknown:
-        raise BadRequest(f"rsa.{unknown[0]}: unknown key (known keys: {', '.join(KEYS)})")
+    if isinstance(attrs, dict):
+        # a known key set to null is a key not set
+        attrs = {k: v for k, v in attrs.items() if not (k in KEYS and v is None)}
+    _check_shape(attrs)
     get = attrs.get
     data_in = _path("data_in", get("data_in")) if get("data_in") is not None else None
     data_out = _path("data_out", get("data_out")) if get("data_out") is not None else None
     if data_in and data_out:
         if data_out == data_in or data_out.startswith(data_in.rstrip("/") + "/"):
             raise BadRequest(
-                f"rsa.data_out: {data_out!r} is inside rsa.data_in {data_in!r} "
+                f"rsa.data_out: {show(data_out)} is inside rsa.data_in {show(data_in)} "
                 "(stage out to a directory outside the inputs)"
             )
-    try:
-        delay = parse_duration(get("delay"), "rsa.delay") if get("delay") is not None else None
-        capacity = parse_size(get("capacity"), "rsa.capacity") if get("capacity") is not None else None
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-    if capacity == 0:
-        raise BadRequest("rsa.capacity: 0 is not a usable RAM-disk size (ask for e.g. \"16G\")")
     stage_in = _method("stage_in", get("stage_in"))
     stage_out = _method("stage_out", get("stage_out"))
-    if (stage_in or stage_out) and not (data_in or data_out):
-        raise BadRequest("rsa.stage_in/stage_out: set rsa.data_in or rsa.data_out too (the directories the script works on)")
+    for key, method, data in (("stage_in", stage_in, data_in), ("stage_out", stage_out, data_out)):
+        if method is not None and data is None:
+            what = "data_in" if key == "stage_in" else "data_out"
+            raise BadRequest(
+                f"rsa.{key}: {show(get(key))} needs rsa.{what} too "
+                f"(the directory the {key.replace('_', '-')} works on)"
+            )
     return Request(
         data_in=data_in,
         data_out=data_out,
         stage_in=stage_in,
         stage_out=stage_out,
-        delay=delay,
-        capacity=capacity,
-        on_late=_choice("on_late", get("on_late"), ("ignore", "wait")) if get("on_late") is not None else None,
-        verify=_choice("verify", get("verify", "size"), ("size", "checksum")),
+        delay=_delay(get("delay")) if get("delay") is not None else None,
+        capacity=_capacity(get("capacity")) if get("capacity") is not None else None,
+        on_late=get("on_late"),
+        verify=get("verify", "size"),
     )
