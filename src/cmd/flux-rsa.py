@@ -39,28 +39,38 @@ def rpc(h, topic, payload):
         raise
 
 
+def ask_status(h, jobids=()):
+    """The service's answer: the records the caller may see, and who the
+    caller is to the service (userid, instance owner or not)."""
+    return rpc(h, "rsa.status", {"jobids": [int(j) for j in jobids]})
+
+
 def records(h, jobids=()):
-    return rpc(h, "rsa.status", {"jobids": [int(j) for j in jobids]})["jobs"]
+    return ask_status(h, jobids)["jobs"]
 
 
-def not_rsa(h, jobid):
-    """A row for a job the RSA does not manage (no rsa attributes)."""
+def not_rsa(h, jobid, caller):
+    """A row for a job of the caller's that the RSA does not manage (no
+    rsa attributes); None for a job that is not the caller's."""
     try:
         info = flux.job.job_list_id(h, jobid, attrs=["state", "userid"]).get_jobinfo()
     except OSError:
         return None
+    if not caller.get("owner") and info.userid != caller.get("userid"):
+        return None  # someone else's job: say no more than for a missing one
     return views.ineligible_row(int(jobid), info.userid, info.state)
 
 
 def cmd_status(args):
     h = flux.Flux()
-    jobs = records(h, args.jobids)
+    answer = ask_status(h, args.jobids)
+    jobs, caller = answer["jobs"], answer.get("caller", {})
     known = {j["jobid"] for j in jobs}
     missing = []
     for jobid in args.jobids:
         if int(jobid) in known:
             continue
-        row = not_rsa(h, jobid)
+        row = not_rsa(h, jobid, caller)
         if row is None:
             missing.append(jobid)
         else:
@@ -120,7 +130,10 @@ def cmd_release(args):
 def cmd_pool(args):
     h = flux.Flux()
     if args.shutdown:
-        result = rpc(h, "rsa.pool-shutdown", {})
+        try:
+            result = rpc(h, "rsa.pool-shutdown", {})
+        except PermissionError:
+            raise SystemExit("flux-rsa: pool --shutdown: only the instance owner can stop the RSA pool") from None
         if result.get("stopped"):
             print(f"flux-rsa: RSA pool {JobID(result['jobid']).f58} stopped")
         return

@@ -80,7 +80,8 @@ class RsaModule(BrokerModule):
     @request_handler("status", allow_guest=True)
     def status(self, msg):
         jobids = [int(j) for j in msg.payload.get("jobids", [])]
-        self._reply(msg, lambda: {"jobs": self.service.status(jobids, msg.userid, _owner(msg))})
+        caller = {"userid": msg.userid, "owner": _owner(msg)}
+        self._reply(msg, lambda: {"jobs": self.service.status(jobids, msg.userid, _owner(msg)), "caller": caller})
 
     @request_handler("pool", allow_guest=True)
     def pool(self, msg):
