@@ -29,3 +29,16 @@ def test_script_output_goes_to_stderr_not_the_json_stream(tmp_path):
     assert b"hello from the script" in proc.stderr
     for line in proc.stdout.splitlines():
         assert line.startswith(b"{")
+
+
+def test_a_failing_script_s_last_message_is_in_the_error_line(tmp_path):
+    """The stager's last stderr line becomes the RSA record's error: it
+    must say what the script said, e.g. the path it could not write."""
+    s = tmp_path / "fails.sh"
+    s.write_text('#!/bin/sh\necho copying\necho "cannot write /some/path" >&2\nexit 3\n')
+    s.chmod(0o755)
+    proc = stage("script", s, tmp_path, tmp_path, check=7)
+    lines = proc.stderr.decode().splitlines()
+    assert lines[:2] == ["copying", "cannot write /some/path"]
+    assert lines[-1] == (f"flux-rsa-stage: {s}: stage script exited with status 3 "
+                         "(its last message: cannot write /some/path)")

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 from .errors import EXIT_NOSOURCE, EXIT_PERMISSION, EXIT_SCRIPT, StageError
 
@@ -30,15 +31,21 @@ def run_script(script, ramdisk, data, env=None):
                              "both directories must exist before the script runs")
     sys.stderr.flush()
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [script, ramdisk, data], stdin=subprocess.DEVNULL,
-            stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
-            env=env, cwd=ramdisk, check=False,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=env, cwd=ramdisk,
         )
     except OSError as exc:
         raise StageError(EXIT_SCRIPT, script, f"could not be started: {exc.strerror}",
                          "check its #! line") from None
-    rc = proc.returncode
+    last = _Relay(proc.stdout)
+    try:
+        rc = proc.wait()
+    except BaseException:
+        proc.kill()
+        raise
+    last.join(timeout=1.0)  # a child the script left behind may hold the pipe
     if rc == 0:
         return
     if rc < 0:
@@ -49,5 +56,26 @@ def run_script(script, ramdisk, data, env=None):
         cause = f"stage script was killed by signal {name}"
     else:
         cause = f"stage script exited with status {rc}"
-    raise StageError(EXIT_SCRIPT, script, cause,
-                     "its own messages, if any, are just above")
+    hint = f"its last message: {last.line}" if last.line else "its own messages, if any, are just above"
+    raise StageError(EXIT_SCRIPT, script, cause, hint)
+
+
+class _Relay(threading.Thread):
+    """Copies the script's output to our stderr and keeps its last line, so
+    a failure names what the script itself said (e.g. the path it could
+    not write)."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.line = None
+        self.start()
+
+    def run(self):
+        out = sys.stderr.buffer
+        for raw in self.pipe:
+            out.write(raw)
+            out.flush()
+            text = raw.decode("utf-8", "backslashreplace").strip()
+            if text:
+                self.line = text if len(text) <= 300 else text[:300] + "..."
