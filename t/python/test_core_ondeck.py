@@ -59,10 +59,84 @@ def test_capacity_held_by_running_jobs_is_not_available():
     assert select(queue(2, 3), recs, NODES, POLICY, now=0) == {2}
 
 
-def test_plan_demotes_and_revokes_a_job_that_leaves_the_deck():
+def held(recs, jobid, job_state, node, state=S.READY):
+    """Make ``jobid`` hold its capacity on ``node``."""
+    recs[jobid] = dataclasses.replace(recs[jobid], job_state=job_state, rsa_state=state, nodes=(node,), granted=recs[jobid].need)
+
+
+def kinds(events):
+    return [(j, type(e).__name__) for j, e in events]
+
+
+def test_an_on_deck_job_at_the_edge_stays_on_deck():
+    # depth 3: a job already on deck stays while it is within 1.5 x 3 = 5
+    recs = records((1, "8M"))
+    held(recs, 1, J.ONDECK, "rsa0")
+    assert plan(queue(9, 8, 7, 6, 1), recs, NODES, POLICY, now=5.0) == []
+    assert kinds(plan(queue(9, 8, 7, 6, 5, 1), recs, NODES, POLICY, now=5.0)) == [(1, "Demoted")]
+
+
+def test_a_pending_job_enters_only_inside_the_window():
+    recs = records((1, "8M"))
+    assert plan(queue(9, 8, 7, 1), recs, NODES, POLICY, now=5.0) == []
+    assert kinds(plan(queue(9, 8, 1), recs, NODES, POLICY, now=5.0)) == [(1, "OnDeck")]
+
+
+def test_a_demoted_job_keeps_its_data_until_the_capacity_is_needed():
+    recs = records((1, "60M"), (2, "60M"))
+    held(recs, 1, J.DEMOTED, "rsa0")
+    # job 2 fits on rsa1: job 1 keeps its staged data
+    assert kinds(plan(queue(2, 9, 8, 7, 6, 5, 1), recs, NODES, POLICY, now=5.0)) == [(2, "OnDeck")]
+    held(recs, 2, J.ONDECK, "rsa1")
+    recs[3] = records((3, "60M"))[3]
+    # job 3 needs a node: job 1 (outside the window) gives its capacity back
+    assert kinds(plan(queue(2, 3, 9, 8, 7, 6, 1), recs, NODES, POLICY, now=5.0)) == [(1, "Revoke"), (3, "OnDeck")]
+
+
+def test_without_keep_demoted_capacity_goes_back_at_once():
+    policy = dataclasses.replace(POLICY, keep_demoted=False)
+    recs = records((1, "8M"))
+    held(recs, 1, J.ONDECK, "rsa0")
+    assert kinds(plan(queue(9, 8, 7, 6, 5, 1), recs, NODES, policy, now=5.0)) == [(1, "Demoted"), (1, "Revoke")]
+
+
+def test_the_latest_starting_holder_is_revoked_first():
+    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 8})
+    recs = records((1, "60M"), (2, "60M"), (3, "60M"))
+    held(recs, 1, J.ONDECK, "rsa0")
+    held(recs, 2, J.ONDECK, "rsa1")
+    # an urgent job 3 now starts first: of the two holders, job 2 starts last
+    events = plan(queue(3, 1, 2), recs, NODES, policy, now=5.0)
+    assert kinds(events) == [(2, "Demoted"), (2, "Revoke"), (3, "OnDeck")]
+
+
+def test_running_jobs_capacity_is_never_taken_back():
+    recs = records((1, "60M"), (2, "60M"), (3, "60M"))
+    held(recs, 1, J.RUNNING, "rsa0", S.INUSE_IN)
+    held(recs, 2, J.RUNNING, "rsa1", S.INUSE_OUT)
+    assert plan(queue(3), recs, NODES, POLICY, now=5.0) == []
+
+
+def test_a_drained_node_takes_no_new_reservation():
+    recs = records((1, "60M"), (2, "60M"))
+    assert select(queue(1, 2), recs, NODES, POLICY, now=0, drained={"rsa1"}) == {1}
+
+
+def test_a_big_job_is_looked_at_earlier_when_its_stage_in_takes_longer():
+    recs = records((1, "8M"), (2, "120M"))
+    est = {1: 100.0, 2: 100.0}  # both start in 100 s; the window is 60 s
+    rate = 1 * MB  # 8M takes 8 s to stage, 120M takes 120 s
+    assert select(queue(1, 2, estimates=est), recs, NODES, POLICY, now=0, rate=rate) == {2}
+
+
+def test_the_stage_rate_is_measured_from_finished_stage_ins():
+    from flux_rsa.core import Progress
+    from flux_rsa.core.rates import stage_rate
+    from flux_rsa.core.record import Transition
+
     recs = records((1, "8M"), (2, "8M"))
-    recs[2] = dataclasses.replace(recs[2], job_state=J.ONDECK)
-    events = plan(queue(9, 8, 7, 1, 2), recs, NODES, POLICY, now=5.0)
-    assert [(j, type(e).__name__) for j, e in events] == [(2, "Demoted"), (2, "Revoke")]
-    events = plan(queue(1, 2), recs, NODES, POLICY, now=6.0)
-    assert [(j, type(e)) for j, e in events] == [(1, E.OnDeck)]
+    assert stage_rate(recs, default=123) == 123.0
+    for jobid, seconds in ((1, 2.0), (2, 4.0)):
+        history = (Transition(10.0, J.ONDECK, S.STAGING_IN), Transition(10.0 + seconds, J.ONDECK, S.READY))
+        recs[jobid] = dataclasses.replace(recs[jobid], history=history, progress=Progress(bytes_done=8 * MB, bytes_total=8 * MB))
+    assert stage_rate(recs, default=123) == (4 * MB + 2 * MB) / 2

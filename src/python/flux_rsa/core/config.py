@@ -27,6 +27,8 @@ SCHEMA = {
         "lock-in": {"type": "boolean", "description": "true or false"},
         "lookahead": DURATION,
         "ondeck-depth": {"type": "integer", "minimum": 1, "description": "pending jobs looked at without estimates"},
+        "keep-demoted": {"type": "boolean", "description": "true or false"},
+        "stage-rate": SIZE,
         "node-capacity": SIZE,
         "granule": SIZE,
         "provider": {"enum": ["tmpfs", "dir"], "description": '"tmpfs" or "dir"'},
@@ -57,6 +59,8 @@ class Policy:
     lock_in: bool = True
     lookahead: float = 900.0
     ondeck_depth: int = 8
+    keep_demoted: bool = True  # a demoted job keeps its data until the capacity is needed
+    stage_rate: int = 200 * 2**20  # bytes/s assumed until stage-ins are measured
     node_capacity: int = 4 * 2**30
     granule: int = 2**30
     provider: str = "tmpfs"

@@ -1,16 +1,25 @@
 """Which pending jobs are on deck: the RSA's look-ahead (thesis 3.2.1).
 
-A pending job is on deck when it is expected to start soon: its estimated
-start (``sched.t_estimate`` from the scheduler) is inside the look-ahead
-window, or - when the scheduler gives it no estimate - it is among the
-first ``ondeck_depth`` pending jobs in priority order.  Candidates are taken
-in expected start order and each must fit the RAM-disk capacity left;
-the walk stops at the first one that does not fit, so a later, smaller
-job never starves an earlier one (Slurm's burst-buffer rule).
+A pending job is a *candidate* when it is expected to start soon: its
+estimated start (``sched.t_estimate``) is inside the look-ahead window - a
+window widened for jobs whose stage-in will take longer (their size over
+the measured stage rate) - or, when the scheduler gives no estimate, when it
+is among the first ``ondeck_depth`` pending jobs in priority order.  A job
+already on deck stays a candidate until it is clearly out (hysteresis), so
+a job at the edge of the window is not staged again and again.
+
+Candidates are taken in expected start order and each must fit the RAM-disk
+capacity left.  Capacity held by pending jobs that start later (or have
+left the window) can be taken back, latest-starting first; capacity of
+running and finished jobs cannot.  The walk stops at the first candidate
+that still does not fit, so a later, smaller job never starves an earlier
+one (Slurm's burst-buffer rule).  A job that leaves the deck keeps its
+staged data until its capacity is actually needed (``keep_demoted``).
 
 Pure: the caller passes the queue, the records, the pool's nodes and "now".
 """
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -18,6 +27,10 @@ from flux_rsa.core import events as E
 from flux_rsa.core.states import HOLDING, JobState, RsaState
 
 J, S = JobState, RsaState
+
+#: an on-deck job stays on deck until it is this much further out
+HYSTERESIS = 1.5
+LATER = math.inf  # start key of a pending job outside the window
 
 
 @dataclass(frozen=True)
@@ -38,31 +51,55 @@ def queue_order(pending):
 class Ledger:
     """Free granules per RSA node, first-fit, as the pool will place them."""
 
-    def __init__(self, nodes, policy):
+    def __init__(self, nodes, policy, drained=()):
         self.policy = policy
-        self.free = {node: policy.node_granules for node in nodes}
+        self.per_node = policy.node_granules
+        self.free = {node: self.per_node for node in nodes}
+        self.closed = set(drained)  # drained: no new placements
 
-    def take(self, need, nodes=()):
-        """Reserve ``need`` bytes (on ``nodes`` if already placed); False if
-        it does not fit."""
+    def copy(self):
+        other = Ledger((), self.policy, self.closed)
+        other.free = dict(self.free)
+        return other
+
+    def _spread(self, want, nodes, sign):
+        share = -(-want // len(nodes))
+        for node in nodes:
+            if node in self.free:
+                part = min(share, want)
+                self.free[node] -= sign * part
+                want -= part
+
+    def hold(self, rec):
+        """Account what ``rec`` holds (placed or about to be)."""
+        want = self.policy.granules(rec.granted or rec.need)
+        if rec.nodes:
+            self._spread(want, rec.nodes, +1)
+        else:
+            self.take(rec.need)
+
+    def release(self, rec):
+        """Give back what ``rec`` holds (a trial revoke)."""
+        want = self.policy.granules(rec.granted or rec.need)
+        if rec.nodes:
+            self._spread(want, rec.nodes, -1)
+        else:  # not placed yet: give it back to the emptiest open node
+            node = max((n for n in self.free if n not in self.closed), key=self.free.get, default=None)
+            if node is not None:
+                self.free[node] += want
+
+    def take(self, need):
+        """Reserve ``need`` bytes on open nodes; False if it does not fit."""
         want = self.policy.granules(need)
-        if nodes:
-            share = -(-want // len(nodes))
-            for node in nodes:
-                if node in self.free:
-                    self.free[node] -= min(share, want)
-                    want -= min(share, want)
-            return True
-        per_node = self.policy.node_granules
-        if want <= per_node:
-            for node, free in self.free.items():
+        open_nodes = {n: f for n, f in self.free.items() if n not in self.closed}
+        if want <= self.per_node:
+            for node, free in open_nodes.items():
                 if free >= want:
                     self.free[node] -= want
                     return True
             return False
-        # spread over whole free nodes
-        whole = [n for n, f in self.free.items() if f == per_node]
-        count = -(-want // per_node)
+        whole = [n for n, f in open_nodes.items() if f == self.per_node]
+        count = -(-want // self.per_node)
         if len(whole) < count:
             return False
         for node in whole[:count]:
@@ -74,56 +111,120 @@ def _holds(rec):
     return rec.rsa_state in HOLDING
 
 
-def select(pending, records, nodes, policy, now):
-    """The jobids that should be on deck now."""
+def _reclaimable(rec, pending_ids):
+    """Capacity a pending job holds that could be taken back."""
+    return (
+        rec.jobid in pending_ids
+        and rec.job_state in (J.PENDING, J.ONDECK, J.DEMOTED)
+        and _holds(rec)
+        and rec.rsa_state is not S.TEARDOWN
+        and not rec.revoked
+    )
+
+
+def window(rec, policy, rate):
+    """Look-ahead for one job: wider when its stage-in takes longer."""
+    if rate and rec.need:
+        return max(policy.lookahead, 2.0 * rec.need / rate)
+    return policy.lookahead
+
+
+@dataclass
+class Decision:
+    ondeck: set
+    revoke: set
+
+
+def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
+    """The jobs that should be on deck now, and the held capacity to take
+    back for them."""
     order = queue_order(pending)
     position = {p.jobid: i for i, p in enumerate(order)}
+    pending_ids = set(position)
 
     def candidate(p):
         rec = records.get(p.jobid)
-        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed:
+        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed or not rec.need:
             return False
+        stay = HYSTERESIS if rec.job_state is J.ONDECK else 1.0
         if p.t_estimate is not None:
-            return p.t_estimate - now <= policy.lookahead
-        return position[p.jobid] < policy.ondeck_depth
+            return p.t_estimate - now <= window(rec, policy, rate) * stay
+        depth = policy.ondeck_depth
+        if rec.job_state is J.ONDECK:
+            depth = max(depth + 1, math.ceil(depth * HYSTERESIS))
+        return position[p.jobid] < depth
 
     def start_key(p):
         t = p.t_estimate if p.t_estimate is not None else now
         return (max(t, now), position[p.jobid])
 
     candidates = sorted((p for p in order if candidate(p)), key=start_key)
-    chosen = {p.jobid for p in candidates}
-    ledger = Ledger(nodes, policy)
-    # capacity held by jobs that are not candidates (running, staging out,
-    # demoted and still tearing down) is not available
+    key = {p.jobid: start_key(p) for p in candidates}
+    ledger = Ledger(nodes, policy, drained)
+    # fixed: capacity of jobs that are not pending, or already being revoked
+    movable = {}
     for rec in records.values():
-        if _holds(rec) and rec.jobid not in chosen:
-            ledger.take(rec.granted or rec.need, rec.nodes)
-    ondeck = set()
+        if not _holds(rec):
+            continue
+        if _reclaimable(rec, pending_ids):
+            movable[rec.jobid] = rec
+        ledger.hold(rec)
+    ondeck, revoke = set(), set()
     for p in candidates:
         rec = records[p.jobid]
-        if _holds(rec) and rec.rsa_state is not S.TEARDOWN:
-            ledger.take(rec.granted or rec.need, rec.nodes)
+        if p.jobid in movable:
+            movable.pop(p.jobid)  # keeps what it holds
             ondeck.add(p.jobid)
             continue
-        if not ledger.take(rec.need):
-            break
+        if ledger.take(rec.need):
+            ondeck.add(p.jobid)
+            continue
+        # take back capacity from pending holders that start later,
+        # latest-starting first (those outside the window first of all)
+        later = sorted(
+            (r for j, r in movable.items() if key.get(j, (LATER,)) > key[p.jobid]),
+            key=lambda r: key.get(r.jobid, (LATER, -position.get(r.jobid, 0))),
+            reverse=True,
+        )
+        trial, freed = ledger.copy(), []
+        for victim in later:
+            trial.release(victim)
+            freed.append(victim.jobid)
+            if trial.copy().take(rec.need):
+                break
+        if not trial.take(rec.need):
+            break  # the first that cannot fit: nothing later jumps ahead
+        ledger = trial
+        for jobid in freed:
+            movable.pop(jobid)
+            revoke.add(jobid)
         ondeck.add(p.jobid)
-    return ondeck
+    # holders later in the walk keep their place while their capacity is not needed
+    for jobid, rec in movable.items():
+        if jobid in key:
+            ondeck.add(jobid)
+    return Decision(ondeck, revoke)
 
 
-def plan(pending, records, nodes, policy, now):
+def select(pending, records, nodes, policy, now, rate=0.0, drained=()):
+    """The jobids that should be on deck now."""
+    return decide(pending, records, nodes, policy, now, rate, drained).ondeck
+
+
+def plan(pending, records, nodes, policy, now, rate=0.0, drained=()):
     """Core events that move jobs on or off deck: [(jobid, event)]."""
-    ondeck = select(pending, records, nodes, policy, now)
+    d = decide(pending, records, nodes, policy, now, rate, drained)
     pending_ids = {p.jobid for p in pending}
     out = []
     for jobid in sorted(records):
         rec = records[jobid]
-        if rec.job_state in (J.PENDING, J.DEMOTED) and jobid in ondeck:
+        if jobid not in pending_ids:
+            continue
+        if rec.job_state in (J.PENDING, J.DEMOTED) and jobid in d.ondeck:
             out.append((jobid, E.OnDeck(now)))
-        elif rec.job_state is J.ONDECK and (jobid not in ondeck or jobid not in pending_ids):
-            if jobid in pending_ids:
-                out += [(jobid, E.Demoted(now)), (jobid, E.Revoke(now))]
-        elif rec.job_state is J.DEMOTED and not rec.revoked and jobid not in ondeck:
+            continue
+        if rec.job_state is J.ONDECK and jobid not in d.ondeck:
+            out.append((jobid, E.Demoted(now)))
+        if jobid in d.revoke or (not policy.keep_demoted and jobid not in d.ondeck and _holds(rec) and not rec.revoked):
             out.append((jobid, E.Revoke(now)))
     return out

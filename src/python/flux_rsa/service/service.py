@@ -14,7 +14,7 @@ from flux.job import JournalConsumer
 
 from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, parse_request, process
 from flux_rsa.core import events as E
-from flux_rsa.core import inflight, ondeck
+from flux_rsa.core import inflight, ondeck, rates
 from flux_rsa.core.states import HOLDING, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
@@ -37,6 +37,7 @@ class Service:
         self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active)
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
+        self.drained = {}  # RSA node -> reason (kept in the KVS: rsa.drained)
         self.timers = {}
         self.actions = []  # waiting for their records to be saved
         self.starts = set()  # start requests for jobs not seen yet
@@ -248,7 +249,9 @@ class Service:
         if not self.replayed or not self.pool.ready:
             return
         now = time.time()
-        for jobid, ev in ondeck.plan(self.tracker.pending(), self.records, self.pool.nodes, self.policy, now):
+        rate = rates.stage_rate(self.records, self.policy.stage_rate)
+        events = ondeck.plan(self.tracker.pending(), self.records, self.pool.nodes, self.policy, now, rate, self.drained)
+        for jobid, ev in events:
             self.apply(jobid, ev)
 
     # --- write-ahead: save records, then act ---
