@@ -665,8 +665,14 @@ class Copier:
                 p, n = piece
                 return os.preadv(direct, [view[p:p + n]], off + p)
 
+            # wait for every piece before looking at any, so that no thread
+            # still reads into the mapping when it is closed
+            futures = [self._threads().submit(read, piece) for piece in pieces]
+            for fut in futures:
+                fut.exception()  # waits for it, raises nothing
             done = 0
-            for (p, n), got in zip(pieces, self._threads().map(read, pieces)):
+            for (p, n), fut in zip(pieces, futures):
+                got = fut.result()
                 done += got
                 if got != n:
                     return done
