@@ -7,6 +7,7 @@
 #   flux rsa retry JOBID           stage out a HELD job again
 #   flux rsa release JOBID         give up a HELD job's RAM disk
 #   flux rsa pool                  capacity and reservations per RSA node
+#   flux rsa drain|undrain NODES   (instance owner) new reservations avoid NODES
 #   flux rsa demo                  run sample jobs through the RSA
 ##############################################################
 
@@ -18,6 +19,7 @@ import sys
 import time
 
 import flux
+import flux.hostlist
 import flux.job
 import flux.util
 from flux.job import JobID
@@ -151,6 +153,16 @@ def cmd_pool(args):
     views.print_pool(status, no_header=args.no_header)
 
 
+def cmd_drain(args, undrain=False):
+    h = flux.Flux()
+    for host in flux.hostlist.Hostlist(args.nodes):
+        try:
+            rpc(h, "rsa.drain", {"host": host, "reason": " ".join(args.reason or []), "undrain": undrain})
+        except PermissionError:
+            raise SystemExit("flux-rsa: only the instance owner can drain or undrain RSA nodes") from None
+        print(f"flux-rsa: {host} {'undrained' if undrain else 'drained'}")
+
+
 def cmd_demo(args):
     sys.exit(demo.run(flux.Flux(), args))
 
@@ -193,6 +205,15 @@ def parse_args():
     p.add_argument("--wait", type=flux.util.parse_fsd, default=0, metavar="FSD", help="wait up to FSD for the pool to start")
     p.add_argument("--shutdown", action="store_true", help="stop the pool in order (instance owner; done at instance shutdown)")
     p.set_defaults(func=cmd_pool)
+
+    p = sub.add_parser("drain", help="take RSA nodes out of new reservations (instance owner)")
+    p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
+    p.add_argument("reason", nargs="*", help="why (shown by flux rsa pool)")
+    p.set_defaults(func=cmd_drain)
+
+    p = sub.add_parser("undrain", help="let drained RSA nodes take new reservations again")
+    p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
+    p.set_defaults(func=lambda a: cmd_drain(a, undrain=True), reason=None)
 
     p = sub.add_parser("demo", help="run sample jobs through stage-in and stage-out")
     p.add_argument("--jobs", type=int, default=3, help="how many sample jobs (default 3)")

@@ -127,6 +127,11 @@ class RsaModule(BrokerModule):
         except OSError as exc:
             self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
 
+    @request_handler("drain")
+    def drain(self, msg):
+        p = msg.payload
+        self._reply(msg, lambda: self.service.drain(p["host"], p.get("reason"), undrain=bool(p.get("undrain"))))
+
     @request_handler("release-input", allow_guest=True)
     def release_input(self, msg):
         self._user_event(msg, lambda t: E.InputReleased(t, why="request"))

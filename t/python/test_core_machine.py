@@ -9,6 +9,7 @@ from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
 
 POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "delay": 30})
+NO_RETRY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "stage-retries": 0})
 BOTH = {"data_in": "/p/in", "data_out": "/p/out"}
 
 
@@ -16,12 +17,13 @@ def job(attrs=BOTH, nnodes=1, policy=POLICY):
     return admit(7, 1000, nnodes, parse_request(attrs), policy, 0.0)
 
 
-def run(rec, *events):
-    """Apply events in order; return the record and every action asked for."""
+def run(rec, *events, deadlines=False):
+    """Apply events in order; return the record and every action asked for
+    (without the deadline timers every in-flight state sets, unless asked)."""
     out = []
     for i, ev in enumerate(events, start=1):
         rec, acts = process(rec, ev if ev.t else type(ev)(**{**ev.__dict__, "t": float(i)}))
-        out.extend(acts)
+        out.extend(a for a in acts if deadlines or not (isinstance(a, A.StartTimer) and a.name == "timeout"))
     return rec, out
 
 
@@ -158,7 +160,7 @@ def test_a_stage_in_script_defaults_to_waiting():
 
 
 def test_failed_stage_out_holds_the_ramdisk_until_retry():
-    rec, _ = booted(job())
+    rec, _ = booted(job(policy=NO_RETRY))
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7))
     rec, acts = run(rec, E.StageEnded(8, 2, False, error="/p/out: Permission denied"))
     assert rec.rsa_state is S.HELD and rec.output_home is False
@@ -171,7 +173,7 @@ def test_failed_stage_out_holds_the_ramdisk_until_retry():
 
 
 def test_release_gives_up_a_held_ramdisk_explicitly():
-    rec, _ = booted(job())
+    rec, _ = booted(job(policy=NO_RETRY))
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7), E.StageEnded(8, 2, False))
     rec, acts = run(rec, E.Release(9))
     assert rec.rsa_state is S.TEARDOWN and kinds(acts) == ["PostEvent", "CancelHolder"]
@@ -241,3 +243,68 @@ def test_record_round_trips_through_json():
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6))
     again = type(rec).from_dict(json.loads(json.dumps(rec.to_dict())))
     assert again == rec
+
+
+def test_a_failed_stage_in_is_retried_after_a_back_off_then_gives_up():
+    rec, _ = booted(job())
+    rec, acts = run(rec, E.StageEnded(5, 1, False, error="killed"))
+    assert rec.rsa_state is S.ABORTED and rec.retry_pending
+    assert [(a.name, a.seconds) for a in acts if isinstance(a, A.StartTimer)] == [("retry", 5.0)]
+    rec, acts = run(rec, E.RetryStage(6))
+    assert rec.rsa_state is S.STAGING_IN and acts[0].seq == 2  # resumes: same paths, new stage
+    for n, (seq, backoff) in enumerate(((2, 10.0), (3, 20.0)), start=7):
+        rec, acts = run(rec, E.StageEnded(n, seq, False, error="killed"))
+        assert [a.seconds for a in acts if isinstance(a, A.StartTimer)] == [backoff]
+        rec, _ = run(rec, E.RetryStage(n + 0.5))
+    rec, acts = run(rec, E.StageEnded(20, 4, False, error="flux-rsa-stage: /p/in/x: Permission denied"))
+    assert rec.rsa_state is S.ABORTED and rec.failed and not rec.retry_pending
+    assert rec.error == "flux-rsa-stage: /p/in/x: Permission denied (stage-in failed 4 times: the job uses data_in directly)"
+
+
+def test_a_failed_stage_out_is_retried_and_held_when_retries_run_out():
+    rec, _ = booted(job())
+    rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7))
+    seq = rec.stage_seq
+    for i in range(3):
+        rec, acts = run(rec, E.StageEnded(10 + i, seq, False, error="/p/out: Read-only file system"))
+        assert rec.rsa_state is S.HELD and rec.retry_pending and "CancelHolder" not in kinds(acts)
+        rec, acts = run(rec, E.RetryStage(10.5 + i))
+        assert rec.rsa_state is S.STAGING_OUT
+        seq = rec.stage_seq
+    rec, acts = run(rec, E.StageEnded(20, seq, False, error="/p/out: Read-only file system"))
+    assert rec.rsa_state is S.HELD and not rec.retry_pending and "held" in [a.name for a in acts if isinstance(a, A.PostEvent)]
+    rec, acts = run(rec, E.RetryStage(21))  # a stray timer does nothing
+    assert rec.rsa_state is S.HELD
+    rec, acts = run(rec, E.Retry(22))  # the user fixed it
+    assert rec.rsa_state is S.STAGING_OUT and rec.attempts == 0
+
+
+def test_every_in_flight_state_has_a_deadline():
+    rec, acts = run(job(), E.OnDeck(1.0), deadlines=True)
+    timer = [a for a in acts if isinstance(a, A.StartTimer)][0]
+    assert (timer.name, timer.state, timer.since, timer.seconds) == ("timeout", "REQUESTED", 1.0, 600.0)
+
+
+def test_no_capacity_in_time_gives_the_reservation_up():
+    rec, _ = run(job(), E.OnDeck(1.0))
+    rec, acts = run(rec, E.Timeout(700.0, "REQUESTED", 1.0))
+    assert rec.rsa_state is S.TEARDOWN and rec.failed and kinds(acts) == ["CancelHolder"]
+    assert rec.error == "no RAM-disk capacity within 600s ([rsa] holder-timeout)"
+
+
+def test_a_stage_out_that_takes_too_long_is_held_not_destroyed():
+    rec, _ = booted(job())
+    rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7))
+    seq, since = rec.stage_seq, rec.state_since
+    rec, acts = run(rec, E.Timeout(9999.0, "STAGING_OUT", since))
+    assert rec.rsa_state is S.HELD and "CancelHolder" not in kinds(acts)
+    assert [a.seq for a in acts if isinstance(a, A.StopStage)] == [seq]
+    rec, acts = run(rec, E.StageEnded(10000.0, seq, True))  # the old stage, late: ignored
+    assert rec.rsa_state is S.HELD and acts == []
+
+
+def test_a_deadline_for_a_state_already_left_is_ignored():
+    rec, _ = booted(job())
+    before = rec
+    rec, acts = run(rec, E.Timeout(5000.0, "REQUESTED", 1.0))
+    assert rec == before and acts == []

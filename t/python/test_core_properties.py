@@ -60,6 +60,7 @@ class World:
         self.world_fault = False
         self.replies = 0
         self.staged_ok = set()  # gens whose stage-in succeeded
+        self.deadline = None  # (state, since) of the latest deadline timer
 
     # --- the core's actions, checked as they come ---
 
@@ -96,6 +97,8 @@ class World:
             self.reply = act.env if act.env is not None else Env()
         elif isinstance(act, A.StartTimer):
             self.timers.add(act.name)
+            if act.name == "timeout":
+                self.deadline = (act.state, act.since)
 
     # --- what can happen next ---
 
@@ -126,6 +129,10 @@ class World:
             out += [(2, ("stage-progress", seq)), (6, ("stage-ok", seq)), (2, ("stage-fail", seq))]
         if rec.rsa_state is S.HELD:
             out += [(2, E.Retry(0)), (1, E.Release(0))]
+        if "retry" in self.timers:
+            out.append((3, ("retry-timer",)))
+        if self.deadline is not None:
+            out.append((1, ("deadline",)))
         return out
 
     def weighted(self):
@@ -142,6 +149,13 @@ class World:
                 pass
             return self.run(choice)
         kind = choice[0]
+        if kind == "retry-timer":
+            self.timers.discard("retry")
+            return self.run(E.RetryStage(0))
+        if kind == "deadline":
+            state, since = self.deadline
+            self.deadline = None
+            return self.run(E.Timeout(0, state, since))
         if kind == "take-reply":
             return self._start(self.reply)
         if kind == "fallback":
@@ -191,7 +205,7 @@ class World:
             if rec.job_state is J.RUNNING and self.started is not None:
                 self.run(E.Finished(0))
                 continue
-            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok")]
+            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok", "retry-timer")]
             if pending:
                 self.apply(pending[0])
                 continue

@@ -147,6 +147,8 @@ def wait_verdict(rec):
     state = rec["rsa_state"]
     if state == "INELIGIBLE":
         return 0, f"not staged by the RSA ({rec.get('reason')})"
+    if state == "HELD" and rec.get("retry_pending"):
+        return None  # an automatic retry is coming
     if state == "HELD":
         env_out = (rec.get("env") or {}).get("data_out")
         nodes = ",".join(rec.get("nodes") or [])

@@ -71,10 +71,14 @@ class ReplyStart(Action):
 
 @dataclass(frozen=True)
 class StartTimer(Action):
-    """Deliver ``event`` (InputReleased, LateTimeout) after ``seconds``."""
+    """After ``seconds`` deliver the timer's event: "delay" InputReleased,
+    "late" LateTimeout, "retry" RetryStage, "timeout" Timeout(state, since).
+    A new timer of the same name replaces the job's old one."""
 
-    name: str  # "delay" | "late"
+    name: str
     seconds: float
+    state: Optional[str] = None  # "timeout": the rsa-state it bounds
+    since: float = 0.0  # "timeout": when that state was entered
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,10 @@ SCHEMA = {
         "pool-cores": {"type": "integer", "minimum": 2, "description": "virtual cores per RSA node in the pool"},
         "keep": {"type": "integer", "minimum": 0, "description": "records of ended jobs kept for `flux rsa status`"},
         "simulate-rate": SIZE,
+        "stage-retries": {"type": "integer", "minimum": 0, "description": "a number of retries (0: none)"},
+        "retry-backoff": DURATION,
+        "stage-timeout": DURATION,
+        "holder-timeout": DURATION,
     },
 }
 
@@ -70,6 +74,10 @@ class Policy:
     pool_cores: int = 64
     keep: int = 1000
     simulate_rate: int = 0  # bytes/s: >0 simulates RAM disks and staging (benchmarks)
+    stage_retries: int = 3
+    retry_backoff: float = 5.0
+    stage_timeout: float = 6 * 3600.0
+    holder_timeout: float = 600.0
 
     @classmethod
     def from_config(cls, table):
@@ -97,6 +105,18 @@ class Policy:
         return policy
 
     # --- per job ---
+
+    def limits(self):
+        from flux_rsa.core.record import Limits
+
+        return Limits(
+            late_timeout=self.late_timeout,
+            lock_in=self.lock_in,
+            stage_retries=self.stage_retries,
+            retry_backoff=self.retry_backoff,
+            stage_timeout=self.stage_timeout,
+            holder_timeout=self.holder_timeout,
+        )
 
     def ineligible(self, nnodes, request):
         """Why a job gets no RAM disk, or None when it does."""

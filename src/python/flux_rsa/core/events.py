@@ -108,6 +108,19 @@ class LateTimeout(Event):
 
 
 @dataclass(frozen=True)
+class RetryStage(Event):
+    """The back-off after a failed stage is over: try it again."""
+
+
+@dataclass(frozen=True)
+class Timeout(Event):
+    """The job has been in ``state`` (entered at ``since``) too long."""
+
+    state: str
+    since: float
+
+
+@dataclass(frozen=True)
 class Retry(Event):
     """`flux rsa retry`: stage out a HELD job again."""
 

@@ -38,6 +38,11 @@ def unanswered(rec):
 def timers(rec, now):
     """Timers a restarted service must arm again, with the time left."""
     out = []
+    for deadline in steps.deadline_timer(rec, rec.state_since):
+        left = deadline.seconds - (now - rec.state_since)
+        out.append(dataclasses.replace(deadline, seconds=max(0.0, left)))
+    if rec.retry_pending:
+        out.append(A.StartTimer(rec.jobid, name="retry", seconds=rec.limits.retry_backoff))
     entered = {}
     for tr in rec.history:
         entered[tr.rsa_state] = tr.t
@@ -46,5 +51,5 @@ def timers(rec, now):
         out.append(A.StartTimer(rec.jobid, name="delay", seconds=max(0.0, left)))
     if rec.start_pending and rec.request.on_late == "wait":
         since = next((tr.t for tr in rec.history if tr.job_state is JobState.RUNNING), now)
-        out.append(A.StartTimer(rec.jobid, name="late", seconds=max(0.0, rec.late_timeout - (now - since))))
+        out.append(A.StartTimer(rec.jobid, name="late", seconds=max(0.0, rec.limits.late_timeout - (now - since))))
     return out

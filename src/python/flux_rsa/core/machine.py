@@ -9,6 +9,7 @@ import dataclasses
 from flux_rsa.core import events as E
 from flux_rsa.core.record import Record, Transition
 from flux_rsa.core.states import RsaState
+from flux_rsa.core.steps import deadline_timer
 from flux_rsa.core.table import EVENT_ROWS, JOB_ROWS, PASS_ROWS
 
 #: a pass longer than this is a bug in the table (a row that never settles)
@@ -28,7 +29,10 @@ class IllegalEvent(Exception):
 
 
 def _stale(rec, ev):
-    """True for a pool event about a holder or stage we no longer follow."""
+    """True for a pool event about a holder or stage we no longer follow,
+    or a deadline for a state the job has left."""
+    if isinstance(ev, E.Timeout):
+        return ev.state != rec.rsa_state.value or ev.since != rec.state_since
     gen = getattr(ev, "gen", None)
     if gen is not None and gen != rec.gen:
         return True
@@ -41,7 +45,8 @@ def _apply(rec, ev, to, steps, actions):
         rec, acts = step(rec, ev)
         actions.extend(acts)
     if to is not None and to is not rec.rsa_state:
-        rec = dataclasses.replace(rec, rsa_state=to)
+        rec = dataclasses.replace(rec, rsa_state=to, state_since=ev.t)
+        actions.extend(deadline_timer(rec, ev.t))
     return rec
 
 
@@ -109,7 +114,7 @@ def admit(jobid, userid, nnodes, request, policy, t):
         need=0 if reason else policy.need(nnodes, request),
         rsa_state=RsaState.INELIGIBLE if reason else RsaState.INITIAL,
         reason=reason,
-        late_timeout=policy.late_timeout,
-        lock_in=policy.lock_in,
+        limits=policy.limits(),
+        state_since=t,
     )
     return dataclasses.replace(rec, history=(Transition(t, rec.job_state, rec.rsa_state),))

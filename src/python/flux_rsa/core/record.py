@@ -78,6 +78,25 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """The site's bounds for one job, fixed when it is admitted."""
+
+    late_timeout: float = 600.0  # on_late=wait: longest hold at start
+    lock_in: bool = True  # protect staged jobs from being pushed back
+    stage_retries: int = 3  # failed stages tried again (then ABORTED/HELD)
+    retry_backoff: float = 5.0  # seconds before the first retry; doubles
+    stage_timeout: float = 6 * 3600.0  # longest stage-in or stage-out
+    holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in (d or {})})
+
+
+@dataclass(frozen=True)
 class Transition:
     t: float
     job_state: JobState
@@ -104,8 +123,7 @@ class Record:
     job_state: JobState = JobState.PENDING
     rsa_state: RsaState = RsaState.INITIAL
     reason: Optional[str] = None  # why INELIGIBLE, for `flux rsa status`
-    late_timeout: float = 600.0  # on_late=wait: longest hold at start
-    lock_in: bool = True  # protect staged jobs from being pushed back
+    limits: Limits = field(default_factory=Limits)
     revoked: bool = False  # demoted job whose capacity must go back
     start_pending: bool = False  # job-manager waits for our start reply
     started: bool = False  # the job's eventlog shows it was released to run
@@ -119,6 +137,9 @@ class Record:
     progress: Optional[Progress] = None
     error: Optional[str] = None  # last error, kept for the user
     failed: bool = False  # give up on staging for this job (runs direct)
+    attempts: int = 0  # failed tries of the current stage
+    retry_pending: bool = False  # a failed stage waits for its retry timer
+    state_since: float = 0.0  # when the current rsa-state was entered
     restages: int = 0  # stage-ins started beyond the first
     output_home: Optional[bool] = None  # None until stage-out ends
     history: tuple = field(default=())  # Transition values, oldest first
@@ -152,8 +173,7 @@ class Record:
             "job_state": self.job_state.value,
             "rsa_state": self.rsa_state.value,
             "reason": self.reason,
-            "late_timeout": self.late_timeout,
-            "lock_in": self.lock_in,
+            "limits": self.limits.to_dict(),
             "revoked": self.revoked,
             "start_pending": self.start_pending,
             "started": self.started,
@@ -167,6 +187,9 @@ class Record:
             "progress": self.progress.to_dict() if self.progress else None,
             "error": self.error,
             "failed": self.failed,
+            "attempts": self.attempts,
+            "retry_pending": self.retry_pending,
+            "state_since": self.state_since,
             "restages": self.restages,
             "output_home": self.output_home,
             "history": [tr.to_list() for tr in self.history],
@@ -184,8 +207,7 @@ class Record:
             job_state=JobState(d["job_state"]),
             rsa_state=RsaState(d["rsa_state"]),
             reason=d.get("reason"),
-            late_timeout=d.get("late_timeout", 600.0),
-            lock_in=d.get("lock_in", True),
+            limits=Limits.from_dict(d.get("limits")),
             revoked=d.get("revoked", False),
             start_pending=d.get("start_pending", False),
             started=d.get("started", False),
@@ -199,6 +221,9 @@ class Record:
             progress=Progress(**d["progress"]) if d.get("progress") else None,
             error=d.get("error"),
             failed=d.get("failed", False),
+            attempts=d.get("attempts", 0),
+            retry_pending=d.get("retry_pending", False),
+            state_since=d.get("state_since", 0.0),
             restages=d.get("restages", 0),
             output_home=d.get("output_home"),
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),

@@ -133,14 +133,15 @@ def give_up(rec, ev):
 
 
 def staged_in(rec, ev):
+    rec = _set(rec, attempts=0, retry_pending=False)
     acts = [A.PostEvent(rec.jobid, "staged-in", {"ramdisk": rec.ramdisk, "nodes": list(rec.nodes)})]
-    if rec.lock_in and rec.request.has_stage_in:
+    if rec.limits.lock_in and rec.request.has_stage_in:
         acts.append(A.LockIn(rec.jobid))
     return rec, acts
 
 
 def home(rec, ev):
-    return _set(rec, output_home=True, error=None), [
+    return _set(rec, output_home=True, error=None, attempts=0, retry_pending=False), [
         A.PostEvent(rec.jobid, "staged-out", {"data_out": rec.request.data_out})
     ]
 
@@ -157,6 +158,84 @@ def held(rec, ev):
 
 def clear_error(rec, ev):
     return _set(rec, error=None, output_home=None), []
+
+
+def manual_retry(rec, ev):
+    """`flux rsa retry`: a fresh round of attempts."""
+    return _set(rec, error=None, output_home=None, attempts=0, retry_pending=False), []
+
+
+def _failure(rec):
+    """Count a failed stage; (record, actions, retry?) with its back-off timer."""
+    attempts = rec.attempts + 1
+    if attempts > rec.limits.stage_retries:
+        return _set(rec, attempts=attempts, retry_pending=False), [], False
+    delay = rec.limits.retry_backoff * 2 ** (attempts - 1)
+    rec = _set(rec, attempts=attempts, retry_pending=True)
+    return rec, [A.StartTimer(rec.jobid, name="retry", seconds=delay)], True
+
+
+def retry_or_give_up(rec, ev):
+    """A failed stage-in: try again after a back-off, or use data_in."""
+    rec, acts, again = _failure(rec)
+    if not again:
+        rec = _set(rec, failed=True, error=f"{rec.error} (stage-in failed {rec.attempts} times: the job uses data_in directly)")
+    return rec, acts
+
+
+def retry_or_hold(rec, ev):
+    """A failed stage-out: try again after a back-off; the RAM disk stays."""
+    rec, acts, again = _failure(rec)
+    rec, held_acts = held(rec, ev) if not again else (_set(rec, output_home=False), [])
+    return rec, acts + held_acts
+
+
+def retry_now(rec, ev):
+    return _set(rec, retry_pending=False), []
+
+
+def auto_retry_out(rec, ev):
+    return _set(rec, error=None, output_home=None), []
+
+
+def abandon_stage(rec, ev):
+    """Stop the running stage and ignore whatever it reports later."""
+    return _set(rec, stage_seq=rec.stage_seq + 1, stage_dir=None), [A.StopStage(rec.jobid, seq=rec.stage_seq)]
+
+
+def timed_out(rec, ev):
+    what = {
+        "REQUESTED": "no RAM-disk capacity",
+        "ASSIGNED": "the RAM-disk holder did not start",
+        "BOOTING": "the RAM disk was not built",
+        "STAGING_IN": "stage-in did not finish",
+        "STAGING_OUT": "stage-out did not finish",
+    }.get(ev.state, ev.state)
+    limit = rec.limits.stage_timeout if ev.state.startswith("STAGING") else rec.limits.holder_timeout
+    error = f"{what} within {limit:g}s ([rsa] {'stage' if ev.state.startswith('STAGING') else 'holder'}-timeout)"
+    return _set(rec, error=error, failed=True, attempts=rec.limits.stage_retries + 1, retry_pending=False), []
+
+
+def rearm(rec, ev):
+    """Still waiting for the pool: ask again and keep the deadline."""
+    return rec, [A.StartTimer(rec.jobid, name="timeout", seconds=_deadline(rec), state=rec.rsa_state.value, since=rec.state_since)]
+
+
+def _deadline(rec):
+    if rec.rsa_state in (S.STAGING_IN, S.STAGING_OUT):
+        return rec.limits.stage_timeout
+    return rec.limits.holder_timeout
+
+
+#: rsa-states whose stay is bounded (in-flight: waiting for the pool)
+TIMED = frozenset({S.REQUESTED, S.ASSIGNED, S.BOOTING, S.STAGING_IN, S.STAGING_OUT, S.STOPPING, S.TEARDOWN})
+
+
+def deadline_timer(rec, t):
+    """The timer bounding the state ``rec`` just entered, if any."""
+    if rec.rsa_state not in TIMED:
+        return []
+    return [A.StartTimer(rec.jobid, name="timeout", seconds=_deadline(rec), state=rec.rsa_state.value, since=t)]
 
 
 def released(rec, ev):
@@ -195,11 +274,11 @@ def delay_timer(rec, ev):
 
 
 def late_timer(rec, ev):
-    return rec, [A.StartTimer(rec.jobid, name="late", seconds=rec.late_timeout)]
+    return rec, [A.StartTimer(rec.jobid, name="late", seconds=rec.limits.late_timeout)]
 
 
 def late(rec, ev):
-    error = f"inputs not staged {rec.late_timeout:g}s after the job was due to start: it uses data_in directly"
+    error = f"inputs not staged {rec.limits.late_timeout:g}s after the job was due to start: it uses data_in directly"
     return _set(rec, failed=True, error=error), []
 
 

@@ -101,6 +101,15 @@ def can_stage(rec):
     return not rec.failed
 
 
+def not_backing_off(rec):
+    return not rec.retry_pending
+
+
+def auto_retry(rec):
+    """A failed stage-out whose back-off is over, with attempts left."""
+    return not rec.retry_pending and 0 < rec.attempts <= rec.limits.stage_retries
+
+
 def revoked(rec):
     return rec.revoked
 
@@ -164,10 +173,10 @@ EVENT_ROWS = {
     ],
     E.StageEnded: [
         Row(states(S.STAGING_IN), ok, S.READY, (do.stage_over, do.staged_in)),
-        Row(states(S.STAGING_IN), not_ok, S.ABORTED, (do.stage_over, do.note_error, do.give_up)),
+        Row(states(S.STAGING_IN), not_ok, S.ABORTED, (do.stage_over, do.note_error, do.retry_or_give_up)),
         Row(states(S.STOPPING), always, S.ABORTED, (do.stage_over,)),
         Row(states(S.STAGING_OUT), ok, S.TEARDOWN, (do.stage_over, do.home, do.cancel_holder)),
-        Row(states(S.STAGING_OUT), not_ok, S.HELD, (do.stage_over, do.note_error, do.held)),
+        Row(states(S.STAGING_OUT), not_ok, S.HELD, (do.stage_over, do.note_error, do.retry_or_hold)),
         # the RAM disk went away under the stage: nothing left to do
         Row(states(S.DESTROYED), always, SAME, (do.stage_over,)),
     ],
@@ -180,7 +189,16 @@ EVENT_ROWS = {
         Row(ANY, lambda rec, ev: waits(rec), SAME, (do.late,)),
         Row(ANY, always, SAME, ()),
     ],
-    E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.clear_error, do.stage_out))],
+    E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
+    E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
+    # a deadline (machine.py ignores one for a state the job has left)
+    E.Timeout: [
+        Row(IN_FLIGHT_HOLDER, always, S.TEARDOWN, (do.timed_out, do.cancel_holder)),
+        Row(states(S.STAGING_IN), always, S.STOPPING, (do.timed_out, do.stop_stage)),
+        Row(states(S.STAGING_OUT), always, S.HELD, (do.timed_out, do.abandon_stage, do.held)),
+        Row(states(S.STOPPING), always, SAME, (do.stop_stage, do.rearm)),
+        Row(states(S.TEARDOWN), always, SAME, (do.cancel_holder, do.rearm)),
+    ],
     E.Release: [Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))],
 }
 
@@ -207,7 +225,7 @@ PASS_ROWS = [
     PassRow(ONDECK_OR_RUN, states(S.INITIAL), lambda r: advancing(r) and can_stage(r), S.REQUESTED, (do.request,)),
     PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and has_input(r), S.STAGING_IN, (do.stage_in,)),
     PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and no_input(r), S.READY, (do.staged_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.ABORTED), lambda r: advancing(r) and has_input(r), S.STAGING_IN, (do.stage_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.ABORTED), lambda r: advancing(r) and has_input(r) and not_backing_off(r), S.STAGING_IN, (do.stage_in,)),
     PassRow(ONDECK_OR_RUN, states(S.DESTROYED), lambda r: advancing(r) and can_stage(r), S.INITIAL, (do.reset,)),
     # -- demoted and revoked: give the capacity back (Figure 3.3) --
     PassRow(frozenset({J.DEMOTED}), states(S.STAGING_IN), revoked, S.STOPPING, (do.stop_stage,)),
@@ -215,6 +233,7 @@ PASS_ROWS = [
     PassRow(frozenset({J.DEMOTED}), states(S.DESTROYED), can_stage, S.INITIAL, (do.reset,)),
     # -- the job is over (Figure 3.5, thesis job-finish.sh) --
     PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), out_on_ramdisk, S.STAGING_OUT, (do.stage_out,)),
+    PassRow(frozenset({J.FINISHED}), states(S.HELD), auto_retry, S.STAGING_OUT, (do.auto_retry_out, do.stage_out)),
     PassRow(ENDED, states(S.STAGING_IN), always, S.STOPPING, (do.stop_stage,)),
     PassRow(ENDED, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, always, S.TEARDOWN, (do.cancel_holder,)),
 ]

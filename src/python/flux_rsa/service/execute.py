@@ -15,7 +15,7 @@ class Executor:
         self.h = h
         self.log = log
         self.pool = pool
-        self.timers = timers  # timers(jobid, name, seconds)
+        self.timers = timers  # timers(StartTimer action)
         self.active = active  # active(jobid) -> bool
         self.table = {
             A.RequestCapacity: self.pool_action,
@@ -83,4 +83,4 @@ class Executor:
     # --- time ---
 
     def start_timer(self, a):
-        self.timers(a.jobid, a.name, a.seconds)
+        self.timers(a)

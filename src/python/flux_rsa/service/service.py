@@ -25,19 +25,30 @@ from flux_rsa.service.pool import PoolLink
 S = RsaState
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 
+def timer_event(action, t):
+    """The core event a StartTimer action asked for."""
+    if action.name == "delay":
+        return E.InputReleased(t, why="delay")
+    if action.name == "late":
+        return E.LateTimeout(t)
+    if action.name == "retry":
+        return E.RetryStage(t)
+    return E.Timeout(t, action.state, action.since)
+
+
 class Service:
     def __init__(self, h, log, policy: Policy, launch_pool=None):
         self.h = h
         self.log = log
         self.policy = policy
         self.records = store.load(h)
+        self.drained = store.load_drained(h)  # RSA node -> reason
         self.tracker = Tracker()
         self.store = store.Store(h, log)
         self.pool = PoolLink(h, log)
         self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active)
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
-        self.drained = {}  # RSA node -> reason (kept in the KVS: rsa.drained)
         self.timers = {}
         self.actions = []  # waiting for their records to be saved
         self.starts = set()  # start requests for jobs not seen yet
@@ -174,6 +185,8 @@ class Service:
             self.keeper.ready(info)
         self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
         self.pool.up(info)
+        for host, reason in self.drained.items():
+            self.pool.call(protocol.DRAIN, {"host": host, "reason": reason})
         self.reconcile_pool()
         self.arm_flush()
 
@@ -221,22 +234,20 @@ class Service:
 
     # --- timers ---
 
-    def set_timer(self, jobid, name, seconds):
-        old = self.timers.pop((jobid, name), None)
+    def set_timer(self, action):
+        """Arm a core timer; one per (job, name): a new one replaces the old."""
+        key = (action.jobid, action.name)
+        old = self.timers.pop(key, None)
         if old is not None:
             old.stop()
-        event = E.InputReleased if name == "delay" else E.LateTimeout
 
         def fire(handle, watcher, revents, arg):
-            self.timers.pop((jobid, name), None)
-            if name == "delay":
-                self.apply(jobid, E.InputReleased(time.time(), why="delay"))
-            else:
-                self.apply(jobid, event(time.time()))
+            self.timers.pop(key, None)
+            self.apply(action.jobid, timer_event(action, time.time()))
 
-        w = self.h.timer_watcher_create(seconds, fire)
+        w = self.h.timer_watcher_create(max(0.0, action.seconds), fire)
         w.start()
-        self.timers[(jobid, name)] = w
+        self.timers[key] = w
 
     # --- on deck ---
 
@@ -291,6 +302,21 @@ class Service:
             self.store.remove(rec.jobid)
 
     # --- requests from people ---
+
+    def drain(self, host, reason, undrain=False):
+        """Take an RSA node out of new reservations (or back in)."""
+        if self.pool.nodes and host not in self.pool.nodes:
+            known = ", ".join(self.pool.nodes)
+            raise OSError(errno.EINVAL, f"{host}: not an RSA node of the pool (RSA nodes: {known})")
+        if undrain:
+            self.drained.pop(host, None)
+            self.pool.call(protocol.UNDRAIN, {"host": host})
+        else:
+            self.drained[host] = reason or "drained by the instance owner"
+            self.pool.call(protocol.DRAIN, {"host": host, "reason": self.drained[host]})
+        self.store.save_drained(self.drained)
+        self.arm_flush()
+        return {"drained": dict(self.drained)}
 
 
     def visible(self, rec, userid, owner):

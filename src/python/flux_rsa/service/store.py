@@ -9,6 +9,7 @@ import flux.kvs
 from flux_rsa.core import Record
 
 DIR = "rsa.jobs"
+DRAINED = "rsa.drained"
 
 
 def key(jobid):
@@ -30,6 +31,15 @@ def load(h):
     return records
 
 
+def load_drained(h):
+    """RSA nodes the instance owner drained: {host: reason}."""
+    try:
+        value = flux.kvs.get(h, DRAINED)
+    except (OSError, FileNotFoundError):
+        return {}
+    return dict(value) if isinstance(value, dict) else {}
+
+
 class Store:
     def __init__(self, h, log):
         self.h = h
@@ -37,6 +47,10 @@ class Store:
         self.dirty = {}
         self.removed = set()
         self.inflight = 0
+        self.drained = None  # a new drained set to write
+
+    def save_drained(self, drained):
+        self.drained = dict(drained)
 
     def save(self, rec):
         self.dirty[rec.jobid] = rec
@@ -48,10 +62,13 @@ class Store:
 
     def flush(self, then):
         """Commit what changed, then call ``then()`` (at once if nothing did)."""
-        if not self.dirty and not self.removed:
+        if not self.dirty and not self.removed and self.drained is None:
             then()
             return
         txn = flux.kvs.KVSTxn(self.h)
+        if self.drained is not None:
+            txn.put(DRAINED, self.drained)
+            self.drained = None
         for jobid, rec in self.dirty.items():
             txn.put(key(jobid), rec.to_dict())
         for jobid in self.removed:
