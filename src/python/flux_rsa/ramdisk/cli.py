@@ -1,4 +1,4 @@
-"""Command line: python3 -m flux_rsa.ramdisk hold|purge|sweep."""
+"""Command line: python3 -m flux_rsa.ramdisk hold|purge|sweep|discard."""
 
 import argparse
 import sys
@@ -39,11 +39,19 @@ def parser():
     h.add_argument("--name", required=True, help="the RAM disk's name (JOBID.GEN)")
     h.add_argument("--size", type=_size, required=True, help="bytes on this node (e.g. 4G)")
     h.add_argument("--owner", type=_uid, required=True, help="uid of the job owner")
+    h.add_argument("--jobid", type=_uid, help="the job's id (default: from NAME)")
+    h.add_argument("--gen", type=_uid, help="the reservation's generation (default: from NAME)")
+    h.add_argument("--adopt", metavar="PATH",
+                   help="take over the kept RAM disk PATH of --jobid instead of building one")
     g = sub.add_parser("purge", help="replace PATH by a link to DATA_IN (or an empty directory)")
     g.add_argument("path")
     g.add_argument("--link", metavar="DATA_IN", help="where the link points")
     s = sub.add_parser("sweep", help="remove RAM disks under ROOT whose holder is gone")
     s.add_argument("root")
+    s.add_argument("--report-kept", action="store_true",
+                   help="print each kept RAM disk as a JSON line")
+    d = sub.add_parser("discard", help="remove the kept RAM disk PATH")
+    d.add_argument("path")
     return p
 
 
@@ -55,12 +63,23 @@ def _fail(message):
 def main(argv=None):
     args = parser().parse_args(argv)
     if args.command == "hold":
-        return hold(args.root, args.name, args.size, args.owner, args.provider, prog=PROG)
+        if args.adopt is not None and args.jobid is None:
+            return _fail("hold --adopt needs --jobid (whose kept RAM disk it is)")
+        return hold(args.root, args.name, args.size, args.owner, args.provider, prog=PROG,
+                    jobid=args.jobid, gen=args.gen, adopt=args.adopt)
+    if args.command == "discard":
+        try:
+            if layout.discard(args.path):
+                print(f"{PROG}: discarded {args.path}", flush=True)
+        except layout.RamdiskError as exc:
+            return _fail(str(exc))
+        return 0
     if args.command == "purge":
         try:
             purge(args.path, args.link)
         except layout.RamdiskError as exc:
             return _fail(str(exc))
         return 0
-    failed = sweep(args.root, say=lambda line: print(f"{PROG}: {line}", flush=True))
+    failed = sweep(args.root, say=lambda line: print(f"{PROG}: {line}", flush=True),
+                   report_kept=args.report_kept)
     return 1 if failed else 0

@@ -1,40 +1,86 @@
-"""``hold``: build the RAM disk, report it, keep it until signalled.
+"""``hold``: build (or adopt) the RAM disk, report it, keep it until signalled.
 
 In a holder job every node runs one task; the task on the first node
 (``FLUX_TASK_RANK`` 0, or no Flux at all) builds the RAM disk, the others
 only keep the node's capacity reserved until the job is cancelled.
+
+SIGTERM, SIGINT or SIGHUP end the hold and destroy the RAM disk.  SIGUSR1
+(``KEEP_SIGNAL``) ends it *keeping* the RAM disk: its marker says kept, on
+which node, for which job, and ``{"event": "kept", ...}`` is printed; a
+later holder can take it over with ``--adopt PATH``.
 """
 
 import json
 import os
 import signal
+import socket
 import sys
 
 from flux_rsa.ramdisk import layout
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+KEEP_SIGNAL = signal.SIGUSR1
 
 
 def _say(line):
     print(line, file=sys.stderr, flush=True)
 
 
-def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk"):
-    # block the stop signals first: one arriving while we build is kept
-    # and ends the wait at once, so nothing is ever left behind
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+def _print(event, **fields):
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def node_name():
+    """This node's name as the pool instance's R gives it (in a nested
+    instance that need not be the machine's host name); the machine's host
+    name when that cannot be learnt (no Flux, or not in a job)."""
+    try:
+        import flux
+        import flux.kvs
+        from flux.hostlist import Hostlist
+        from flux.idset import IDset
+
+        h = flux.Flux()
+        rank = int(h.attr_get("rank"))
+        R = flux.kvs.get(h, "resource.R", namespace="primary")
+        if isinstance(R, str):
+            R = json.loads(R)
+        ranks = IDset()
+        for entry in R["execution"]["R_lite"]:
+            ranks.add(entry["rank"])
+        hosts = dict(zip(list(ranks), Hostlist(R["execution"]["nodelist"])))
+        return hosts[rank]
+    except Exception:  # no Flux here: the machine's name is the best there is
+        return socket.gethostname()
+
+
+def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None, gen=None,
+         adopt=None):
+    # block the signals first: one arriving while we build is kept and
+    # ends the wait at once, so nothing is ever left behind
+    signals = STOP_SIGNALS | {KEEP_SIGNAL}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     if os.environ.get("FLUX_TASK_RANK", "0") != "0":
-        signal.sigwait(STOP_SIGNALS)
+        signal.sigwait(signals)
         return 0
     try:
-        path = layout.build(root, name, size, owner, provider)
+        if adopt is not None:
+            path = adopt
+            marker = layout.adopt(path, jobid, size, owner)
+            _print("adopted", path=path, size=marker["size"])
+        else:
+            path = layout.build(root, name, size, owner, provider, jobid=jobid, gen=gen)
     except layout.RamdiskError as exc:
         _say(f"{prog}: {exc}")
         return 1
-    print(json.dumps({"event": "built", "path": path}), flush=True)
-    signal.sigwait(STOP_SIGNALS)
+    _print("built", path=path)
+    sig = signal.sigwait(signals)
     try:
-        layout.destroy(path)
+        if sig == KEEP_SIGNAL:
+            marker = layout.keep(path, node_name())
+            _print("kept", path=path, host=marker["host"], size=marker["size"])
+        else:
+            layout.destroy(path)
     except layout.RamdiskError as exc:
         _say(f"{prog}: {exc}")
         return 1

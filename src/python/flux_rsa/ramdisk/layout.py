@@ -1,12 +1,19 @@
 """What a RAM disk looks like on disk, and how it is made and removed.
 
 ``ROOT/NAME`` (root-owned 0755) holds a marker file ``.rsa-ramdisk`` (JSON:
-name, provider, size, owner, and the holder process that keeps it) and the
-job owner's ``in/`` and ``out/`` (mode 0700).  The marker is written before
-the provider mounts anything and again on top, so a directory is known to
-be ours whether or not its mount is still there; nothing without a marker
-is ever touched.  Trees are removed with ``shutil.rmtree``, which never
-follows a symbolic link.
+name, provider, size, owner, jobid, gen, and the holder process that keeps
+it) and the job owner's ``in/`` and ``out/`` (mode 0700).  The marker is
+written before the provider mounts anything and again on top, so a
+directory is known to be ours whether or not its mount is still there;
+nothing without a marker is ever touched.  Trees are removed with
+``shutil.rmtree``, which never follows a symbolic link.
+
+A **kept** RAM disk (``keep``) outlives its holder: its marker says
+``"kept": true`` with the node's name, sweeps leave it alone, and a new
+holder may take it over (``adopt``) or it is removed on request
+(``discard``).  Only the marker on top of the mount says so: if the node
+rebooted, the tmpfs is gone and the marker underneath (not kept) lets the
+next sweep remove the empty directory.
 """
 
 import json
@@ -14,6 +21,7 @@ import os
 import pwd
 import re
 import shutil
+import time
 
 from flux_rsa.core.record import IN_AREA, OUT_AREA
 from flux_rsa.ramdisk import providers
@@ -100,7 +108,20 @@ def path_of(root, name):
     return os.path.join(root, name)
 
 
-def build(root, name, size, owner, provider):
+def _holder_fields():
+    """The marker fields that name the process holding the RAM disk."""
+    return {"pid": os.getpid(), "starttime": _starttime(os.getpid()), "boot_id": _boot_id()}
+
+
+def _ids_from_name(name):
+    """(jobid, gen) from a JOBID.GEN name, else (None, None)."""
+    jobid, _, gen = name.partition(".")
+    if jobid.isdigit() and gen.isdigit():
+        return int(jobid), int(gen)
+    return None, None
+
+
+def build(root, name, size, owner, provider, jobid=None, gen=None):
     """Make the RAM disk ROOT/NAME for uid ``owner``; return its path."""
     path = path_of(root, name)
     uid, gid = owner_ids(owner)
@@ -111,12 +132,16 @@ def build(root, name, size, owner, provider):
         if old is None:
             raise RamdiskError(f"{path} exists and is not a flux-rsa RAM disk (remove it or "
                                "choose another [rsa] ramdisk-root)")
+        if old.get("kept"):
+            raise RamdiskError(f"{path} is a kept RAM disk of job {old.get('jobid')}: adopt it "
+                               "(rsa-pool.hold adopt) or discard it (rsa-pool.discard) first")
         if holder_alive(old):
             raise RamdiskError(f"{path} is still held by process {old['pid']}")
         destroy(path)
+    if jobid is None or gen is None:
+        jobid, gen = _ids_from_name(name)
     marker = {"name": name, "provider": provider, "size": int(size), "owner": uid,
-              "group": gid, "pid": os.getpid(), "starttime": _starttime(os.getpid()),
-              "boot_id": _boot_id()}
+              "group": gid, "jobid": jobid, "gen": gen, "kept": False, **_holder_fields()}
     try:
         os.mkdir(path, 0o755)
         _write_marker(path, marker)
@@ -134,6 +159,69 @@ def build(root, name, size, owner, provider):
             pass
         raise RamdiskError(f"cannot build {path}: {exc}") from None
     return path
+
+
+def keep(path, host):
+    """Let the RAM disk at ``path`` outlive its holder: mark it kept (on
+    ``host``, the node's name as the pool knows it); return the marker."""
+    marker = read_marker(path)
+    if marker is None:
+        raise RamdiskError(f"cannot keep {path}: no {MARKER} marker")
+    marker.update(kept=True, host=host, kept_at=time.time())
+    try:
+        _write_marker(path, marker)
+    except OSError as exc:
+        raise RamdiskError(f"cannot keep {path}: writing its marker: {exc}") from None
+    return marker
+
+
+def kept(path):
+    """The marker of the kept RAM disk at ``path``, or None."""
+    marker = read_marker(path)
+    return marker if marker is not None and marker.get("kept") else None
+
+
+def adopt(path, jobid, size, owner):
+    """Take over the kept RAM disk at ``path`` for job ``jobid``: check it is
+    kept and whose it is, grow it to ``size`` bytes when it is smaller, and
+    make this process its holder.  Return its marker."""
+    marker = read_marker(path)
+    if marker is None:
+        raise RamdiskError(f"cannot adopt {path}: no flux-rsa RAM disk there (no {MARKER}; "
+                           "it may have been discarded, or the node rebooted)")
+    if not marker.get("kept"):
+        why = (f"it is held by process {marker.get('pid')}" if holder_alive(marker)
+               else "it was not kept (its holder ended without keeping it)")
+        raise RamdiskError(f"cannot adopt {path}: {why}")
+    if marker.get("jobid") != jobid:
+        raise RamdiskError(f"cannot adopt {path} for job {jobid}: it was kept for job "
+                           f"{marker.get('jobid')}")
+    if marker.get("owner") != owner:
+        raise RamdiskError(f"cannot adopt {path} for uid {owner}: it belongs to uid "
+                           f"{marker.get('owner')}")
+    try:
+        if size > marker.get("size", 0):
+            providers.get(marker.get("provider")).resize(path, size)
+            marker["size"] = int(size)
+        marker.update(kept=False, **_holder_fields())
+        marker.pop("kept_at", None)
+        _write_marker(path, marker)
+    except (OSError, providers.ProviderError) as exc:
+        raise RamdiskError(f"cannot adopt {path}: {exc}") from None
+    return marker
+
+
+def discard(path):
+    """Remove the kept (or abandoned) RAM disk at ``path``; nothing there is
+    fine.  A RAM disk whose holder still runs is refused."""
+    marker = read_marker(path)
+    if marker is None and not os.path.lexists(path):
+        return False
+    if marker is not None and not marker.get("kept") and holder_alive(marker):
+        raise RamdiskError(f"cannot discard {path}: it is held by process {marker['pid']} "
+                           "(cancel its holder instead)")
+    destroy(path)
+    return True
 
 
 def destroy(path):

@@ -1,11 +1,13 @@
 """Providers: how a RAM disk's space is made and given back.
 
-A provider is a pair of functions selected by name:
+A provider is a triple of functions selected by name:
 
 * ``create(path, size)`` turns the empty directory ``path`` into storage
   of ``size`` bytes (``path`` exists, root-owned, holding only the marker);
 * ``destroy(path)`` gives the space back and leaves ``path`` an ordinary
-  directory (or gone) that the caller removes.
+  directory (or gone) that the caller removes;
+* ``resize(path, size)`` grows the storage at ``path`` to ``size`` bytes
+  (when a kept RAM disk is adopted for a larger reservation).
 
 ``tmpfs`` (default) mounts a tmpfs of the granted size: needs root.
 ``dir`` is a plain directory without a size limit, for unprivileged test
@@ -20,10 +22,11 @@ import errno
 import os
 from collections import namedtuple
 
-Provider = namedtuple("Provider", "create destroy")
+Provider = namedtuple("Provider", "create destroy resize")
 
 MS_NOSUID = 2
 MS_NODEV = 4
+MS_REMOUNT = 32
 MNT_DETACH = 2
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -50,6 +53,15 @@ def create_tmpfs(path, size):
     _check(rc, f"mount tmpfs (size={size})", path)
 
 
+def resize_tmpfs(path, size):
+    if not os.path.ismount(path):
+        raise ProviderError(f"cannot resize {path}: no tmpfs is mounted there")
+    options = f"size={int(size)}".encode()
+    rc = _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs",
+                     MS_REMOUNT | MS_NOSUID | MS_NODEV, options)
+    _check(rc, f"remount tmpfs (size={size})", path)
+
+
 def destroy_tmpfs(path):
     """Unmount every tmpfs stacked at ``path``; lazily when busy."""
     while os.path.ismount(path):
@@ -67,9 +79,13 @@ def destroy_dir(path):
     del path  # the caller removes the tree
 
 
+def resize_dir(path, size):
+    del path, size  # no size limit
+
+
 PROVIDERS = {
-    "tmpfs": Provider(create_tmpfs, destroy_tmpfs),
-    "dir": Provider(create_dir, destroy_dir),
+    "tmpfs": Provider(create_tmpfs, destroy_tmpfs, resize_tmpfs),
+    "dir": Provider(create_dir, destroy_dir, resize_dir),
 }
 
 
