@@ -203,7 +203,7 @@ def test_bad_requests_are_refused_with_a_message(pool):
         pool.service.call("purge", jobid=1, path="/x/in", data_in=None, userid=0, nodes=["node0"])
     with pytest.raises(OSError, match="unknown method"):
         pool.service.call("explode")
-    assert pool.service.call("list") == {"holders": [], "stages": []}
+    assert pool.service.call("list") == {"holders": [], "stages": [], "measures": [], "kept": []}
 
 
 def test_shutdown_releases_everything(pool):

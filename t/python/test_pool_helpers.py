@@ -56,21 +56,31 @@ def owner_account():
 
 class Instance:
     """flux start --test-size=4 --test-hosts=node[0-1],rsa[0-1], kept
-    running by an initial program that ends when we close its stdin."""
+    running by an initial program that ends when we close its stdin.
 
-    def __init__(self, workdir):
+    ``statedir``: keep the content store (KVS, job history) there, so a
+    later Instance with the same statedir is the same instance restarted.
+    ``options``: more flux start options."""
+
+    def __init__(self, workdir, statedir=None, options=()):
         self.workdir = workdir
         confdir = os.path.join(workdir, "conf")
-        os.makedirs(confdir)
+        os.makedirs(confdir, exist_ok=True)
         with open(os.path.join(confdir, "resource.toml"), "w") as f:
             f.write(CONFIG)
         urifile = os.path.join(workdir, "uri")
+        if os.path.exists(urifile):
+            os.unlink(urifile)
         env = dict(os.environ, PYTHONPATH=f"{PYPATH}:{FLUX_PYTHON}")
-        self.log = open(os.path.join(workdir, "flux-start.log"), "w")
+        self.log = open(os.path.join(workdir, "flux-start.log"), "a")
+        if statedir is not None:
+            os.makedirs(statedir, exist_ok=True)
+            options = (*options, f"-Sstatedir={statedir}")
         self.proc = subprocess.Popen(
             [FLUX, "start", "--test-size=4", "--test-hosts=node[0-1],rsa[0-1]",
-             f"--config-path={confdir}", "sh", "-c", f'echo "$FLUX_URI" >{urifile}.tmp && '
-             f'mv {urifile}.tmp {urifile} && exec cat >/dev/null'],
+             f"--config-path={confdir}", *options, "sh", "-c",
+             f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && '
+             'exec cat >/dev/null'],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while not os.path.exists(urifile):
@@ -138,6 +148,15 @@ class Service:
                                  f"{[p for _, p in self.events]}")
         return pred()
 
+    def poll(self, pred, timeout=30.0, every=0.1):
+        """Take notifications until ``pred()`` (e.g. asking the agent) holds."""
+        deadline = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not true within {timeout}s")
+            self.pump(every)
+        return True
+
     def seen(self, kind, **match):
         return [p for _, p in self.events
                 if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())]
@@ -159,27 +178,37 @@ class Service:
 
 
 class Pool:
-    """An instance, the pool launched in it, and the stand-in service."""
+    """An instance, the pool launched in it, and the stand-in service.
 
-    def __init__(self, **policy):
+    ``statedir`` and ``options`` go to the Instance; ``workdir`` reuses the
+    RAM-disk root of an earlier Pool (a restarted instance)."""
+
+    def __init__(self, statedir=None, options=(), workdir=None, **policy):
         from flux_rsa.core.config import Policy
-        from flux_rsa.pool import launch
 
-        self.workdir = tempfile.mkdtemp(prefix="rsa-pool-test-")
-        os.chmod(self.workdir, 0o755)
+        if workdir is None:
+            workdir = tempfile.mkdtemp(prefix="rsa-pool-test-")
+            os.chmod(workdir, 0o755)
+        self.workdir = workdir
         self.root = os.path.join(self.workdir, "ramdisks")
         defaults = dict(node_capacity=64 * MiB, granule=4 * MiB, ramdisk_root=self.root,
                         pool_cores=8, stage_workers=2, provider="tmpfs")
         self.policy = Policy(**{**defaults, **policy})
         self.before_launch()
-        self.instance = Instance(self.workdir)
+        self.instance = Instance(self.workdir, statedir, options)
         self.service = Service(self.instance.uri)
         self.h = self.service.h
+        self.launch()
+
+    def launch(self):
+        """Launch the pool and wait for pool-ready."""
+        from flux_rsa.pool import launch
+
         # as in a broker, where `flux` has put its bin directory on PATH
         env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(FLUX)}")
         t0 = time.monotonic()
         self.jobid = launch.launch(self.h, self.policy, env=env)
-        self.service.wait_for("pool-ready", timeout=60)
+        self.service.wait_for("pool-ready", timeout=60, pool=self.jobid)
         self.startup = time.monotonic() - t0
         self.info = launch.ready_info(self.h)
         self.service.rank = self.info["rank"]
@@ -195,14 +224,18 @@ class Pool:
         env = dict(os.environ, FLUX_URI=self.pool_uri())
         return subprocess.run([FLUX, *args], env=env, capture_output=True, text=True, timeout=60)
 
-    def shutdown(self):
-        """Stop the pool in order and the instance; (pool result, flux start rc)."""
+    def stop_pool(self, keep=None):
+        """Stop the pool in order (``keep``: [{jobid, gen}]); its result."""
         from flux_rsa.pool import launch
 
-        future = launch.shutdown_async(self.h, self.jobid)
+        future = launch.shutdown_async(self.h, self.jobid, keep or ())
         future.then(lambda f: self.h.reactor_stop())
         self.h.reactor_run()
-        result = future.get_info()
+        return future.get_info()
+
+    def shutdown(self, keep=None):
+        """Stop the pool in order and the instance; (pool result, flux start rc)."""
+        result = self.stop_pool(keep)
         self.service.close()
         rc = self.instance.stop()
         return result, rc

@@ -87,12 +87,49 @@ def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
     assert d["tasks"][0]["count"] == {"per_slot": 1}
     assert d["tasks"][0]["command"] == [
         "/usr/bin/python3", "-m", "flux_rsa.ramdisk", "hold", "--provider", "tmpfs",
-        "--root", "/ram", "--name", "1234.2", "--size", str(13 * 4 * MiB), "--owner", "1001"]
+        "--root", "/ram", "--name", "1234.2", "--size", str(13 * 4 * MiB), "--owner", "1001",
+        "--jobid", "1234", "--gen", "2"]
     system = d["attributes"]["system"]
     assert system["job"]["name"] == "rsa-hold-1234-2"
     assert system["shell"]["options"]["cpu-affinity"] == "off"
     assert system["shell"]["options"]["exit-on-error"] == 1
     assert system["environment"] == {"A": "1"} and system["cwd"] == "/"
+    assert "exec" not in system and "constraints" not in system
+
+
+def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
+    js = jobspecs.holder("py", POLICY, 1234, 3, 10 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
+                         adopt_rank=1, adopt_bytes=24 * MiB).jobspec
+    (node,) = js["resources"]
+    assert node["count"] == 1
+    assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {"core": 1, "memory": 6}
+    assert js["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
+    command = js["tasks"][0]["command"]
+    assert command[command.index("--adopt") + 1] == "/ram/1234.1"
+    assert command[command.index("--size") + 1] == str(24 * MiB)
+    # a bigger need grows it; more than a node holds is refused
+    assert jobspecs.adopt_granules(40 * MiB, 24 * MiB, POLICY) == 10
+    with pytest.raises(jobspecs.Unfit, match="more than a node holds"):
+        jobspecs.adopt_granules(65 * MiB, 24 * MiB, POLICY)
+
+
+def test_simulated_subjobs_are_test_execution_jobs():
+    sim = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
+                 simulate_rate=100 * MiB)
+    holder = jobspecs.holder("py", sim, 1, 1, 8 * MiB, 1001, 2, {})
+    assert holder.jobspec["attributes"]["system"]["exec"] == {"test": {}}  # until killed
+    assert "exit-on-error" not in holder.jobspec["attributes"]["system"]["shell"]["options"]
+    assert jobspecs.simulated(holder)
+    stage = jobspecs.stage("py", dict(stage_request("in", None), size=50 * MiB), 0, {},
+                           simulate_rate=sim.simulate_rate)
+    assert stage.jobspec["attributes"]["system"]["exec"]["test"] == {"run_duration": "0.500000s"}
+    empty = jobspecs.stage("py", dict(stage_request("in", None), size=0), 0, {},
+                           simulate_rate=sim.simulate_rate)
+    assert empty.jobspec["attributes"]["system"]["exec"]["test"]["run_duration"] == "0.001000s"
+    purge = jobspecs.purge("py", {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {},
+                           simulate=True)
+    assert jobspecs.simulated(purge)
+    assert not jobspecs.simulated(jobspecs.stage("py", stage_request("in", None), 0, {}))
 
 
 def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
@@ -134,6 +171,26 @@ def test_sweep_jobspec_on_every_node_or_one_rank():
     assert one["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
 
 
+def test_measure_and_discard_jobspecs():
+    m = jobspecs.measure("py", {"jobid": 5, "seq": 2, "path": "/p/in", "userid": 1001}, {})
+    assert m.jobspec["tasks"][0]["command"] == ["py", "-m", "flux_rsa.pool.measure", "/p/in",
+                                                "--as-user", "1001"]
+    assert m.jobspec["attributes"]["system"]["job"]["name"] == "rsa-measure-5-2"
+    assert "constraints" not in m.jobspec["attributes"]["system"]  # any pool node
+    d = jobspecs.discard("py", "/ram/5.1", 1, {}).jobspec
+    assert d["tasks"][0]["command"] == ["py", "-m", "flux_rsa.ramdisk", "discard", "/ram/5.1"]
+    assert d["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
+    sweep = jobspecs.sweep("py", POLICY, {}, nodes=2, report_kept=True).jobspec
+    assert sweep["tasks"][0]["command"][-1] == "--report-kept"
+
+
+def test_memory_paths_name_fluxions_vertices():
+    R = jgf.pool_R(POOL_R, POLICY)
+    paths = jgf.memory_paths_by_rank(R["scheduling"]["graph"])
+    assert paths[1] == set(jgf.memory_paths("rsa7", 16))
+    assert "/cluster0/rsa7/memory15" in paths[1]
+
+
 def test_purge_command():
     assert jobspecs.purge_command("py", "/ram/1.1/in", "/p/in") == [
         "py", "-m", "flux_rsa.ramdisk", "purge", "/ram/1.1/in", "--link", "/p/in"]
@@ -152,6 +209,15 @@ def test_purge_command():
     ("purge", {"jobid": 1, "path": "/ram/in", "userid": 5, "nodes": ["a"]}, "missing field 'data_in'"),
     ("frobnicate", {}, "rsa-pool.frobnicate: unknown method"),
     ("hold", [1, 2], "payload must be a JSON object"),
+    ("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": 7}, "adopt=7 must be str or NoneType"),
+    ("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": "ram/1.1"}, "adopt='ram/1.1' must be an absolute path"),
+    ("stage", dict(stage_request("in", None), size=-1), "size=-1 must be 0 or more bytes"),
+    ("shutdown", {"keep": [{"jobid": 1}]}, "keep entry {'jobid': 1} must be"),
+    ("shutdown", {"keep": {"jobid": 1, "gen": 1}}, "keep={'jobid': 1, 'gen': 1} must be list"),
+    ("drain", {"reason": "x"}, "rsa-pool.drain: missing field 'host'"),
+    ("undrain", {"host": 5}, "rsa-pool.undrain: host=5 must be str"),
+    ("discard", {"path": "1.1"}, "path='1.1' must be an absolute path"),
+    ("measure", {"jobid": 1, "seq": 1, "path": "/p", "userid": "root"}, "userid='root' must be int"),
 ])
 def test_bad_requests_are_named(method, payload, message):
     with pytest.raises(protocol.BadRequest, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -162,6 +228,16 @@ def test_good_requests_pass():
     assert protocol.check("list", None) == {}
     assert protocol.check("purge", {"jobid": 1, "path": "/r/in", "data_in": None, "userid": 0,
                                     "nodes": ["rsa0"]})["data_in"] is None
+
+
+def test_optional_fields_get_their_defaults():
+    assert protocol.check("stage", stage_request("in", None))["size"] == 0
+    assert protocol.check("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5})["adopt"] is None
+    assert protocol.check("shutdown", {}) == {"keep": []}
+    assert protocol.check("shutdown", None)["keep"] is not protocol.FIELDS["shutdown"]["keep"].default
+    assert protocol.check("drain", {"host": "rsa0"}) == {"host": "rsa0", "reason": ""}
+    keep = protocol.check("shutdown", {"keep": [{"jobid": 3, "gen": 2, "x": 1}]})["keep"]
+    assert keep == [{"jobid": 3, "gen": 2}]
 
 
 def test_notification_payload():

@@ -3,11 +3,16 @@
 ``python3 -m flux_rsa.pool.agent --policy JSON [--notify TOPIC]``
 
 At start-up it loads the memory graph into the pool's Fluxion, sweeps
-leftover RAM disks on every pool node, opens the PARENT instance through
-the node-local ``parent-uri``, registers the ``rsa-pool`` service there
-(owner-only), records itself in the parent's KVS (``rsa.pool``) and sends
-``pool-ready``.  Then it serves the methods in ``protocol`` until the pool
-is stopped.  Every method answers at once; outcomes are notifications.
+leftover RAM disks on every pool node (leaving kept ones, which it lists),
+opens the PARENT instance through the node-local ``parent-uri``, registers
+the ``rsa-pool`` service there (owner-only), records itself in the
+parent's KVS (``rsa.pool``) and sends ``pool-ready``.  Then it serves the
+methods in ``protocol`` until the pool is stopped.  Every method answers
+at once (``drain``/``undrain`` once Fluxion has the change); outcomes are
+notifications.
+
+With ``Policy.simulate_rate > 0`` holders, stages and purges are
+test-execution jobs (see ``jobspecs``): no process, no mount, no copy.
 """
 
 import argparse
@@ -29,14 +34,15 @@ from flux.job import JobID
 from flux_rsa.core.config import Policy
 from flux_rsa.pool import graph, jgf, jobspecs, protocol
 from flux_rsa.pool.holders import Holder
+from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
-from flux_rsa.pool.stages import Purge, Stage
+from flux_rsa.pool.stages import Discard, Measure, Purge, Stage
 
-#: ended holders and stages remembered for `list` and repeated requests
+#: ended holders, stages and measures remembered for `list` and repeats
 KEEP_ENDED = 1000
 #: `shutdown`: how long to wait for subjobs to end, then for their
 #: notifications to be taken (the service may be busy or gone)
-DRAIN_TIMEOUT = 60.0
+WIND_DOWN_TIMEOUT = 60.0
 NOTIFY_GRACE = 5.0
 SWEEP_TIMEOUT = 60.0
 
@@ -50,6 +56,7 @@ class Agent:
         self.h = h
         self.parent = parent
         self.policy = policy
+        self.simulate = policy.simulate_rate > 0
         self.topic = topic
         self.python = python
         self.environment = dict(os.environ)
@@ -57,13 +64,17 @@ class Agent:
         self.pool_jobid = int(JobID(h.attr_get("jobid")))
         self.parent_rank = int(parent.attr_get("rank"))
         self.hosts = {}  # pool rank -> host name
+        self.nodes = None  # Nodes, once the graph is loaded
         self.holders = {}  # (jobid, gen) -> Holder
         self.stages = {}  # (jobid, seq) -> Stage
+        self.measures = {}  # (jobid, seq) -> Measure
         self.purges = {}  # jobid -> Purge (running only)
-        self.ended = {Holder: deque(), Stage: deque()}
+        self.discards = {}  # path -> Discard (running only)
+        self.kept = {}  # path -> {jobid, gen, owner, bytes, host, path}
+        self.ended = {Holder: deque(), Stage: deque(), Measure: deque()}
         self.notifier = Notifier(parent, topic, self.pool_jobid, log)
         self.watchers = []
-        self.draining = None  # deadline once `shutdown` was asked
+        self.stopping = None  # deadline once `shutdown` was asked
 
     # --- start-up ---
 
@@ -71,8 +82,11 @@ class Agent:
         t0 = time.monotonic()
         R = graph.load(self.h, self.policy)
         self.hosts = jgf.hosts_by_rank(R)
+        self.nodes = Nodes(self, self.hosts)
         t_graph = time.monotonic() - t0
-        self.sweep()
+        if not self.simulate:
+            self.sweep()
+        self.nodes.watch()
         self.parent.service_register(protocol.SERVICE).get()
         w = self.parent.msg_watcher_create(self._request, flux.constants.FLUX_MSGTYPE_REQUEST,
                                            f"{protocol.SERVICE}.*")
@@ -87,7 +101,9 @@ class Agent:
         flux.kvs.commit(self.parent)
         self.notify(protocol.POOL_READY, **info)
         log(f"ready on parent rank {self.parent_rank}: nodes {info['nodes']}, graph loaded in "
-            f"{t_graph:.2f}s, start-up {time.monotonic() - t0:.2f}s")
+            f"{t_graph:.2f}s, start-up {time.monotonic() - t0:.2f}s"
+            + (f", SIMULATING at {self.policy.simulate_rate} bytes/s" if self.simulate else "")
+            + (f", {len(self.kept)} kept RAM disk(s)" if self.kept else ""))
 
     def ready_info(self):
         p = self.policy
@@ -96,11 +112,14 @@ class Agent:
                 "node_capacity": p.node_granules * p.granule, "granule": p.granule,
                 "pool_cores": p.pool_cores, "provider": p.provider,
                 "ramdisk_root": p.ramdisk_root, "service": protocol.SERVICE,
-                "notify": self.topic, "uri": self.h.attr_get("local-uri")}
+                "notify": self.topic, "uri": self.h.attr_get("local-uri"),
+                "simulate_rate": p.simulate_rate}
 
     def sweep(self):
-        """Remove RAM disks a crashed pool left behind, on every node."""
-        js = jobspecs.sweep(self.python, self.policy, self.environment, nodes=len(self.hosts))
+        """Remove RAM disks a crashed pool left behind, on every node, and
+        learn the kept ones."""
+        js = jobspecs.sweep(self.python, self.policy, self.environment, nodes=len(self.hosts),
+                            report_kept=True)
         jobid = flux.job.submit(self.h, js)
         try:
             result = flux.job.result_async(self.h, jobid).wait_for(SWEEP_TIMEOUT).get_info()
@@ -109,9 +128,29 @@ class Agent:
                 "going on without it")
             flux.job.cancel_async(self.h, jobid)
             return
-        out = flux.job.job_output(self.h, jobid)
+        R = flux.job.job_info_lookup(self.h, jobid, keys=["R"]).get_decode()["R"]
+        by_task = sorted(jgf.hosts_by_rank(R).items())  # task i on the i-th node
+        out = flux.job.job_output(self.h, jobid, labelio=True)
         for line in (out.stdout + out.stderr).splitlines():
-            log(f"sweep: {line}")
+            task, _, text = line.partition(": ")
+            kept = _json(text)
+            if kept and kept.get("event") == "kept" and task.isdigit():
+                # the node the marker names (the holder learnt it from the
+                # pool's R), else the node the sweep found it on
+                rank, host = by_task[int(task)]
+                ranks = {name: r for r, name in self.hosts.items()}
+                if kept.get("host") in ranks:
+                    rank, host = ranks[kept["host"]], kept["host"]
+                if kept["path"] in self.kept:
+                    continue  # seen from another node (a shared file system)
+                self.kept[kept["path"]] = {"jobid": kept.get("jobid"), "gen": kept.get("gen"),
+                                           "owner": kept.get("owner"),
+                                           "bytes": kept.get("bytes") or 0,
+                                           "host": host, "rank": rank, "path": kept["path"]}
+                log(f"kept RAM disk {kept['path']} on {host} (job {kept.get('jobid')}, "
+                    f"{kept.get('bytes')} bytes): adopt or discard it")
+            else:
+                log(f"sweep: {text}")
         if result.returncode != 0:
             log(f"sweep job {JobID(jobid).f58} exited with {result.returncode}: some leftover "
                 f"RAM disks under {self.policy.ramdisk_root} may remain (see above)")
@@ -132,35 +171,58 @@ class Agent:
         self.notifier.send(name, **fields)
 
     def forget(self, subjob):
-        """A holder or stage ended: keep it a while for `list` and repeats."""
+        """A subjob ended: keep holders, stages and measures a while for
+        `list` and repeated requests."""
         if isinstance(subjob, Purge):
             self.purges.pop(subjob.key, None)
             return
-        table = self.holders if isinstance(subjob, Holder) else self.stages
+        table = {Holder: self.holders, Stage: self.stages, Measure: self.measures}[type(subjob)]
         ended = self.ended[type(subjob)]
         ended.append(subjob.key)
         while len(ended) > KEEP_ENDED:
             table.pop(ended.popleft(), None)
+
+    def adopted(self, holder):
+        """Holder took over its kept RAM disk (ramdisk-built is going out)."""
+        if holder.adopt is not None:
+            self.kept.pop(holder.adopt, None)
+
+    def discarded(self, path, error):
+        self.discards.pop(path, None)
+        if error is None:
+            self.kept.pop(path, None)
+
+    def node_changed(self, rank, down):
+        host = self.hosts[rank]
+        if down:
+            held = sorted(f"{h.key[0]}.{h.key[1]}" for h in self.holders.values()
+                          if not h.done() and rank in h.granted_by_rank())
+            log(f"RSA node {host} (pool rank {rank}) is down; holders there: {held or 'none'}")
+        else:
+            log(f"RSA node {host} (pool rank {rank}) is up again")
+        self.notify(protocol.NODE_STATE, host=host, rank=rank, state="down" if down else "up")
 
     def _signal(self, handle, *args):
         log("stopping")
         handle.reactor_stop()
 
     def active(self):
-        return [j for table in (self.holders, self.stages, self.purges)
+        return [j for table in (self.holders, self.stages, self.measures, self.purges,
+                                self.discards)
                 for j in table.values() if not j.done()]
 
-    def _drain(self, *args):
+    def _wind_down(self, *args):
         """Stop once every subjob ended and its notification went out."""
         try:
             now = time.monotonic()
             busy = self.active()
-            if busy and now < self.draining:
+            if busy and now < self.stopping:
                 return
             if busy:
-                log(f"shutdown: {len(busy)} subjob(s) still active after {DRAIN_TIMEOUT:.0f}s")
-            elif self.notifier.pending() and now < self.draining:
-                self.draining = min(self.draining, now + NOTIFY_GRACE)
+                log(f"shutdown: {len(busy)} subjob(s) still active after "
+                    f"{WIND_DOWN_TIMEOUT:.0f}s")
+            elif self.notifier.pending() and now < self.stopping:
+                self.stopping = min(self.stopping, now + NOTIFY_GRACE)
                 return
             if self.notifier.pending():
                 log(f"shutdown: {self.notifier.pending()} notification(s) not taken by "
@@ -196,24 +258,36 @@ class Agent:
     # --- methods ---
 
     def do_shutdown(self, msg, p):
-        if self.draining is None:
-            log("shutdown asked: releasing every holder and stage")
-            self.draining = time.monotonic() + DRAIN_TIMEOUT
-            for job in self.active():
-                if isinstance(job, Holder):
-                    if not job.ended:
-                        job.release()
-                elif isinstance(job, Stage):
-                    job.stop()
+        if self.stopping is not None:
+            return {}  # the first shutdown's keep list counts
+        keep = {(k["jobid"], k["gen"]) for k in p["keep"]}
+        log(f"shutdown asked: releasing every holder and stage"
+            + (f", keeping the RAM disks of {len(keep)} holder(s)" if keep else ""))
+        self.stopping = time.monotonic() + WIND_DOWN_TIMEOUT
+        for job in self.active():
+            if isinstance(job, Holder):
+                if job.ended:
+                    continue
+                if job.key in keep and job.path:
+                    job.keep()
                 else:
-                    job.cancel("flux-rsa: pool shutting down")
-            timer = self.h.timer_watcher_create(0.1, self._drain, repeat=0.2)
-            timer.start()
-            self.watchers.append(timer)
+                    if job.key in keep:
+                        log(f"holder {job.key[0]}.{job.key[1]} has no RAM disk yet: nothing to "
+                            "keep, releasing it")
+                    job.release()
+            elif isinstance(job, Stage):
+                job.stop()
+            elif isinstance(job, Measure):
+                job.stop("pool shutting down")
+            else:
+                job.cancel("flux-rsa: pool shutting down")
+        timer = self.h.timer_watcher_create(0.1, self._wind_down, repeat=0.2)
+        timer.start()
+        self.watchers.append(timer)
         return {}
 
-    def _refuse_if_draining(self):
-        if self.draining is not None:
+    def _refuse_if_stopping(self):
+        if self.stopping is not None:
             raise protocol.BadRequest("the pool is shutting down (rsa-pool.shutdown); "
                                       "send the request to the next pool")
 
@@ -221,31 +295,81 @@ class Agent:
         key = (p["jobid"], p["gen"])
         holder = self.holders.get(key)
         if holder is None:
-            self._refuse_if_draining()
+            self._refuse_if_stopping()
+            if p["adopt"] is not None:
+                self.holders[key] = self._adopting_holder(p)
+            else:
+                self._refuse_over_kept(p)
+                js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
+                                     p["userid"], len(self.hosts), self.environment)
+                self.holders[key] = Holder(self, js, *key)
+        elif holder.done():
+            self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error(),
+                        kept=holder.kept_path())
+        return {}
+
+    def _refuse_over_kept(self, p):
+        path = os.path.join(self.policy.ramdisk_root, jobspecs.ramdisk_name(p["jobid"], p["gen"]))
+        if path in self.kept:
+            raise protocol.BadRequest(
+                f"{protocol.topic(protocol.HOLD)}: {path} is a kept RAM disk of job "
+                f"{p['jobid']} gen {p['gen']}: adopt it (adopt={path!r}) or discard it first")
+
+    def _adopting_holder(self, p):
+        path = p["adopt"].rstrip("/")
+        where = f"{protocol.topic(protocol.HOLD)}: adopt={path!r}"
+        if self.simulate:  # nothing was kept for real: place it as any holder
             js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
                                  p["userid"], len(self.hosts), self.environment)
-            self.holders[key] = Holder(self, js, *key)
-        elif holder.done():
-            self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error())
-        return {}
+            return Holder(self, js, p["jobid"], p["gen"], adopt=path)
+        kept = self.kept.get(path)
+        if kept is None:
+            owner = [h for h in self.holders.values()
+                     if not h.done() and path in (h.path, h.adopt)]
+            if owner:
+                jobid, gen = owner[0].key
+                raise protocol.BadRequest(f"{where} is held by holder {jobid}.{gen} already")
+            known = ", ".join(sorted(self.kept)) or "none"
+            raise protocol.BadRequest(f"{where} is not a kept RAM disk on this pool's nodes "
+                                      f"(kept: {known}); hold without adopt for a new one")
+        if kept["jobid"] != p["jobid"]:
+            raise protocol.BadRequest(f"{where} was kept for job {kept['jobid']}, not job "
+                                      f"{p['jobid']}")
+        if kept["owner"] != p["userid"]:
+            raise protocol.BadRequest(f"{where} belongs to uid {kept['owner']}, not userid "
+                                      f"{p['userid']}")
+        busy = [h for h in self.holders.values() if not h.done() and h.adopt == path]
+        if busy:
+            jobid, gen = busy[0].key
+            raise protocol.BadRequest(f"{where} is being adopted by holder {jobid}.{gen}")
+        if kept["rank"] in self.nodes.down:
+            raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
+        granules = jobspecs.adopt_granules(p["need"], kept["bytes"], self.policy)
+        js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
+                             p["userid"], len(self.hosts), self.environment, adopt=path,
+                             adopt_rank=kept["rank"], adopt_bytes=kept["bytes"])
+        return Holder(self, js, p["jobid"], p["gen"], adopt=path, adopt_rank=kept["rank"],
+                      adopt_granules=granules)
 
     def do_cancel(self, msg, p):
         key = (p["jobid"], p["gen"])
         holder = self.holders.get(key)
         if holder is None or holder.done():
             error = holder.error() if holder else None
-            self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=error)
+            kept = holder.kept_path() if holder else None
+            self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=error, kept=kept)
         elif not holder.ended:
             holder.release()
         return {}  # else: it is being swept; its holder-end follows
 
     def do_stage(self, msg, p):
-        rank = self._rank_of(p["nodes"][0])
+        rank = self.nodes.rank_of(p["nodes"][0], "nodes[0]")
         key = (p["jobid"], p["seq"])
         stage = self.stages.get(key)
         if stage is None:
-            self._refuse_if_draining()
-            js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers)
+            self._refuse_if_stopping()
+            js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers,
+                                self.policy.simulate_rate)
             self.stages[key] = Stage(self, js, *key)
         elif stage.ended:
             ok, error = stage.outcome()
@@ -263,17 +387,83 @@ class Agent:
         return {}
 
     def do_purge(self, msg, p):
-        rank = self._rank_of(p["nodes"][0])
+        rank = self.nodes.rank_of(p["nodes"][0], "nodes[0]")
         if p["jobid"] not in self.purges:
-            self._refuse_if_draining()
-            js = jobspecs.purge(self.python, p, rank, self.environment)
+            self._refuse_if_stopping()
+            js = jobspecs.purge(self.python, p, rank, self.environment, self.simulate)
             self.purges[p["jobid"]] = Purge(self, js, p["jobid"])
         return {}
 
+    def do_measure(self, msg, p):
+        key = (p["jobid"], p["seq"])
+        if self.simulate:
+            self.notify(protocol.MEASURE_END, jobid=key[0], seq=key[1], ok=True, bytes=0,
+                        files=0, error=None)
+            return {}
+        measure = self.measures.get(key)
+        if measure is None:
+            self._refuse_if_stopping()
+            js = jobspecs.measure(self.python, p, self.environment)
+            self.measures[key] = Measure(self, js, *key)
+        elif measure.ended:
+            self.notify(protocol.MEASURE_END, jobid=key[0], seq=key[1], **measure.outcome())
+        return {}
+
+    def do_discard(self, msg, p):
+        path = p["path"].rstrip("/")
+        where = f"{protocol.topic(protocol.DISCARD)}: path={path!r}"
+        held = [h for h in self.holders.values() if not h.done() and path in (h.path, h.adopt)]
+        if held:
+            jobid, gen = held[0].key
+            raise protocol.BadRequest(f"{where} is held by holder {jobid}.{gen}: cancel that "
+                                      "holder instead")
+        if os.path.dirname(path) != self.policy.ramdisk_root.rstrip("/"):
+            raise protocol.BadRequest(f"{where} is not a RAM disk under "
+                                      f"{self.policy.ramdisk_root} ([rsa] ramdisk-root)")
+        kept = self.kept.get(path)
+        if kept is None or self.simulate:
+            self.kept.pop(path, None)  # unknown or already gone: nothing to do
+            self.notify(protocol.DISCARD_END, path=path, ok=True, error=None)
+        elif path not in self.discards:
+            self._refuse_if_stopping()
+            if kept["rank"] in self.nodes.down:
+                raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
+            js = jobspecs.discard(self.python, path, kept["rank"], self.environment)
+            self.discards[path] = Discard(self, js, path)
+        return {}
+
+    def do_drain(self, msg, p):
+        rank = self.nodes.rank_of(p["host"])
+        self.nodes.drain(rank, p["reason"], lambda error: self._answer(msg, error))
+        return None
+
+    def do_undrain(self, msg, p):
+        rank = self.nodes.rank_of(p["host"])
+        self.nodes.undrain(rank, lambda error: self._answer(msg, error))
+        return None
+
+    def _answer(self, msg, error):
+        if error is None:
+            self.parent.respond(msg, {})
+        else:
+            log(f"{msg.topic}: {error}")
+            self._error(msg, errno.EPROTO, f"{msg.topic}: {error}")
+
     def do_list(self, msg, p):
-        """What runs now (ended holders and stages are not listed)."""
+        """What runs now (ended holders and stages are not listed), and the
+        kept RAM disks nobody adopted yet."""
+        adopting = {h.adopt: h.key for h in self.holders.values()
+                    if h.adopt is not None and not h.done()}
+        kept = []
+        for path, k in sorted(self.kept.items()):
+            key = adopting.get(path)
+            kept.append({"jobid": k["jobid"], "gen": k["gen"], "host": k["host"], "path": path,
+                         "bytes": k["bytes"], "owner": k["owner"],
+                         "adopting": None if key is None else {"jobid": key[0], "gen": key[1]}})
         return {"holders": [h.describe() for h in self.holders.values() if not h.done()],
-                "stages": [s.describe() for s in self.stages.values() if not s.ended]}
+                "stages": [s.describe() for s in self.stages.values() if not s.ended],
+                "measures": [m.describe() for m in self.measures.values() if not m.ended],
+                "kept": kept}
 
     def do_status(self, msg, p):
         future = self.h.rpc(f"{graph.RESOURCE}.find",
@@ -299,17 +489,18 @@ class Agent:
                        for h in self.holders.values() if not h.done()
                        for r, n in h.granted_by_rank().items() if r == rank]
             nodes.append({"host": self.hosts[rank], "rank": rank, "total": total,
-                          "reserved": reserved, "free": total - reserved, "holders": holders})
-        return {"nodes": nodes, "granule": g, "notifications_pending": self.notifier.pending()}
+                          "reserved": reserved, "free": total - reserved, "holders": holders,
+                          **self.nodes.describe(rank)})
+        return {"nodes": nodes, "granule": g, "notifications_pending": self.notifier.pending(),
+                "simulate_rate": self.policy.simulate_rate}
 
-    def _rank_of(self, host):
-        for rank, name in self.hosts.items():
-            if name == host:
-                return rank
-        raise protocol.BadRequest(
-            f"nodes[0]={host!r} is not a pool node (pool nodes: "
-            f"{', '.join(self.hosts[r] for r in sorted(self.hosts))}); give the holder's nodes "
-            "from holder-alloc")
+
+def _json(text):
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def parse_args(argv):

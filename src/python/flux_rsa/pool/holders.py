@@ -8,28 +8,57 @@ command), ``holder-end`` (after ``clean``: capacity is free again).
 A holder that ended without destroying its RAM disk (killed by a signal,
 or its command failed to remove it) would keep the memory Fluxion now
 counts as free: the agent first runs a sweep on its first node, then sends
-``holder-end``.
+``holder-end`` (not when that node is down: nothing can run there).
+
+``keep()`` (pool shutdown with ``keep``) ends the holder with SIGUSR1: the
+RAM-disk command marks the RAM disk kept and exits without destroying it;
+``holder-end`` then carries ``kept: PATH``.  A holder may also *adopt* a
+kept RAM disk (``adopt``): it runs on that RAM disk's node and takes it
+over instead of building one.
+
+A simulated holder (a test-execution job) makes nothing: it reports
+``ramdisk-built`` with the path it would have made as soon as it starts,
+and ends when it is canceled (or killed, to keep it).
 """
 
 import json
+import os
 import signal
 
 from flux.hostlist import Hostlist
 
+import flux.constants
+import flux.job
+
 from flux_rsa.pool import jgf, jobspecs, protocol
-from flux_rsa.pool.subjob import Subjob
+from flux_rsa.pool.subjob import Subjob, _ignore
 
 CANCEL_REASON = "flux-rsa: reservation released"
+KEEP_REASON = "flux-rsa: pool shut down, RAM disk kept"
+#: the RAM-disk command keeps its RAM disk on this signal (see ramdisk.hold)
+KEEP_SIGNAL = signal.SIGUSR1
 
 
 class Holder(Subjob):
-    def __init__(self, agent, jobspec, jobid, gen):
+    def __init__(self, agent, jobspec, jobid, gen, adopt=None, adopt_rank=None,
+                 adopt_granules=0):
         self.key = (jobid, gen)
         self.sent = set()
         self.path = None
         self.asked = False
+        self.keeping = False
+        self.kept = None  # path, once the RAM-disk command said it kept it
+        self.adopt = adopt
+        self.adopt_rank = adopt_rank
+        self.adopt_granules = adopt_granules
         self.sweeper = None
-        super().__init__(agent, jobspec)
+        self.sweep_skipped = None
+        urgency = None
+        if adopt is not None and adopt_rank in agent.nodes.drained:
+            # first in the queue, so the granules lent on the drained node
+            # go to this holder and no other
+            urgency = flux.constants.FLUX_JOB_URGENCY_EXPEDITE
+        super().__init__(agent, jobspec, urgency=urgency)
 
     @property
     def nodes(self):
@@ -59,13 +88,34 @@ class Holder(Subjob):
         self.asked = True
         self.cancel(CANCEL_REASON)
 
+    def keep(self):
+        """End this holder keeping its RAM disk (pool shutdown)."""
+        self.asked = self.keeping = True
+        if self.simulated:
+            self.cancel(KEEP_REASON)  # nothing to keep but the name
+            return
+        if self.jobid is not None:
+            flux.job.kill_async(self.h, self.jobid, KEEP_SIGNAL).then(self._guard, _ignore)
+
+    def on_event(self, name):
+        if self.adopt is None:
+            return
+        if name == "priority":  # the scheduler has it now
+            self.agent.nodes.lend(self.key, self.adopt_rank, self.adopt_granules)
+        elif name in ("alloc", "clean"):
+            self.agent.nodes.unlend(self.key)
+
     def on_stdout(self, line):
         try:
             msg = json.loads(line)
         except ValueError:
             return
-        if isinstance(msg, dict) and msg.get("event") == "built":
+        if not isinstance(msg, dict):
+            return
+        if msg.get("event") == "built":
             self.path = msg.get("path")
+        elif msg.get("event") == "kept":
+            self.kept = msg.get("path")
 
     def done(self):
         """holder-end was sent: nothing more will happen."""
@@ -73,12 +123,17 @@ class Holder(Subjob):
 
     def clean_end(self):
         """The RAM-disk command ended normally (or never started)."""
-        # SIGTERM can only kill a RAM-disk command before it blocks the
-        # signal, that is before it built anything (in a spanning holder,
-        # a task on another node may still be starting when the first one
-        # has built); the job's status is the worst of its tasks', and a
-        # task that failed to destroy its RAM disk says so on stderr
-        early = self.exit_code() == -signal.SIGTERM and self.stderr is None
+        if self.simulated:
+            return self.asked
+        # a stop or keep signal can only kill a RAM-disk command before it
+        # blocks the signals, that is before it built anything (in a spanning
+        # holder, a task on another node may still be starting when the first
+        # one has built); the job's status is the worst of its tasks' (the
+        # shell's 128+N, or -N), and a task that failed to destroy or keep
+        # its RAM disk says so on stderr
+        code = self.exit_code()
+        early = self.stderr is None and any(
+            code in (-sig, 128 + sig) for sig in (signal.SIGTERM, KEEP_SIGNAL))
         return not self.started or self.tasks_ok() or early
 
     def error(self):
@@ -88,7 +143,14 @@ class Holder(Subjob):
         if self.sweeper is not None:
             swept = ("; its leftover RAM disk was removed by a sweep" if self.sweeper.failure() is None
                      else f"; removing its leftover RAM disk failed: {self.sweeper.failure()}")
+        elif self.sweep_skipped:
+            swept = f"; {self.sweep_skipped}"
+        if self.lost_rank() is not None:
+            return (f"holder {why}; the RAM disk and its data there are lost to this "
+                    f"reservation{swept}")
         if self.asked:
+            if self.keeping and not self.simulated and self.path and self.kept is None:
+                return f"keeping the RAM disk {self.path} failed: {why or 'it was not kept'}{swept}"
             if self.clean_end():
                 return None
             return (why or "the RAM disk was not destroyed cleanly") + swept
@@ -99,6 +161,14 @@ class Holder(Subjob):
             return f"holder {self.name} failed: {why}{swept}"
         return f"holder {self.name} ended by itself; its RAM disk is destroyed"
 
+    def kept_path(self):
+        """holder-end's ``kept``: the RAM disk left for a later pool, or None."""
+        if not self.keeping:
+            return None
+        if self.simulated:
+            return self.path
+        return self.kept
+
     def update(self):
         jobid, gen = self.key
         if self.done():
@@ -108,22 +178,38 @@ class Holder(Subjob):
                               granted=self.granted)
         if self.started and protocol.HOLDER_ALLOC in self.sent and self._once(protocol.HOLDER_START):
             self.agent.notify(protocol.HOLDER_START, jobid=jobid, gen=gen)
+        if self.simulated and self.started and self.path is None:
+            self.path = self.adopt or os.path.join(self.agent.policy.ramdisk_root,
+                                                   jobspecs.ramdisk_name(jobid, gen))
         if self.path and protocol.HOLDER_START in self.sent and self._once(protocol.RAMDISK_BUILT):
+            self.agent.adopted(self)
             self.agent.notify(protocol.RAMDISK_BUILT, jobid=jobid, gen=gen, path=self.path)
         if not self.ended:
             return
-        if self.path and not self.clean_end() and self.sweeper is None:
+        if self._needs_sweep() and self.sweeper is None and self.sweep_skipped is None:
             first = min(jgf.hosts_by_rank(self.R))
-            js = jobspecs.sweep(self.agent.python, self.agent.policy, self.agent.environment,
-                                rank=first)
-            self.sweeper = Sweeper(self.agent, js, self.update)
-            return
+            if first in self.agent.nodes.down or first == self.lost_rank():
+                self.sweep_skipped = (f"its node {self.agent.hosts.get(first)} is down, so "
+                                      "nothing could remove what is left there (a later "
+                                      "pool's start-up sweep does)")
+            else:
+                js = jobspecs.sweep(self.agent.python, self.agent.policy,
+                                    self.agent.environment, rank=first)
+                self.sweeper = Sweeper(self.agent, js, self.update)
+                return
         if self.sweeper is not None and not self.sweeper.ended:
             return
         error = self.error()
         self.sent.add(protocol.HOLDER_END)
-        self.agent.notify(protocol.HOLDER_END, jobid=jobid, gen=gen, error=error)
+        self.agent.notify(protocol.HOLDER_END, jobid=jobid, gen=gen, error=error,
+                          kept=self.kept_path())
         self.agent.forget(self)
+
+    def _needs_sweep(self):
+        """It may have left its RAM disk behind (and did not keep it)."""
+        if self.simulated or not self.path or self.kept is not None:
+            return False
+        return self.lost_rank() is not None or not self.clean_end()
 
     def _once(self, name):
         if name in self.sent:
@@ -134,7 +220,7 @@ class Holder(Subjob):
     def describe(self):
         jobid, gen = self.key
         return {"jobid": jobid, "gen": gen, "state": self.state, "nodes": self.nodes,
-                "granted": self.granted, "ramdisk": self.path,
+                "granted": self.granted, "ramdisk": self.path, "adopt": self.adopt,
                 "subjob": self.jobid, "error": self.error() if self.ended else None}
 
 

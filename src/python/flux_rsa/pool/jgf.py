@@ -79,6 +79,23 @@ def pool_R(R, policy):
             "scheduling": {"graph": {"nodes": g.nodes, "edges": g.edges}}}
 
 
+def memory_paths(host, granules):
+    """Fluxion's containment paths of a node's memory granules."""
+    return [f"/cluster0/{host}/memory{i}" for i in range(granules)]
+
+
+def memory_paths_by_rank(graph):
+    """{rank: {path}} of the memory vertices in a JGF graph."""
+    paths = {}
+    for vertex in (graph or {}).get("nodes", []):
+        meta = vertex.get("metadata", {})
+        if meta.get("type") == "memory":
+            path = meta.get("paths", {}).get("containment")
+            if path:
+                paths.setdefault(meta.get("rank", -1), set()).add(path)
+    return paths
+
+
 def hosts_by_rank(R):
     return dict(_node_ranks(R))
 

@@ -5,6 +5,12 @@ and sweep jobs run a command on given nodes.  Every slot has a core (a
 memory-only slot is matched but never runs, and leaks its memory) and every
 job runs with cpu-affinity off (the pool's cores are virtual).
 The subjobs' output stays in the KVS, where the agent follows it.
+
+In simulation (``Policy.simulate_rate > 0``) holders, stages and purges
+are Flux test-execution jobs (``attributes.system.exec.test``): Fluxion
+allocates them as usual but job-exec starts no process; a holder runs
+until it is killed, a stage for ``size / simulate_rate`` seconds, a purge
+for a moment.
 """
 
 import math
@@ -14,7 +20,10 @@ from flux.job import JobspecV1
 #: the stager and RAM-disk commands, after the Python interpreter
 STAGER = ("-m", "flux_rsa.stage")
 RAMDISK = ("-m", "flux_rsa.ramdisk")
+MEASURE = ("-m", "flux_rsa.pool.measure")
 OUTPUT_BATCH = 0.05
+#: a simulated job that "ends at once" (testexec runs a 0 s job for ever)
+SIM_INSTANT = 0.001
 
 
 class Unfit(ValueError):
@@ -34,6 +43,14 @@ def stage_name(jobid, seq):
 
 def purge_name(jobid):
     return f"rsa-purge-{jobid}"
+
+
+def measure_name(jobid, seq):
+    return f"rsa-measure-{jobid}-{seq}"
+
+
+def discard_name(path):
+    return f"rsa-discard-{path.rstrip('/').rsplit('/', 1)[-1]}"
 
 
 def ramdisk_name(jobid, gen):
@@ -59,21 +76,48 @@ def layout(need, policy, nnodes):
     return nodes, math.ceil(granules / nodes)
 
 
-def holder_command(python, policy, jobid, gen, size, userid):
-    return [python, *RAMDISK, "hold", "--provider", policy.provider,
-            "--root", policy.ramdisk_root, "--name", ramdisk_name(jobid, gen),
-            "--size", str(size), "--owner", str(userid)]
+def adopt_granules(need, kept_bytes, policy):
+    """Granules for adopting a kept RAM disk of ``kept_bytes`` for a
+    reservation of ``need`` bytes: the larger of the two, on its one node."""
+    granules = max(1, math.ceil(max(need, kept_bytes) / policy.granule))
+    if granules > policy.node_granules:
+        raise Unfit(
+            f"adopting a kept RAM disk of {kept_bytes} bytes for need {need} bytes takes "
+            f"{granules} granules of {policy.granule} on its node, more than a node holds "
+            f"({policy.node_granules}); ask for at most {policy.node_capacity} bytes"
+        )
+    return granules
 
 
-def holder(python, policy, jobid, gen, need, userid, nnodes, environment):
+def holder_command(python, policy, jobid, gen, size, userid, adopt=None):
+    command = [python, *RAMDISK, "hold", "--provider", policy.provider,
+               "--root", policy.ramdisk_root, "--name", ramdisk_name(jobid, gen),
+               "--size", str(size), "--owner", str(userid),
+               "--jobid", str(jobid), "--gen", str(gen)]
+    if adopt is not None:
+        command += ["--adopt", adopt]
+    return command
+
+
+def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
+           adopt_rank=None, adopt_bytes=0):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
-    first node's builds the RAM disk, the others only hold capacity)."""
-    nodes, granules = layout(need, policy, nnodes)
-    command = holder_command(python, policy, jobid, gen, granules * policy.granule, userid)
+    first node's builds the RAM disk, the others only hold capacity).
+    Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big) places the
+    holder on its node, pool rank ``adopt_rank``."""
+    if adopt is None:
+        nodes, granules = layout(need, policy, nnodes)
+    else:
+        nodes, granules = 1, adopt_granules(need, adopt_bytes, policy)
+    command = holder_command(python, policy, jobid, gen, granules * policy.granule, userid,
+                             adopt)
     jobspec = _jobspec(command, holder_name(jobid, gen), environment, nodes=nodes,
-                       memory=granules)
-    # a RAM disk that cannot be built ends the holder at once
-    jobspec.setattr_shell_option("exit-on-error", 1)
+                       memory=granules, rank=adopt_rank)
+    if policy.simulate_rate > 0:
+        _simulate(jobspec, None)  # runs until it is killed
+    else:
+        # a RAM disk that cannot be built ends the holder at once
+        jobspec.setattr_shell_option("exit-on-error", 1)
     return jobspec
 
 
@@ -102,10 +146,13 @@ def stage_command(python, request, workers=0):
     return [python, *STAGER, *args, *options]
 
 
-def stage(python, request, rank, environment, workers=0):
+def stage(python, request, rank, environment, workers=0, simulate_rate=0):
     """Stage subjob on pool rank ``rank`` (the holder's first node)."""
-    return _jobspec(stage_command(python, request, workers),
-                    stage_name(request["jobid"], request["seq"]), environment, rank=rank)
+    jobspec = _jobspec(stage_command(python, request, workers),
+                       stage_name(request["jobid"], request["seq"]), environment, rank=rank)
+    if simulate_rate > 0:
+        _simulate(jobspec, request.get("size", 0) / simulate_rate)
+    return jobspec
 
 
 def purge_command(python, path, data_in):
@@ -113,19 +160,56 @@ def purge_command(python, path, data_in):
     return [python, *RAMDISK, "purge", path, *link]
 
 
-def purge(python, request, rank, environment):
-    return _jobspec(purge_command(python, request["path"], request["data_in"]),
-                    purge_name(request["jobid"]), environment, rank=rank)
+def purge(python, request, rank, environment, simulate=False):
+    jobspec = _jobspec(purge_command(python, request["path"], request["data_in"]),
+                       purge_name(request["jobid"]), environment, rank=rank)
+    if simulate:
+        _simulate(jobspec, 0)
+    return jobspec
 
 
-def sweep(python, policy, environment, nodes=1, rank=None):
+def sweep(python, policy, environment, nodes=1, rank=None, report_kept=False):
     """Remove leftover RAM disks: one task on each of ``nodes`` nodes, or on
-    pool rank ``rank``."""
-    return _jobspec([python, *RAMDISK, "sweep", policy.ramdisk_root], "rsa-sweep",
-                    environment, nodes=nodes, rank=rank)
+    pool rank ``rank``.  ``report_kept``: print the kept ones as JSON."""
+    command = [python, *RAMDISK, "sweep", policy.ramdisk_root]
+    if report_kept:
+        command.append("--report-kept")
+    return _jobspec(command, "rsa-sweep", environment, nodes=nodes, rank=rank)
+
+
+def measure_command(python, path, userid):
+    return [python, *MEASURE, path, "--as-user", str(userid)]
+
+
+def measure(python, request, environment):
+    """Measure subjob, on any pool node (they all see persistent storage)."""
+    return _jobspec(measure_command(python, request["path"], request["userid"]),
+                    measure_name(request["jobid"], request["seq"]), environment)
+
+
+def discard(python, path, rank, environment):
+    """Remove the kept RAM disk ``path`` on pool rank ``rank``."""
+    return _jobspec([python, *RAMDISK, "discard", path], discard_name(path), environment,
+                    rank=rank)
 
 
 # --- common shape --------------------------------------------------------------
+
+
+def _simulate(jobspec, seconds):
+    """Make ``jobspec`` a test-execution job lasting ``seconds`` (None: until
+    it is killed).  No shell, no process: no output to follow."""
+    test = {}
+    if seconds is not None:
+        # testexec treats 0 as "for ever": a job meant to end does so at once
+        test["run_duration"] = f"{max(seconds, SIM_INSTANT):.6f}s"
+    jobspec.setattr("system.exec.test", test)
+
+
+def simulated(jobspec):
+    """True when ``jobspec`` is a test-execution job."""
+    return "test" in jobspec.jobspec["attributes"]["system"].get("exec", {})
+
 
 
 def _jobspec(command, name, environment, nodes=1, memory=None, rank=None):

@@ -50,18 +50,26 @@ def python_path(env=None):
     return ":".join(dict.fromkeys(parts))
 
 
-def rsa_nodes(h, policy):
-    """Every node with the RSA property (a ResourceSet).  Down nodes count:
-    at start-up (when the service loads) the other brokers may not have
-    joined yet; the pool waits for them."""
-    nodes = flux.resource.resource_list(h).get().all.copy_constraint(
-        {"properties": [policy.node_property]})
+def rsa_nodes(h, policy, include_down=True):
+    """Every node with the RSA property (a ResourceSet).  Down nodes count
+    unless ``include_down`` is False: at start-up (when the service loads)
+    the other brokers may not have joined yet, and the pool waits for them;
+    after an RSA node was lost, a pool that waits for it never starts."""
+    resources = flux.resource.resource_list(h).get()
+    constraint = {"properties": [policy.node_property]}
+    nodes = resources.all.copy_constraint(constraint)
     if nodes.nnodes == 0:
         raise PoolError(
             f"no nodes with property {policy.node_property!r} in this instance: give the RSA "
             f"nodes properties = [\"{policy.node_property}\"] in [[resource.config]] "
             "(or set [rsa] property to theirs) and check `flux resource list`"
         )
+    if not include_down:
+        up = resources.up.copy_constraint(constraint)
+        if up.nnodes == 0:
+            raise PoolError(f"every node with property {policy.node_property!r} "
+                            f"({nodes.nodelist}) is down: check `flux resource status`")
+        return up
     return nodes
 
 
@@ -70,7 +78,8 @@ def agent_command(policy, notify_topic, python=None):
             "--policy", json.dumps(dataclasses.asdict(policy)), "--notify", notify_topic]
 
 
-def jobspec(policy, nnodes, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None):
+def jobspec(policy, nnodes, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None,
+            hosts=None):
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = python_path(env)
     if shutil.which("flux", path=env.get("PATH", "")) is None:
@@ -82,14 +91,22 @@ def jobspec(policy, nnodes, notify_topic=protocol.NOTIFY_TOPIC, env=None, python
         num_nodes=nnodes, exclusive=True, conf=POOL_CONF, name=protocol.JOB_NAME,
         environment=env, cwd="/")
     # N.B. the key is "constraints": a misspelt key is silently ignored
-    js.setattr("system.constraints", {"properties": [policy.node_property]})
+    constraint = {"properties": [policy.node_property]}
+    if hosts is not None:
+        constraint = {"and": [constraint, {"hostlist": [str(hosts)]}]}
+    js.setattr("system.constraints", constraint)
     return js
 
 
-def launch(h, policy, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None):
-    """Submit the pool; return its jobid (int).  Wait with wait_ready()."""
-    nodes = rsa_nodes(h, policy)
-    js = jobspec(policy, nodes.nnodes, notify_topic, env, python)
+def launch(h, policy, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None,
+           include_down=True):
+    """Submit the pool; return its jobid (int).  Wait with wait_ready().
+
+    ``include_down=False`` starts it on the RSA nodes that are up now only
+    (after one was lost: see doc/pool.md, "Losing an RSA node")."""
+    nodes = rsa_nodes(h, policy, include_down)
+    hosts = None if include_down else nodes.nodelist
+    js = jobspec(policy, nodes.nnodes, notify_topic, env, python, hosts)
     return int(flux.job.submit(h, js))
 
 
@@ -140,14 +157,16 @@ def _ended_why(jobid, job):
             f"flux job attach {f58}")
 
 
-def shutdown_async(h, jobid):
+def shutdown_async(h, jobid, keep=()):
     """Stop pool ``jobid`` in order; return a future fulfilled with its
     result (``.get_info()``) when it has ended.
 
     The agent is asked (``rsa-pool.shutdown``) to release every holder and
     stage (RAM disks destroyed, ``holder-end`` and ``stage-end`` sent) and
-    end its instance.  Keep answering notifications meanwhile.  When the
-    agent cannot be asked, the job is canceled instead: that reaches every
+    end its instance; the holders in ``keep`` ([{jobid, gen}]) end keeping
+    their RAM disks for a later pool to adopt.  Keep answering
+    notifications meanwhile.  When the agent cannot be asked, the job is
+    canceled instead (nothing is kept then): that reaches every
     pool broker at once, so holders on other nodes may be killed without
     destroying their RAM disks (the next pool's sweep removes them).
     """
@@ -155,17 +174,17 @@ def shutdown_async(h, jobid):
     try:
         if not (isinstance(info, dict) and info.get("jobid") == int(jobid)):
             raise OSError("the agent is not ready")
-        h.rpc(protocol.topic(protocol.SHUTDOWN), {}, nodeid=info["rank"]).get()
+        h.rpc(protocol.topic(protocol.SHUTDOWN), {"keep": list(keep)}, nodeid=info["rank"]).get()
     except OSError:
         _cancel(h, jobid, "flux-rsa: pool stopped")
     return flux.job.result_async(h, jobid)
 
 
-def shutdown(h, jobid, timeout=90.0):
+def shutdown(h, jobid, timeout=90.0, keep=()):
     """shutdown_async(), waited for; cancels the job after ``timeout``.
     Only for a process that does not itself take the notifications."""
     try:
-        return shutdown_async(h, jobid).wait_for(timeout).get_info()
+        return shutdown_async(h, jobid, keep).wait_for(timeout).get_info()
     except OSError:
         _cancel(h, jobid, "flux-rsa: pool did not stop in time")
         return flux.job.result(h, jobid)

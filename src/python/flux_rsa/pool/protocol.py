@@ -9,6 +9,8 @@ as notifications: RPCs from the agent to the topic given at launch
 No Flux, no I/O.
 """
 
+import copy
+
 SERVICE = "rsa-pool"
 NOTIFY_TOPIC = "rsa.pool-event"
 KVS_KEY = "rsa.pool"
@@ -23,7 +25,12 @@ PURGE = "purge"
 LIST = "list"
 STATUS = "status"
 SHUTDOWN = "shutdown"
-METHODS = (HOLD, CANCEL, STAGE, STOP, PURGE, LIST, STATUS, SHUTDOWN)
+DRAIN = "drain"
+UNDRAIN = "undrain"
+DISCARD = "discard"
+MEASURE = "measure"
+METHODS = (HOLD, CANCEL, STAGE, STOP, PURGE, LIST, STATUS, SHUTDOWN, DRAIN, UNDRAIN, DISCARD,
+           MEASURE)
 
 # notifications the agent sends
 POOL_READY = "pool-ready"
@@ -34,21 +41,46 @@ HOLDER_END = "holder-end"
 STAGE_PROGRESS = "stage-progress"
 STAGE_END = "stage-end"
 PURGE_END = "purge-end"
+MEASURE_END = "measure-end"
+DISCARD_END = "discard-end"
+NODE_STATE = "node-state"
 NOTIFICATIONS = (POOL_READY, HOLDER_ALLOC, HOLDER_START, RAMDISK_BUILT,
-                 HOLDER_END, STAGE_PROGRESS, STAGE_END, PURGE_END)
+                 HOLDER_END, STAGE_PROGRESS, STAGE_END, PURGE_END, MEASURE_END,
+                 DISCARD_END, NODE_STATE)
 
-#: required request fields and their types, per method
+
+class Optional:
+    """A request field that may be left out: its type(s) and default."""
+
+    def __init__(self, kind, default):
+        self.kind = kind
+        self.default = default
+
+    def __repr__(self):
+        return f"Optional({_name(self.kind)}, default={self.default!r})"
+
+
+#: request fields and their types, per method; Optional ones may be left out
 FIELDS = {
-    HOLD: {"jobid": int, "gen": int, "need": int, "userid": int},
+    HOLD: {"jobid": int, "gen": int, "need": int, "userid": int,
+           # a kept RAM disk of this jobid (from `list`'s kept) to take over
+           "adopt": Optional((str, type(None)), None)},
     CANCEL: {"jobid": int, "gen": int},
     STAGE: {"jobid": int, "seq": int, "direction": str, "src": str, "dst": str,
-            "method": (str, type(None)), "userid": int, "verify": str, "nodes": list},
+            "method": (str, type(None)), "userid": int, "verify": str, "nodes": list,
+            # bytes expected (a simulated stage lasts size / simulate_rate)
+            "size": Optional(int, 0)},
     STOP: {"jobid": int, "seq": int},
     PURGE: {"jobid": int, "path": str, "data_in": (str, type(None)), "userid": int,
             "nodes": list},
     LIST: {},
     STATUS: {},
-    SHUTDOWN: {},
+    # keep: [{jobid, gen}] holders whose RAM disks outlive the pool
+    SHUTDOWN: {"keep": Optional(list, [])},
+    DRAIN: {"host": str, "reason": Optional(str, "")},
+    UNDRAIN: {"host": str},
+    DISCARD: {"path": str},
+    MEASURE: {"jobid": int, "seq": int, "path": str, "userid": int},
 }
 
 
@@ -68,13 +100,17 @@ def check(method, payload):
         payload = {}
     if not isinstance(payload, dict):
         raise BadRequest(f"{topic(method)}: payload must be a JSON object")
+    payload = dict(payload)
     for name, kind in FIELDS[method].items():
+        if isinstance(kind, Optional):
+            if payload.get(name) is None:
+                payload[name] = copy.copy(kind.default)
+            kind = kind.kind
         if name not in payload:
             raise BadRequest(f"{topic(method)}: missing field {name!r}")
         value = payload[name]
         if isinstance(value, bool) or not isinstance(value, kind):
-            want = getattr(kind, "__name__", None) or " or ".join(k.__name__ for k in kind)
-            raise BadRequest(f"{topic(method)}: {name}={value!r} must be {want}")
+            raise BadRequest(f"{topic(method)}: {name}={value!r} must be {_name(kind)}")
     if method == STAGE:
         if payload["direction"] not in ("in", "out"):
             raise BadRequest(f"{topic(method)}: direction={payload['direction']!r} must be \"in\" or \"out\"")
@@ -84,7 +120,29 @@ def check(method, payload):
         raise BadRequest(f"{topic(method)}: nodes is empty (give the holder's nodes from holder-alloc)")
     if method == HOLD and payload["need"] <= 0:
         raise BadRequest(f"{topic(method)}: need={payload['need']} must be more than 0 bytes")
+    if method == STAGE and payload["size"] < 0:
+        raise BadRequest(f"{topic(method)}: size={payload['size']} must be 0 or more bytes")
+    if method == SHUTDOWN:
+        payload["keep"] = [_keep_entry(entry) for entry in payload["keep"]]
+    if method in (DISCARD, MEASURE) or (method == HOLD and payload["adopt"] is not None):
+        field = "adopt" if method == HOLD else "path"
+        if not payload[field].startswith("/"):
+            raise BadRequest(f"{topic(method)}: {field}={payload[field]!r} must be an absolute path")
     return payload
+
+
+def _keep_entry(entry):
+    ok = (isinstance(entry, dict)
+          and all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool)
+                  for k in ("jobid", "gen")))
+    if not ok:
+        raise BadRequest(f"{topic(SHUTDOWN)}: keep entry {entry!r} must be "
+                         "{\"jobid\": int, \"gen\": int}")
+    return {"jobid": entry["jobid"], "gen": entry["gen"]}
+
+
+def _name(kind):
+    return getattr(kind, "__name__", None) or " or ".join(k.__name__ for k in kind)
 
 
 # --- agent side: notification payloads --------------------------------------

@@ -1,10 +1,13 @@
-"""Stage and purge subjobs.
+"""Stage, purge, measure and discard subjobs.
 
 A stage runs the stager on the holder's first node; its progress JSON lines
 become ``stage-progress`` (at most one a second; the newest wins) and its
 end ``stage-end {ok, error}`` with the stager's last stderr line or the
 Flux exception.  A purge runs ``flux_rsa.ramdisk purge`` there and ends in
-``purge-end``.
+``purge-end``.  A measure runs ``flux_rsa.pool.measure`` as the job owner
+on any pool node and ends in ``measure-end {ok, bytes, files, error}``.  A
+discard runs ``flux_rsa.ramdisk discard`` on a kept RAM disk's node and
+ends in ``discard-end {path, ok, error}``.
 """
 
 import json
@@ -106,3 +109,65 @@ class Purge(Subjob):
             error = self.failure()
             self.agent.notify(protocol.PURGE_END, jobid=self.key, ok=error is None, error=error)
             self.agent.forget(self)
+
+
+class Measure(Subjob):
+    def __init__(self, agent, jobspec, jobid, seq):
+        self.key = (jobid, seq)
+        self.result = None
+        self.stopped = None  # why it was stopped
+        self.end_sent = False
+        super().__init__(agent, jobspec)
+
+    @property
+    def state(self):
+        if self.ended:
+            return "ended"
+        return "running" if self.started else "pending"
+
+    def stop(self, why):
+        self.stopped = why
+        self.cancel(f"flux-rsa: {why}")
+
+    def on_stdout(self, line):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(msg, dict) and isinstance(msg.get("bytes"), int):
+            self.result = msg
+
+    def outcome(self):
+        """measure-end's fields."""
+        why = self.failure()
+        if why is None and self.result is None:
+            why = f"{self.name} printed no result"
+        if why is not None:
+            return {"ok": False, "bytes": 0, "files": 0, "error": self.stopped or why}
+        return {"ok": True, "bytes": self.result["bytes"], "files": self.result.get("files", 0),
+                "error": None}
+
+    def update(self):
+        if self.ended and not self.end_sent:
+            self.end_sent = True
+            jobid, seq = self.key
+            self.agent.notify(protocol.MEASURE_END, jobid=jobid, seq=seq, **self.outcome())
+            self.agent.forget(self)
+
+    def describe(self):
+        jobid, seq = self.key
+        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": self.jobid}
+
+
+class Discard(Subjob):
+    def __init__(self, agent, jobspec, path):
+        self.key = path
+        self.end_sent = False
+        super().__init__(agent, jobspec)
+
+    def update(self):
+        if self.ended and not self.end_sent:
+            self.end_sent = True
+            error = self.failure()
+            self.agent.discarded(self.key, error)
+            self.agent.notify(protocol.DISCARD_END, path=self.key, ok=error is None, error=error)

@@ -7,21 +7,30 @@ last line on stderr.  ``ended`` comes once, after ``clean`` *and* the end
 of the output (so the last stderr line is known), and subclasses turn
 these facts into notifications in ``update``.  Every callback is guarded:
 an exception is logged, never allowed to stop the agent's reactor.
+
+A simulated subjob (a test-execution job, see ``jobspecs``) runs no shell
+and has no output: only its eventlog is followed.
 """
 
 import os
+import re
 
 import flux.job
 from flux.job import JobID
 
+from flux_rsa.pool import jobspecs
+
 #: after clean, wait at most this long for the rest of the output
 OUTPUT_GRACE = 5.0
+#: job-exec's exception when a node of the job was lost (broker rank)
+_LOST = re.compile(r"node failure on .*\(rank (\d+)\)")
 
 
 class Subjob:
-    def __init__(self, agent, jobspec):
+    def __init__(self, agent, jobspec, urgency=None):
         self.agent = agent
         self.h = agent.h
+        self.simulated = jobspecs.simulated(jobspec)
         self.jobid = None
         self.R = None
         self.started = False
@@ -32,12 +41,13 @@ class Subjob:
         self.cancel_reason = None
         self.ended = False
         self._clean = False
-        self._output_done = False
+        self._output_done = self.simulated  # no shell, no output
         self._want_R = False
         self._partial = {}
         self._grace = None
         self._futures = []
-        flux.job.submit_async(self.h, jobspec).then(self._guard, self._submitted)
+        options = {} if urgency is None else {"urgency": urgency}
+        flux.job.submit_async(self.h, jobspec, **options).then(self._guard, self._submitted)
 
     # --- for subclasses ---
 
@@ -46,6 +56,9 @@ class Subjob:
 
     def on_stdout(self, line):
         """A complete line on the job's stdout."""
+
+    def on_event(self, name):
+        """An event of the job's eventlog (after it was taken in)."""
 
     def done(self):
         """Nothing more will happen (its last notification is out)."""
@@ -67,6 +80,11 @@ class Subjob:
         code = self.exit_code()
         return code == 0 or (code == 1 and self.exception is not None and self.stderr is None)
 
+    def lost_rank(self):
+        """The pool rank of a node the job lost (its broker failed), or None."""
+        found = _LOST.search(self.exception or "")
+        return int(found.group(1)) if found else None
+
     def failure(self):
         """Why the job did not succeed, for a person; None when it did.
         The command's own last stderr line comes first when the job failed
@@ -74,6 +92,11 @@ class Subjob:
         code = self.exit_code()
         if self.exception is None and self.started and code == 0:
             return None
+        lost = self.lost_rank()
+        if lost is not None:
+            host = self.agent.hosts.get(lost, f"pool rank {lost}")
+            return (f"{self.name} lost RSA node {host}: its Flux broker failed or the node "
+                    f"went down ({self.exception})")
         if self.stderr and self.exception_type in (None, "exec"):
             return self.stderr
         if self.exception:
@@ -110,8 +133,9 @@ class Subjob:
             self._finish()
             return
         self._keep(flux.job.event_watch_async(self.h, self.jobid)).then(self._guard, self._event)
-        self._keep(flux.job.output_event_watch_async(self.h, self.jobid)).then(
-            self._guard, self._output)
+        if not self.simulated:
+            self._keep(flux.job.output_event_watch_async(self.h, self.jobid)).then(
+                self._guard, self._output)
         if self.cancel_reason is not None:
             self.cancel(self.cancel_reason)
         self._changed()
@@ -125,6 +149,7 @@ class Subjob:
         if event is None:
             return
         name, ctx = event.name, event.context
+        self.on_event(name)
         if name == "alloc":
             self._want_R = True
             lookup = flux.job.job_info_lookup(self.h, self.jobid, keys=["R"])
@@ -142,9 +167,20 @@ class Subjob:
             self._clean = True
             future.cancel(stop=True)
             if not self._output_done:
+                # a shell killed before it started writes no output at all:
+                # do not wait for an eventlog that will never exist
+                lookup = flux.job.job_info_lookup(self.h, self.jobid, keys=["guest.output"])
+                self._keep(lookup).then(self._guard, self._output_exists)
                 self._grace = self.h.timer_watcher_create(OUTPUT_GRACE, self._grace_over)
                 self._grace.start()
         self._changed()
+
+    def _output_exists(self, future):
+        try:
+            future.get()
+        except FileNotFoundError:
+            self._output_done = True
+            self._changed()
 
     def _got_R(self, future):
         try:
