@@ -77,6 +77,10 @@ class RsaModule(BrokerModule):
 
     # --- people (guests allowed; each sees and acts on their own jobs) ---
 
+    @request_handler("stats", allow_guest=True)
+    def stats(self, msg):
+        self._reply(msg, self.service.stats)
+
     @request_handler("status", allow_guest=True)
     def status(self, msg):
         jobids = [int(j) for j in msg.payload.get("jobids", [])]

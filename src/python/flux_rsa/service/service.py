@@ -3,6 +3,7 @@ out.  Records are saved before their actions run (write-ahead), so after
 a crash the KVS never lags behind what the pool was asked to do.
 """
 
+import collections
 import dataclasses
 import errno
 import json
@@ -24,6 +25,10 @@ from flux_rsa.service.pool import PoolLink
 
 S = RsaState
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
+PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
+LATENCY_SAMPLES = 20000
+#: journal entries that change the queue the on-deck rule looks at
+QUEUE_CHANGES = frozenset({"submit", "priority", "annotations", "alloc", "clean", "flux-restart", "exception"})
 
 def timer_event(action, t):
     """The core event a StartTimer action asked for."""
@@ -50,7 +55,11 @@ class Service:
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
         self.timers = {}
-        self.actions = []  # waiting for their records to be saved
+        self.actions = []  # (intake time, action) waiting for their records to be saved
+        self.intake = time.time()  # when the message being handled arrived
+        self.latency = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, intake -> action sent
+        self.plan_w = h.timer_watcher_create(PLAN_DELAY, self._plan)
+        self.plan_armed = False
         self.starts = set()  # start requests for jobs not seen yet
         self.replayed = False
         self.flush_armed = False
@@ -97,8 +106,9 @@ class Service:
             self.records[new.jobid] = new
             self.store.save(new)
             if old is None or new.rsa_state is not old.rsa_state:
-                self.actions.append(("state", new))
-        self.actions.extend(actions)
+                self.actions.append((self.intake, ("state", new)))
+                self.arm_plan()
+        self.actions.extend((self.intake, a) for a in actions)
         self.arm_flush()
 
     def admit(self, facts, t):
@@ -119,6 +129,7 @@ class Service:
     # --- the journal ---
 
     def on_journal(self, entry):
+        self.intake = time.time()
         try:
             if entry.is_empty():
                 self.replay_done()
@@ -128,6 +139,8 @@ class Service:
                 self.pool_job_entry(jobid, entry)
                 return
             facts, new, events = self.tracker.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
+            if entry.name in QUEUE_CHANGES:
+                self.arm_plan()
             if new:
                 self.admit(facts, entry.timestamp)
             for ev in events:
@@ -146,9 +159,11 @@ class Service:
                 for ev in ended_from_eventlog(self._eventlog(jobid)):
                     self.apply(jobid, ev)
             rec = self.records[jobid]
-            self.actions.extend(inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now))
+            again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
+            self.actions.extend((now, a) for a in again)
         self.replayed = True
         self.arm_flush()
+        self.arm_plan()
 
     def _eventlog(self, jobid):
         try:
@@ -163,6 +178,7 @@ class Service:
     # --- the pool ---
 
     def on_pool_event(self, payload):
+        self.intake = time.time()
         kind = payload.get("kind")
         if kind == protocol.POOL_READY:
             self.pool_up(payload)
@@ -189,6 +205,7 @@ class Service:
             self.pool.call(protocol.DRAIN, {"host": host, "reason": reason})
         self.reconcile_pool()
         self.arm_flush()
+        self.arm_plan()
 
     def reconcile_pool(self):
         """Ask the pool what it runs (answer handled in ``reconciled``)."""
@@ -227,6 +244,7 @@ class Service:
     # --- job-manager asks ---
 
     def on_start(self, jobid):
+        self.intake = time.time()
         if jobid in self.records:
             self.apply(jobid, E.Starting(time.time()))
         else:
@@ -243,7 +261,8 @@ class Service:
 
         def fire(handle, watcher, revents, arg):
             self.timers.pop(key, None)
-            self.apply(action.jobid, timer_event(action, time.time()))
+            self.intake = time.time()
+            self.apply(action.jobid, timer_event(action, self.intake))
 
         w = self.h.timer_watcher_create(max(0.0, action.seconds), fire)
         w.start()
@@ -252,9 +271,28 @@ class Service:
     # --- on deck ---
 
     def _tick(self, handle, watcher, revents, arg):
-        if self.keeper is not None:
-            self.keeper.tick()
-        self.arm_flush()
+        try:
+            if self.keeper is not None:
+                self.keeper.tick()
+            self.trim()
+        except Exception as exc:
+            self.log.error(f"rsa: tick: {exc!r}")
+        self.arm_plan()
+
+    def arm_plan(self):
+        """Ask for an on-deck pass soon (passes are batched)."""
+        if not self.plan_armed:
+            self.plan_armed = True
+            self.plan_w.reset(after=PLAN_DELAY)
+            self.plan_w.start()
+
+    def _plan(self, handle, watcher, revents, arg):
+        self.plan_armed = False
+        try:
+            self.intake = time.time()
+            self.plan()
+        except Exception as exc:
+            self.log.error(f"rsa: on-deck pass: {exc!r}")
 
     def plan(self):
         if not self.replayed or not self.pool.ready:
@@ -276,19 +314,47 @@ class Service:
     def _flush(self, handle, watcher, revents, arg):
         self.flush_armed = False
         try:
-            self.plan()
-            self.trim()
             actions, self.actions = self.actions, []
             self.store.flush(lambda: self._run(actions))
         except Exception as exc:
             self.log.error(f"rsa: flush: {exc!r}")
 
     def _run(self, actions):
-        for action in actions:
+        for intake, action in actions:
             if isinstance(action, tuple):
                 self.execute.post_state(action[1])
             else:
                 self.execute.run(action)
+                self.latency.append(time.time() - intake)
+
+    def stats(self):
+        """Figures for `flux rsa stats` and the scale benchmark."""
+        import resource
+        import statistics
+
+        samples = sorted(self.latency)
+
+        def pct(p):
+            return samples[min(len(samples) - 1, int(p / 100 * len(samples)))] if samples else None
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        states = collections.Counter(r.rsa_state.value for r in self.records.values())
+        return {
+            "records": len(self.records),
+            "states": dict(states),
+            "active_jobs": len(self.tracker.jobs),
+            "latency_ms": {
+                "count": len(samples),
+                "p50": pct(50) and pct(50) * 1000,
+                "p90": pct(90) and pct(90) * 1000,
+                "p99": pct(99) and pct(99) * 1000,
+                "max": samples[-1] * 1000 if samples else None,
+                "mean": statistics.fmean(samples) * 1000 if samples else None,
+            },
+            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "maxrss_kb": usage.ru_maxrss,
+            "restages": sum(r.restages for r in self.records.values()),
+        }
 
     def trim(self):
         """Keep at most ``keep`` records of ended jobs (oldest go first)."""
