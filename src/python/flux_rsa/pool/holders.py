@@ -53,11 +53,10 @@ class Holder(Subjob):
         self.adopt_granules = adopt_granules
         self.sweeper = None
         self.sweep_skipped = None
-        urgency = None
-        if adopt is not None and adopt_rank in agent.nodes.drained:
-            # first in the queue, so the granules lent on the drained node
-            # go to this holder and no other
-            urgency = flux.constants.FLUX_JOB_URGENCY_EXPEDITE
+        self.queued = False  # the scheduler has it (its priority event)
+        # an adopting holder carries a reservation over: first in the queue,
+        # so granules lent to it on a drained node go to it and no other
+        urgency = None if adopt is None else flux.constants.FLUX_JOB_URGENCY_EXPEDITE
         super().__init__(agent, jobspec, urgency=urgency)
 
     @property
@@ -88,6 +87,11 @@ class Holder(Subjob):
         self.asked = True
         self.cancel(CANCEL_REASON)
 
+    def waits_to_adopt_on(self, rank):
+        """Queued, not yet allocated, adopting a RAM disk on ``rank``."""
+        return (self.adopt is not None and self.adopt_rank == rank and self.queued
+                and self.R is None and not self.ended)
+
     def keep(self):
         """End this holder keeping its RAM disk (pool shutdown)."""
         self.asked = self.keeping = True
@@ -101,6 +105,7 @@ class Holder(Subjob):
         if self.adopt is None:
             return
         if name == "priority":  # the scheduler has it now
+            self.queued = True
             self.agent.nodes.lend(self.key, self.adopt_rank, self.adopt_granules)
         elif name in ("alloc", "clean"):
             self.agent.nodes.unlend(self.key)

@@ -12,8 +12,8 @@ again, which makes Fluxion reconsider the holders that wait.
 
 A kept RAM disk on a drained node may still be adopted: the granules the
 adopting holder needs are lent (marked up) while it is the first job in
-the queue (submitted with expedite urgency) and marked down again as soon
-as it is allocated or gone.
+the queue (adopting holders are submitted with expedite urgency) and
+marked down again as soon as it is allocated or gone.
 
 **Up or down** comes from the pool's resource journal (``online`` /
 ``offline`` events): a node whose broker was lost is offline.
@@ -66,6 +66,9 @@ class Nodes:
             done(None)
             return
         self._mark(self.paths(rank), "down", done)
+        for holder in list(self.agent.holders.values()):
+            if holder.waits_to_adopt_on(rank):  # drained under its feet
+                self.lend(holder.key, rank, holder.adopt_granules)
 
     def undrain(self, rank, done):
         if rank not in self.drained:
