@@ -12,8 +12,7 @@ job is submitted for a user as a jobspec signed as that user.
 B sees none of the jobs of A and cannot retry, release or drop the inputs
 of them; B cannot name the directories of A at submit; links and scripts
 in the jobs of B cannot make the service read or write the files of A;
-only the instance owner stops the pool (and drains RSA nodes, once that
-exists).'
+only the instance owner stops the pool and drains RSA nodes.'
 
 . $(dirname $0)/sharness-rsa.sh
 
@@ -264,17 +263,35 @@ test_expect_success "flux rsa pool --shutdown as a guest is refused; the pool ru
 	test $(wc -l <pool) -eq 2 &&
 	rsa_pool flux jobs -n -o "{name}" -f running >/dev/null
 '
-# flux rsa drain is being added by another engineer (rsa.drain); until it
-# exists this is a known breakage, not a pass.
-test_expect_failure 'only the instance owner can drain RSA nodes (flux rsa drain: not implemented yet)' '
-	flux rsa drain --help >/dev/null &&
-	test_must_fail as $B flux rsa drain rsa0 2>err &&
-	grep -i "owner" err &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-nodes = json.load(open(\"pool.json\"))[\"nodes\"]
-assert not any(n.get(\"drained\") for n in nodes), nodes
-"
+# pool_shows PATTERN / pool_lacks PATTERN: flux rsa pool shows PATTERN
+# (does not), within 10s
+pool_shows() {
+	for _i in $(seq 50); do
+		flux rsa pool -n >pool && grep -q "$1" pool && return 0
+		sleep 0.2
+	done
+	cat pool && return 1
+}
+pool_lacks() {
+	for _i in $(seq 50); do
+		flux rsa pool -n >pool && ! grep -q "$1" pool && return 0
+		sleep 0.2
+	done
+	cat pool && return 1
+}
+test_expect_success "only the instance owner can drain or undrain RSA nodes" '
+	echo "flux-rsa: only the instance owner can drain or undrain RSA nodes" >expected &&
+	test_must_fail as $B flux rsa drain rsa0 B wants it 2>err &&
+	test_cmp expected err &&
+	flux rsa pool -n >pool &&
+	test_must_fail grep drained pool &&
+	flux rsa drain rsa0 maintenance &&
+	pool_shows "^rsa0 .* drained" &&
+	test_must_fail as $B flux rsa undrain rsa0 2>err &&
+	test_cmp expected err &&
+	flux rsa pool -n >pool &&
+	grep "^rsa0 .* drained" pool &&
+	flux rsa undrain rsa0 &&
+	pool_lacks drained
 '
 test_done
