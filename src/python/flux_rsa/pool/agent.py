@@ -444,7 +444,10 @@ class Agent:
 
     def _answer(self, msg, error):
         if error is None:
-            self.parent.respond(msg, {})
+            try:
+                self.parent.respond(msg, {})
+            except OSError as exc:
+                log(f"cannot answer {msg.topic}: {exc}")
         else:
             log(f"{msg.topic}: {error}")
             self._error(msg, errno.EPROTO, f"{msg.topic}: {error}")

@@ -19,7 +19,6 @@ A benchmark, not a test: it asserts nothing but that everything ended.
 """
 
 import argparse
-import dataclasses
 import os
 import shutil
 import statistics

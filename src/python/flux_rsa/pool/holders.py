@@ -25,10 +25,9 @@ import json
 import os
 import signal
 
-from flux.hostlist import Hostlist
-
 import flux.constants
 import flux.job
+from flux.hostlist import Hostlist
 
 from flux_rsa.pool import jgf, jobspecs, protocol
 from flux_rsa.pool.subjob import Subjob, _ignore

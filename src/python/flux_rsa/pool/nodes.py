@@ -126,16 +126,16 @@ class Nodes:
 
         def one(future, path):
             try:
-                future.get()
-            except OSError as exc:
-                state["error"] = state["error"] or (
-                    f"Fluxion refused status {status} for {path}: {exc.strerror or exc}")
-            state["left"] -= 1
-            if state["left"] == 0:
                 try:
+                    future.get()
+                except OSError as exc:
+                    state["error"] = state["error"] or (
+                        f"Fluxion refused status {status} for {path}: {exc.strerror or exc}")
+                state["left"] -= 1
+                if state["left"] == 0:
                     done(state["error"])
-                except Exception as exc:  # never let a callback stop the reactor
-                    self.agent.log(f"after marking {status}: {exc!r}")
+            except Exception as exc:  # never let a callback stop the reactor
+                self.agent.log(f"marking {path} {status}: {exc!r}")
 
         for path in paths:
             self.h.rpc(f"{graph.RESOURCE}.set_status",
