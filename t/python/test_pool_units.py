@@ -241,7 +241,10 @@ def test_optional_fields_get_their_defaults():
 
 
 def test_notification_payload():
-    assert protocol.notification("holder-end", 42, jobid=1, gen=2, error=None) == {
-        "kind": "holder-end", "pool": 42, "jobid": 1, "gen": 2, "error": None}
+    assert protocol.notification("holder-end", 42, jobid=1, gen=2, error=None, kept=None) == {
+        "kind": "holder-end", "pool": 42, "jobid": 1, "gen": 2, "error": None, "kept": None}
     with pytest.raises(ValueError):
         protocol.notification("holder-ended", 42)
+    with pytest.raises(ValueError, match="notification 'measure-end' without bytes, files"):
+        protocol.notification("measure-end", 42, jobid=1, seq=1, ok=True, error=None)
+    assert set(protocol.NOTIFY_FIELDS) == set(protocol.NOTIFICATIONS)

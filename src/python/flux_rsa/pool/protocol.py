@@ -48,6 +48,22 @@ NOTIFICATIONS = (POOL_READY, HOLDER_ALLOC, HOLDER_START, RAMDISK_BUILT,
                  HOLDER_END, STAGE_PROGRESS, STAGE_END, PURGE_END, MEASURE_END,
                  DISCARD_END, NODE_STATE)
 
+#: the fields every notification carries besides "kind" and "pool"
+NOTIFY_FIELDS = {
+    POOL_READY: ("jobid", "rank", "nodes", "node_capacity", "granule", "pool_cores", "provider",
+                 "ramdisk_root", "service", "notify", "uri", "simulate_rate"),
+    HOLDER_ALLOC: ("jobid", "gen", "nodes", "granted"),
+    HOLDER_START: ("jobid", "gen"),
+    RAMDISK_BUILT: ("jobid", "gen", "path"),
+    HOLDER_END: ("jobid", "gen", "error", "kept"),
+    STAGE_PROGRESS: ("jobid", "seq", "progress"),
+    STAGE_END: ("jobid", "seq", "ok", "error"),
+    PURGE_END: ("jobid", "ok", "error"),
+    MEASURE_END: ("jobid", "seq", "ok", "bytes", "files", "error"),
+    DISCARD_END: ("path", "ok", "error"),
+    NODE_STATE: ("host", "rank", "state"),
+}
+
 
 class Optional:
     """A request field that may be left out: its type(s) and default."""
@@ -151,6 +167,9 @@ def _name(kind):
 def notification(name, pool, **fields):
     if name not in NOTIFICATIONS:
         raise ValueError(f"unknown notification {name!r}")
+    missing = [f for f in NOTIFY_FIELDS[name] if f not in fields]
+    if missing:
+        raise ValueError(f"notification {name!r} without {', '.join(missing)}")
     return {"kind": name, "pool": pool, **fields}
 
 
