@@ -163,6 +163,10 @@ def cmd_drain(args, undrain=False):
         print(f"flux-rsa: {host} {'undrained' if undrain else 'drained'}")
 
 
+def cmd_stats(args):
+    print(json.dumps(rpc(flux.Flux(), "rsa.stats", {})))
+
+
 def cmd_demo(args):
     sys.exit(demo.run(flux.Flux(), args))
 
@@ -214,6 +218,9 @@ def parse_args():
     p = sub.add_parser("undrain", help="let drained RSA nodes take new reservations again")
     p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
     p.set_defaults(func=lambda a: cmd_drain(a, undrain=True), reason=None)
+
+    p = sub.add_parser("stats", help="service figures as JSON (latency, CPU, memory, records)")
+    p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("demo", help="run sample jobs through stage-in and stage-out")
     p.add_argument("--jobs", type=int, default=3, help="how many sample jobs (default 3)")

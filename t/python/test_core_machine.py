@@ -308,3 +308,20 @@ def test_a_deadline_for_a_state_already_left_is_ignored():
     before = rec
     rec, acts = run(rec, E.Timeout(5000.0, "REQUESTED", 1.0))
     assert rec == before and acts == []
+
+
+def test_a_holder_reported_alive_after_its_end_is_cancelled_again():
+    rec, _ = run(job(), E.OnDeck(1), E.Canceled(2))
+    rec, _ = run(rec, E.HolderEnded(3, 1))
+    assert rec.rsa_state is S.DESTROYED and rec.final
+    rec, acts = run(rec, E.RamdiskBuilt(4, 1, "/rd/late"))
+    assert rec.rsa_state is S.DESTROYED and [(type(a).__name__, a.gen) for a in acts] == [("CancelHolder", 1)]
+    rec, acts = run(rec, E.HolderEnded(5, 1))
+    assert rec.final and acts == []
+
+
+def test_a_holder_of_an_earlier_reservation_is_cancelled():
+    rec, _ = run(job(), E.OnDeck(1), E.Demoted(2), E.Revoke(3), E.HolderEnded(4, 1), E.OnDeck(5))
+    assert rec.gen == 2 and rec.rsa_state is S.REQUESTED
+    rec, acts = run(rec, E.HolderAllocated(6, 1, ("rsa0",), 1))
+    assert rec.rsa_state is S.REQUESTED and [(type(a).__name__, a.gen) for a in acts] == [("CancelHolder", 1)]

@@ -7,6 +7,7 @@ looks them up and applies them.
 import dataclasses
 
 from flux_rsa.core import events as E
+from flux_rsa.core.actions import CancelHolder
 from flux_rsa.core.record import Record, Transition
 from flux_rsa.core.states import RsaState
 from flux_rsa.core.steps import deadline_timer
@@ -68,9 +69,16 @@ def accepts(rec, ev):
     return any(rec.rsa_state in row.states and row.guard(rec, ev) for row in EVENT_ROWS[type(ev)])
 
 
+#: pool events saying an (old) holder is alive: it must not be left running
+ALIVE = (E.HolderAllocated, E.HolderStarted, E.RamdiskBuilt)
+
+
 def process(rec: Record, ev: E.Event):
     """Return the record after ``ev`` and the actions it asks for."""
     if _stale(rec, ev):
+        if isinstance(ev, ALIVE) and ev.gen < rec.gen:
+            # a holder of an earlier reservation is still around: end it
+            return rec, [CancelHolder(rec.jobid, gen=ev.gen)]
         return rec, []
     job = JOB_ROWS.get(type(ev))
     if job is not None and rec.job_state not in job[0]:

@@ -136,6 +136,8 @@ JOB_ROWS = {
 # --- EVENT_ROWS: completions and requests, by rsa-state --------------------
 
 IN_FLIGHT_HOLDER = states(S.REQUESTED, S.ASSIGNED, S.BOOTING)
+#: states in which the current holder generation is believed gone
+GONE = states(S.INITIAL, S.DESTROYED)
 LIVE_RAMDISK = HOLDING - IN_FLIGHT_HOLDER - {S.TEARDOWN}
 
 EVENT_ROWS = {
@@ -151,17 +153,22 @@ EVENT_ROWS = {
     E.HolderAllocated: [
         Row(states(S.REQUESTED), always, S.ASSIGNED, (do.take_holder,)),
         Row(states(S.TEARDOWN), always, SAME, (do.take_holder,)),
+        # the pool reported this holder gone too early: it is not, cancel it again
+        Row(GONE, always, SAME, (do.cancel_holder,)),
     ],
     E.HolderStarted: [
         Row(states(S.ASSIGNED), always, S.BOOTING, ()),
         Row(states(S.TEARDOWN), always, SAME, ()),
+        Row(GONE, always, SAME, (do.cancel_holder,)),
     ],
     E.RamdiskBuilt: [
         Row(states(S.ASSIGNED, S.BOOTING), always, S.BOOTED, (do.take_ramdisk,)),
         Row(states(S.TEARDOWN), always, SAME, (do.take_ramdisk,)),
+        Row(GONE, always, SAME, (do.cancel_holder,)),
     ],
     E.HolderEnded: [
         Row(states(S.TEARDOWN), always, S.DESTROYED, (do.forget_holder,)),
+        Row(GONE, always, SAME, ()),
         # not asked for: the reservation failed or the RAM disk was lost
         Row(IN_FLIGHT_HOLDER, always, S.DESTROYED, (do.lost, do.forget_holder)),
         Row(LIVE_RAMDISK, always, S.DESTROYED, (do.lost, do.forget_holder)),

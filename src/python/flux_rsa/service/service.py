@@ -1,6 +1,10 @@
 """The RSA service: journal and pool events in, core transitions, actions
-out.  Records are saved before their actions run (write-ahead), so after
-a crash the KVS never lags behind what the pool was asked to do.
+out.  Records go to the KVS in batched, asynchronous commits while their
+actions are sent at once: a commit can take seconds when job-manager keeps
+the KVS busy (a burst of cancels), and no action may wait for it.  After a
+crash a record can lag behind what the pool was asked to do; every action
+is idempotent and the restart reconciles both ways (orphan holders and
+stages are cancelled, in-flight requests are asked again).
 """
 
 import collections
@@ -167,7 +171,7 @@ class Service:
 
     def _eventlog(self, jobid):
         try:
-            text = flux.kvs.get(self.h, flux.job.job_kvs_key(jobid) + ".eventlog")
+            text = flux.kvs.get(self.h, flux.job.JobID(jobid).kvs + ".eventlog")
         except (OSError, FileNotFoundError):
             return []
         if isinstance(text, (bytes, str)):
@@ -303,7 +307,7 @@ class Service:
         for jobid, ev in events:
             self.apply(jobid, ev)
 
-    # --- write-ahead: save records, then act ---
+    # --- save records (batched) and act ---
 
     def arm_flush(self):
         if not self.flush_armed:
@@ -315,7 +319,8 @@ class Service:
         self.flush_armed = False
         try:
             actions, self.actions = self.actions, []
-            self.store.flush(lambda: self._run(actions))
+            self.store.flush(lambda: None)
+            self._run(actions)
         except Exception as exc:
             self.log.error(f"rsa: flush: {exc!r}")
 
