@@ -127,7 +127,10 @@ class RsaModule(BrokerModule):
                 self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
 
         try:
-            launch.shutdown_async(self.handle, jobid).then(ended)
+            keep = self.service.keep_list()
+            if keep:
+                self.log.info(f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home")
+            launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
         except OSError as exc:
             self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
 

@@ -140,3 +140,13 @@ def test_the_stage_rate_is_measured_from_finished_stage_ins():
         history = (Transition(10.0, J.ONDECK, S.STAGING_IN), Transition(10.0 + seconds, J.ONDECK, S.READY))
         recs[jobid] = dataclasses.replace(recs[jobid], history=history, progress=Progress(bytes_done=8 * MB, bytes_total=8 * MB))
     assert stage_rate(recs, default=123) == (4 * MB + 2 * MB) / 2
+
+
+def test_a_job_bigger_than_the_whole_pool_never_blocks_the_queue():
+    recs = records((1, "192M"), (2, "8M"))  # two nodes of 64M: 128M at most
+    events = plan(queue(1, 2), recs, NODES, POLICY, now=1.0)
+    assert kinds(events) == [(1, "TooBig"), (2, "OnDeck")]
+    from flux_rsa.core import process
+
+    rec, _ = process(recs[1], events[0][1])
+    assert rec.failed and rec.error.startswith("needs 192M of RAM disk; the RSA pool holds at most 128M")

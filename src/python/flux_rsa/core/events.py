@@ -121,6 +121,13 @@ class Timeout(Event):
 
 
 @dataclass(frozen=True)
+class TooBig(Event):
+    """The job needs more RAM disk than the whole pool has."""
+
+    largest: int  # bytes the pool can ever give one job
+
+
+@dataclass(frozen=True)
 class Retry(Event):
     """`flux rsa retry`: stage out a HELD job again."""
 

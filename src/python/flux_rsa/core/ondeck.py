@@ -133,6 +133,7 @@ def window(rec, policy, rate):
 class Decision:
     ondeck: set
     revoke: set
+    never: set  # candidates that can never fit the whole pool
 
 
 def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
@@ -158,7 +159,9 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
         t = p.t_estimate if p.t_estimate is not None else now
         return (max(t, now), position[p.jobid])
 
-    candidates = sorted((p for p in order if candidate(p)), key=start_key)
+    whole = policy.node_granules * len(nodes)
+    never = {p.jobid for p in order if candidate(p) and policy.granules(records[p.jobid].need) > whole}
+    candidates = sorted((p for p in order if candidate(p) and p.jobid not in never), key=start_key)
     key = {p.jobid: start_key(p) for p in candidates}
     ledger = Ledger(nodes, policy, drained)
     # fixed: capacity of jobs that are not pending, or already being revoked
@@ -203,7 +206,7 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
     for jobid, rec in movable.items():
         if jobid in key:
             ondeck.add(jobid)
-    return Decision(ondeck, revoke)
+    return Decision(ondeck, revoke, never)
 
 
 def select(pending, records, nodes, policy, now, rate=0.0, drained=()):
@@ -216,9 +219,13 @@ def plan(pending, records, nodes, policy, now, rate=0.0, drained=()):
     d = decide(pending, records, nodes, policy, now, rate, drained)
     pending_ids = {p.jobid for p in pending}
     out = []
+    largest = policy.node_granules * len(nodes) * policy.granule
     for jobid in sorted(records):
         rec = records[jobid]
         if jobid not in pending_ids:
+            continue
+        if jobid in d.never:
+            out.append((jobid, E.TooBig(now, largest)))
             continue
         if rec.job_state in (J.PENDING, J.DEMOTED) and jobid in d.ondeck:
             out.append((jobid, E.OnDeck(now)))

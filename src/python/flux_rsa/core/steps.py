@@ -61,15 +61,25 @@ def forget_holder(rec, ev):
 
 
 def lost(rec, ev):
-    """The holder died under us: its RAM disk (and anything on it) is gone."""
-    had_output = rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is None
+    """The holder died under us: its RAM disk (and anything on it) is gone.
+    Outputs on it are lost (said loudly); otherwise a new reservation is
+    tried, up to stage-retries times, before the job uses its directories."""
+    had_output = rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is not True
     error = ev.error or "the RAM-disk holder ended unexpectedly"
+    if rec.stage_dir is not None:  # a stage on the lost RAM disk: forget it
+        rec, stop = abandon_stage(rec, ev)
+        lost_rec, acts = lost(rec, ev)
+        return lost_rec, stop + acts
     if had_output and rec.rsa_state in (S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED):
         error = f"RAM disk lost before its outputs were staged out: {error}"
         return _set(rec, error=error, failed=True, output_home=False), [
             A.PostEvent(rec.jobid, "error", {"error": error})
         ]
-    return _set(rec, error=error, failed=True), []
+    attempts = rec.attempts + 1
+    failed = attempts > rec.limits.stage_retries
+    if failed:
+        error = f"{error} ({attempts} times: the job uses its directories directly)"
+    return _set(rec, error=error, failed=failed, attempts=attempts), []
 
 
 def reset(rec, ev):
@@ -158,6 +168,17 @@ def held(rec, ev):
 
 def clear_error(rec, ev):
     return _set(rec, error=None, output_home=None), []
+
+
+def too_big(rec, ev):
+    from flux_rsa.core.units import format_size
+
+    error = (
+        f"needs {format_size(rec.need)} of RAM disk; the RSA pool holds at most "
+        f"{format_size(ev.largest)}: the job uses its directories directly "
+        "(ask for less with rsa.capacity)"
+    )
+    return _set(rec, failed=True, error=error), []
 
 
 def manual_retry(rec, ev):

@@ -153,17 +153,21 @@ EVENT_ROWS = {
     E.HolderAllocated: [
         Row(states(S.REQUESTED), always, S.ASSIGNED, (do.take_holder,)),
         Row(states(S.TEARDOWN), always, SAME, (do.take_holder,)),
+        # a new pool adopting this RAM disk after a restart
+        Row(LIVE_RAMDISK, always, SAME, (do.take_holder,)),
         # the pool reported this holder gone too early: it is not, cancel it again
         Row(GONE, always, SAME, (do.cancel_holder,)),
     ],
     E.HolderStarted: [
         Row(states(S.ASSIGNED), always, S.BOOTING, ()),
         Row(states(S.TEARDOWN), always, SAME, ()),
+        Row(LIVE_RAMDISK, always, SAME, ()),
         Row(GONE, always, SAME, (do.cancel_holder,)),
     ],
     E.RamdiskBuilt: [
         Row(states(S.ASSIGNED, S.BOOTING), always, S.BOOTED, (do.take_ramdisk,)),
         Row(states(S.TEARDOWN), always, SAME, (do.take_ramdisk,)),
+        Row(LIVE_RAMDISK, always, SAME, (do.take_ramdisk,)),
         Row(GONE, always, SAME, (do.cancel_holder,)),
     ],
     E.HolderEnded: [
@@ -197,6 +201,7 @@ EVENT_ROWS = {
         Row(ANY, always, SAME, ()),
     ],
     E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
+    E.TooBig: [Row(ANY, always, SAME, (do.too_big,))],
     E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
     # a deadline (machine.py ignores one for a state the job has left)
     E.Timeout: [

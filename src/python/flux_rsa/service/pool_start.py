@@ -19,6 +19,7 @@ class PoolKeeper:
         self.jobid = None
         self.next_try = 0.0
         self.backoff = BACKOFF_MIN
+        self.relaunch = False  # after a pool ended: only RSA nodes that are up
 
     def start(self):
         h, log = self.service.h, self.service.log
@@ -39,7 +40,8 @@ class PoolKeeper:
             return
         try:
             self.jobid = launch.launch(self.service.h, self.service.policy,
-                                       notify_topic=protocol.NOTIFY_TOPIC, env=dict(os.environ))
+                                       notify_topic=protocol.NOTIFY_TOPIC, env=dict(os.environ),
+                                       include_down=not self.relaunch)
             self.service.log.info(f"rsa: launched the RSA pool as job {flux.job.JobID(self.jobid).f58}")
         except (OSError, launch.PoolError) as exc:
             self.retry_later(f"cannot launch the RSA pool: {exc}")
@@ -53,6 +55,7 @@ class PoolKeeper:
         if jobid != self.jobid:
             return
         self.jobid = None
+        self.relaunch = True
         self.service.pool.down()
         self.retry_later(f"the RSA pool {flux.job.JobID(jobid).f58} ended ({why})")
 

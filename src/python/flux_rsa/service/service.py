@@ -28,6 +28,8 @@ from flux_rsa.service.jobs import Tracker, ended_from_eventlog
 from flux_rsa.service.pool import PoolLink
 
 S = RsaState
+#: rsa-states whose RAM disk may hold outputs not yet home: kept through a restart
+KEEP_STATES = frozenset({S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED})
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
 LATENCY_SAMPLES = 20000
@@ -189,6 +191,10 @@ class Service:
             return
         if kind == protocol.PURGE_END and not payload.get("ok"):
             self.log.warning(f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}")
+        elif kind == protocol.NODE_STATE:
+            self.log.warning(f"rsa: RSA node {payload.get('host')} is {payload.get('state')}")
+        elif kind == protocol.DISCARD_END and not payload.get("ok"):
+            self.log.error(f"rsa: removing kept RAM disk {payload.get('path')} failed: {payload.get('error')}")
         found = wire.event(payload, time.time())
         if found is not None:
             jobid, event = found
@@ -226,8 +232,22 @@ class Service:
         self.pool.rpc(protocol.LIST).then(listed)
 
     def reconciled(self, listing):
-        """Cancel what the pool runs for nobody; learn what it lost."""
+        """Cancel what the pool runs for nobody; adopt the RAM disks kept
+        through a restart (or discard them); learn what the pool lost."""
         holders = {(h["jobid"], h["gen"]) for h in listing.get("holders", [])}
+        for kept in listing.get("kept", []):
+            if kept.get("adopting"):
+                holders.add((kept["jobid"], kept["gen"]))
+                continue
+            rec = self.records.get(kept["jobid"])
+            if rec is not None and rec.gen == kept["gen"] and rec.rsa_state in KEEP_STATES:
+                self.log.info(f"rsa: adopting the RAM disk {kept['path']} kept for job {rec.jobid}")
+                self.pool.call(protocol.HOLD, {"jobid": rec.jobid, "gen": rec.gen, "need": rec.need,
+                                               "userid": rec.userid, "adopt": kept["path"]})
+                holders.add((rec.jobid, rec.gen))
+            else:
+                self.log.info(f"rsa: discarding the kept RAM disk {kept['path']} (nobody needs it)")
+                self.pool.call(protocol.DISCARD, {"path": kept["path"]})
         stages = {(s["jobid"], s["seq"]) for s in listing.get("stages", [])}
         wanted_holders = {(r.jobid, r.gen) for r in self.records.values() if r.rsa_state in HOLDING}
         wanted_stages = {
@@ -240,10 +260,13 @@ class Service:
             self.pool.call(protocol.CANCEL, {"jobid": jobid, "gen": gen})
         for jobid, seq in stages - wanted_stages:
             self.pool.call(protocol.STOP, {"jobid": jobid, "seq": seq})
-        lost = (S.BOOTED, S.READY, S.ABORTED, S.INUSE_IN, S.INUSE_OUT, S.HELD)
         for rec in list(self.records.values()):
-            if rec.rsa_state in lost and (rec.jobid, rec.gen) not in holders:
-                self.apply(rec.jobid, E.HolderEnded(time.time(), rec.gen, "the RAM-disk holder vanished while the service was away"))
+            if rec.rsa_state not in HOLDING or (rec.jobid, rec.gen) in holders:
+                continue
+            if rec.rsa_state is S.REQUESTED:
+                continue  # its hold was (re)sent: the pool makes it
+            why = None if rec.rsa_state is S.TEARDOWN else "the RSA pool restarted without this RAM disk"
+            self.apply(rec.jobid, E.HolderEnded(time.time(), rec.gen, why))
 
     # --- job-manager asks ---
 
@@ -371,6 +394,15 @@ class Service:
         for rec in final[:excess]:
             del self.records[rec.jobid]
             self.store.remove(rec.jobid)
+
+    def keep_list(self):
+        """Holders whose RAM disks must survive a pool shutdown (restart)."""
+        out = []
+        for rec in self.records.values():
+            env = rec.env
+            if rec.rsa_state in KEEP_STATES and env is not None and env.out_on_ramdisk and rec.output_home is not True:
+                out.append({"jobid": rec.jobid, "gen": rec.gen})
+        return out
 
     # --- requests from people ---
 

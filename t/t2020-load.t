@@ -1,0 +1,65 @@
+#!/bin/sh
+test_description='2,000 queued RSA jobs and a burst of cancels stall nothing
+
+The service keeps answering while the jobs are submitted and cancelled,
+and every record reaches a final state within a bounded time.'
+
+. $(dirname $0)/sharness-rsa.sh
+
+test_under_rsa_instance
+
+count=2000
+
+test_expect_success 'setup: inputs, the compute nodes busy' '
+	rsa_wait_pool 60 &&
+	mkdir in out && echo data >in/file &&
+	blocker=$(flux submit -N2 sleep inf) &&
+	flux job wait-event -t 30 $blocker start
+'
+test_expect_success "$count RSA jobs are queued" '
+	flux submit --cc=1-$count --quiet --setattr=rsa.data_in="$PWD/in" \
+		--setattr=rsa.data_out="$PWD/out" --setattr=rsa.capacity=4M \
+		--setattr=system.exec.test.run_duration=0.01s true &&
+	flux jobs -n --count=0 -f pending -o "{id}" >pending &&
+	test $(wc -l <pending) -eq $count
+'
+test_expect_success 'the service answers within a second while it takes them in' '
+	start=$(date +%s.%N) &&
+	flux rsa stats >stats.json &&
+	end=$(date +%s.%N) &&
+	flux python -c "assert $end - $start < 1.0, $end - $start"
+'
+test_expect_success 'every job has its record; the first ones are staged' '
+	i=0 &&
+	while test "$(flux rsa stats | flux python -c "import json,sys; print(json.load(sys.stdin)[\"records\"])")" -lt $count; do
+		i=$((i + 1)) && test $i -lt 300 && sleep 0.2 || return 1
+	done &&
+	flux rsa status -n -o "{rsa_state}" >states &&
+	grep -c READY states
+'
+test_expect_success 'a burst of cancels' '
+	flux cancel --quiet $(cat pending)
+'
+test_expect_success 'every record reaches a final state within 3 minutes' '
+	i=0 &&
+	while flux rsa status -n -o "{id.f58} {job_state} {rsa_state} {note}" >remaining && test -s remaining; do
+		i=$((i + 1)) && test $i -lt 900 && sleep 0.2 || {
+			head remaining; return 1; }
+	done
+'
+test_expect_success 'the service still answers; nothing is held in the pool' '
+	flux rsa stats >after.json &&
+	flux python -c "
+import json
+s = json.load(open(\"after.json\"))
+print(s[\"latency_ms\"], s[\"maxrss_kb\"], s[\"states\"])
+assert set(s[\"states\"]) <= {\"INITIAL\", \"DESTROYED\", \"INELIGIBLE\"}, s[\"states\"]
+" &&
+	test -z "$(rsa_ramdisks)" &&
+	flux rsa pool -o json >pool.json &&
+	flux python -c "
+import json
+assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
+"
+'
+test_done
