@@ -34,6 +34,7 @@ SCHEMA = {
         "provider": {"enum": ["tmpfs", "dir"], "description": '"tmpfs" or "dir"'},
         "ramdisk-root": {"type": "string", "pattern": "^/", "description": "an absolute directory on the RSA nodes"},
         "property": {"type": "string", "minLength": 1, "description": "the resource property of RSA nodes"},
+        "queue": {"type": "string", "minLength": 1, "description": "the name of the queue of the RSA nodes"},
         "stage-workers": {"type": "integer", "minimum": 0, "description": "copy workers per RSA node (0: one per core)"},
         "pool-cores": {"type": "integer", "minimum": 2, "description": "virtual cores per RSA node in the pool"},
         "keep": {"type": "integer", "minimum": 0, "description": "records of ended jobs kept for `flux rsa status`"},
@@ -70,6 +71,7 @@ class Policy:
     provider: str = "tmpfs"
     ramdisk_root: str = "/var/lib/flux-rsa"
     node_property: str = "rsa"  # config key: property
+    queue: str = ""  # the queue the pool is submitted to ("": the default queue)
     stage_workers: int = 0
     pool_cores: int = 64
     keep: int = 1000

@@ -95,6 +95,9 @@ def jobspec(policy, nnodes, notify_topic=protocol.NOTIFY_TOPIC, env=None, python
     if hosts is not None:
         constraint = {"and": [constraint, {"hostlist": [str(hosts)]}]}
     js.setattr("system.constraints", constraint)
+    if policy.queue:
+        # a site keeps its RSA nodes in their own queue, out of everyone else's way
+        js.setattr("system.queue", policy.queue)
     return js
 
 

@@ -195,6 +195,11 @@ class Service:
             self.log.warning(f"rsa: RSA node {payload.get('host')} is {payload.get('state')}")
         elif kind == protocol.DISCARD_END and not payload.get("ok"):
             self.log.error(f"rsa: removing kept RAM disk {payload.get('path')} failed: {payload.get('error')}")
+        if kind == protocol.HOLDER_END and payload.get("kept"):
+            # kept through a pool shutdown: the RAM disk lives on, to be
+            # adopted by the next pool (reconciled())
+            self.log.info(f"rsa: job {payload.get('jobid')}: RAM disk {payload['kept']} kept for the next pool")
+            return
         found = wire.event(payload, time.time())
         if found is not None:
             jobid, event = found

@@ -1,0 +1,109 @@
+#!/bin/sh
+test_description='a full instance restart loses no file and leaks nothing
+
+The instance (persistent content store) is stopped while jobs are in
+STAGING_OUT, HELD, INUSE_OUT, READY and STAGING_IN, and started again:
+RAM disks holding outputs are kept through the restart and adopted;
+inputs are staged again; every job ends correctly and every file arrives.'
+
+. $(dirname $0)/sharness-rsa.sh
+
+if test "$(id -u)" -ne 0; then
+	skip_all="keeping tmpfs RAM disks through a restart needs root"
+	test_done
+fi
+
+state="$PWD/state"
+root=$(mktemp -d /tmp/rsa-restart-root.XXXXXX)
+mkdir -p conf
+printf '[rsa]\nramdisk-root = "%s"\nretry-backoff = "1s"\n' "$root" >conf/rsa.toml
+
+run_phase() {
+	"$RSA_BUILDDIR"/t/rsa-instance --statedir "$state" --config "$PWD/conf" -- sh "$@"
+}
+
+# wait_state JOBID STATE: poll flux rsa status (inside an instance)
+cat >wait_state.sh <<'EOF2'
+wait_state() {
+	i=0
+	while test "$(flux rsa status -a -n -o "{rsa_state}" $1)" != $2; do
+		i=$((i + 1)); test $i -lt 600 || { echo "$1 is not $2" >&2; return 1; }; sleep 0.1
+	done
+}
+EOF2
+
+test_expect_success 'inputs, gates and a stage-out that fails until fixed' '
+	for j in x y z w v; do rsa_make_tree "$PWD/in-$j" && mkdir out-$j || return 1; done &&
+	gate_out=$(rsa_gate_out gateout) &&
+	gate_in=$(rsa_gate_in gatein) &&
+	cat >fussy.sh <<-EOF2 &&
+	#!/bin/sh
+	test -e "$PWD/fixed" || { echo "\$2: not ready (create $PWD/fixed)" >&2; exit 1; }
+	cp -a "\$1/." "\$2/"
+	EOF2
+	chmod +x fussy.sh
+'
+test_expect_success 'first life: jobs in STAGING_OUT, HELD, INUSE_OUT, READY, STAGING_IN' '
+	cat >phase1.sh <<-EOF2 &&
+	set -e
+	. "$PWD/wait_state.sh"
+	flux rsa pool --wait=60 >/dev/null
+	common="--setattr=rsa.capacity=16M --setattr=rsa.on_late=wait"
+	copy="cp -a \\\$RSA_DATA_IN/. \\\$RSA_DATA_OUT/"
+	x=\$(flux submit -N1 \$common --setattr=rsa.data_in="$PWD/in-x" --setattr=rsa.data_out="$PWD/out-x" \\
+		--setattr=rsa.stage_out="$gate_out" sh -c "\$copy")
+	y=\$(flux submit -N1 \$common --setattr=rsa.data_in="$PWD/in-y" --setattr=rsa.data_out="$PWD/out-y" \\
+		--setattr=rsa.stage_out="$PWD/fussy.sh" sh -c "\$copy")
+	wait_state \$y HELD
+	z=\$(flux submit -N1 \$common --setattr=rsa.data_in="$PWD/in-z" --setattr=rsa.data_out="$PWD/out-z" \\
+		sh -c "\$copy && flux rsa release-input && sleep inf")
+	b=\$(flux submit -N1 -t 30m sleep inf)
+	w=\$(flux submit -N1 \$common --setattr=rsa.data_in="$PWD/in-w" --setattr=rsa.data_out="$PWD/out-w" \\
+		sh -c "\$copy")
+	v=\$(flux submit -N1 \$common --setattr=rsa.data_in="$PWD/in-v" --setattr=rsa.data_out="$PWD/out-v" \\
+		--setattr=rsa.stage_in="$gate_in" sh -c "\$copy")
+	echo "\$x \$y \$z \$w \$v" >"$PWD/ids"
+	wait_state \$x STAGING_OUT
+	wait_state \$z INUSE_OUT
+	wait_state \$w READY
+	wait_state \$v STAGING_IN
+	flux rsa status -a
+	EOF2
+	run_phase phase1.sh >phase1.out 2>&1 || { cat phase1.out; false; } &&
+	cat phase1.out
+'
+test_expect_success 'between lives: the RAM disks with outputs are still mounted' '
+	grep " $root/" /proc/mounts >mounts &&
+	cat mounts &&
+	test $(wc -l <mounts) -eq 3
+'
+test_expect_success 'second life: every job ends correctly' '
+	cat >phase2.sh <<-EOF2 &&
+	set -e
+	. "$PWD/wait_state.sh"
+	flux rsa pool --wait=90 >/dev/null
+	read x y z w v <"$PWD/ids"
+	flux rsa status -a
+	touch "$PWD/gateout.open" "$PWD/gatein.open" "$PWD/fixed"
+	wait_state \$y HELD
+	flux rsa retry \$y
+	for j in \$x \$y \$z \$w \$v; do flux rsa wait -t 120 \$j; done
+	flux rsa status -a
+	flux rsa pool -o json >"$PWD/pool.json"
+	EOF2
+	run_phase phase2.sh >phase2.out 2>&1 || { cat phase2.out; false; } &&
+	cat phase2.out
+'
+test_expect_success 'every file arrived' '
+	for j in x y z w v; do rsa_same_tree in-$j out-$j || return 1; done
+'
+test_expect_success 'nothing leaks: no mount, no RAM disk, no capacity held' '
+	test_must_fail grep " $root/" /proc/mounts &&
+	test -z "$(find "$root" -mindepth 1 -maxdepth 1)" &&
+	"${PYTHON:-python3}" -c "
+import json
+assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
+" &&
+	rmdir "$root"
+'
+test_done
