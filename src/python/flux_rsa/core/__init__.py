@@ -2,7 +2,7 @@
 joins them.  No Flux, no clock, no files: the service feeds it."""
 
 from flux_rsa.core.config import BadConfig, Policy
-from flux_rsa.core.machine import IllegalEvent, accepts, admit, process
+from flux_rsa.core.machine import IllegalEvent, accepts, admit, process, settle
 from flux_rsa.core.record import Env, Progress, Record, Request
 from flux_rsa.core.request import BadRequest, parse_request
 from flux_rsa.core.states import JobState, RsaState
@@ -22,4 +22,5 @@ __all__ = [
     "admit",
     "parse_request",
     "process",
+    "settle",
 ]

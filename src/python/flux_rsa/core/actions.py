@@ -23,6 +23,7 @@ class RequestCapacity(Action):
     gen: int
     need: int
     userid: int
+    prefer: tuple = ()  # hosts holding a staged copy of data_in (set by the service: core.reuse)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,16 @@ class StartStage(Action):
     verify: str
     nodes: tuple
     size: int = 0  # bytes expected (the reservation), for estimates and simulation
+    replica: Optional[str] = None  # a staged copy of src on the node (set by the service: core.reuse)
+
+
+@dataclass(frozen=True)
+class Measure(Action):
+    """Measure ``path`` (data_in) as the job owner; answered by Measured."""
+
+    path: str
+    userid: int
+    seq: int = 1
 
 
 @dataclass(frozen=True)

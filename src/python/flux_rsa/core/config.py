@@ -28,6 +28,9 @@ SCHEMA = {
         "lookahead": DURATION,
         "ondeck-depth": {"type": "integer", "minimum": 1, "description": "pending jobs looked at without estimates"},
         "keep-demoted": {"type": "boolean", "description": "true or false"},
+        "headroom": {"type": "number", "minimum": 0, "maximum": 1000,
+                     "description": "0 (off) or the factor applied to the size of data_in, such as 1.5"},
+        "reuse": {"type": "boolean", "description": "true or false"},
         "stage-rate": SIZE,
         "node-capacity": SIZE,
         "granule": SIZE,
@@ -65,6 +68,8 @@ class Policy:
     lookahead: float = 900.0
     ondeck_depth: int = 8
     keep_demoted: bool = True  # a demoted job keeps its data until the capacity is needed
+    headroom: float = 0.0  # >0: capacity = size of data_in x headroom (when rsa.capacity is unset)
+    reuse: bool = False  # stage-in copies a same-owner, unchanged data_in already staged on the node
     stage_rate: int = 200 * 2**20  # bytes/s assumed until stage-ins are measured
     node_capacity: int = 4 * 2**30
     granule: int = 2**30
@@ -118,6 +123,8 @@ class Policy:
             retry_backoff=self.retry_backoff,
             stage_timeout=self.stage_timeout,
             holder_timeout=self.holder_timeout,
+            headroom=self.headroom,
+            granule=self.granule,
         )
 
     def ineligible(self, nnodes, request):
@@ -145,6 +152,10 @@ class Policy:
         else:
             want = nnodes * self.node_capacity / self.proportion
         return max(1, math.ceil(want / self.granule)) * self.granule
+
+    def sizes_from_input(self, request):
+        """True when the reservation is sized from the measured data_in."""
+        return self.headroom > 0 and request.capacity is None and request.data_in is not None
 
     def granules(self, nbytes):
         return math.ceil(nbytes / self.granule)

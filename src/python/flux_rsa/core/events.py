@@ -90,6 +90,16 @@ class StageEnded(Event):
     seq: int
     ok: bool
     error: Optional[str] = None
+    reused: Optional[str] = None  # stage-in copied from this staged replica
+
+
+@dataclass(frozen=True)
+class Measured(Event):
+    """data_in was measured (as the job owner) for sizing the reservation."""
+
+    ok: bool
+    nbytes: int = 0
+    error: Optional[str] = None
 
 
 # --- timers and people -----------------------------------------------------

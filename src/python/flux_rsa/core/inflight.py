@@ -14,6 +14,8 @@ S = RsaState
 def reissue(rec):
     """The actions whose answers ``rec`` is still waiting for."""
     state = rec.rsa_state
+    if rec.measure == "asked":
+        return [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
     if state in (S.REQUESTED, S.ASSIGNED, S.BOOTING):
         return [A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)]
     if state is S.TEARDOWN:

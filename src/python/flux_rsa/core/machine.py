@@ -120,6 +120,7 @@ def admit(jobid, userid, nnodes, request, policy, t):
         nnodes=nnodes,
         request=policy.resolve(request),
         need=0 if reason else policy.need(nnodes, request),
+        measure="wanted" if not reason and policy.sizes_from_input(request) else "",
         rsa_state=RsaState.INELIGIBLE if reason else RsaState.INITIAL,
         reason=reason,
         limits=policy.limits(),

@@ -145,7 +145,7 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
 
     def candidate(p):
         rec = records.get(p.jobid)
-        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed or not rec.need:
+        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed or not rec.need or rec.measure:
             return False
         stay = HYSTERESIS if rec.job_state is J.ONDECK else 1.0
         if p.t_estimate is not None:

@@ -87,6 +87,8 @@ class Limits:
     retry_backoff: float = 5.0  # seconds before the first retry; doubles
     stage_timeout: float = 6 * 3600.0  # longest stage-in or stage-out
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
+    headroom: float = 0.0  # >0: the reservation is data_in's size times this
+    granule: int = 4 * 2**20  # reservations are whole granules
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -120,6 +122,8 @@ class Record:
     nnodes: int
     request: Request
     need: int = 0  # bytes of RAM disk to reserve
+    measure: str = ""  # sizing from data_in: "wanted", "asked"; "" when sized
+    input_bytes: Optional[int] = None  # measured size of data_in
     job_state: JobState = JobState.PENDING
     rsa_state: RsaState = RsaState.INITIAL
     reason: Optional[str] = None  # why INELIGIBLE, for `flux rsa status`
@@ -142,6 +146,7 @@ class Record:
     state_since: float = 0.0  # when the current rsa-state was entered
     restages: int = 0  # stage-ins started beyond the first
     output_home: Optional[bool] = None  # None until stage-out ends
+    reused: Optional[str] = None  # inputs copied from this replica, not data_in
     history: tuple = field(default=())  # Transition values, oldest first
 
     @property
@@ -170,6 +175,8 @@ class Record:
             "nnodes": self.nnodes,
             "request": self.request.to_dict(),
             "need": self.need,
+            "measure": self.measure,
+            "input_bytes": self.input_bytes,
             "job_state": self.job_state.value,
             "rsa_state": self.rsa_state.value,
             "reason": self.reason,
@@ -192,6 +199,7 @@ class Record:
             "state_since": self.state_since,
             "restages": self.restages,
             "output_home": self.output_home,
+            "reused": self.reused,
             "history": [tr.to_list() for tr in self.history],
         }
         return d
@@ -204,6 +212,8 @@ class Record:
             nnodes=d["nnodes"],
             request=Request.from_dict(d["request"]),
             need=d.get("need", 0),
+            measure=d.get("measure", ""),
+            input_bytes=d.get("input_bytes"),
             job_state=JobState(d["job_state"]),
             rsa_state=RsaState(d["rsa_state"]),
             reason=d.get("reason"),
@@ -226,5 +236,6 @@ class Record:
             state_since=d.get("state_since", 0.0),
             restages=d.get("restages", 0),
             output_home=d.get("output_home"),
+            reused=d.get("reused"),
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

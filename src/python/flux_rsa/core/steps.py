@@ -4,6 +4,7 @@ record.
 """
 
 import dataclasses
+import math
 
 from flux_rsa.core import actions as A
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
@@ -42,6 +43,25 @@ def request(rec, ev):
     gen = rec.gen + 1
     rec = _set(rec, gen=gen, error=None)
     return rec, [A.RequestCapacity(rec.jobid, gen=gen, need=rec.need, userid=rec.userid)]
+
+
+def measure(rec, ev):
+    """Size the reservation from data_in: ask the pool to measure it."""
+    return _set(rec, measure="asked"), [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
+
+
+def sized(rec, ev):
+    """data_in measured: reserve its size times the headroom (whole granules);
+    if it could not be measured, keep the proportional size and say why."""
+    from flux_rsa.core.units import format_size
+
+    if not ev.ok:
+        error = (f"measuring rsa.data_in failed ({ev.error}): reserving "
+                 f"{format_size(rec.need)} by the proportion rule instead")
+        return _set(rec, measure="", error=error), []
+    granule = rec.limits.granule
+    need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
+    return _set(rec, measure="", need=need, input_bytes=ev.nbytes), []
 
 
 def cancel_holder(rec, ev):
@@ -143,8 +163,12 @@ def give_up(rec, ev):
 
 
 def staged_in(rec, ev):
-    rec = _set(rec, attempts=0, retry_pending=False)
-    acts = [A.PostEvent(rec.jobid, "staged-in", {"ramdisk": rec.ramdisk, "nodes": list(rec.nodes)})]
+    reused = getattr(ev, "reused", None)
+    rec = _set(rec, attempts=0, retry_pending=False, reused=reused)
+    context = {"ramdisk": rec.ramdisk, "nodes": list(rec.nodes)}
+    if reused:
+        context["reused"] = reused
+    acts = [A.PostEvent(rec.jobid, "staged-in", context)]
     if rec.limits.lock_in and rec.request.has_stage_in:
         acts.append(A.LockIn(rec.jobid))
     return rec, acts

@@ -101,6 +101,19 @@ def can_stage(rec):
     return not rec.failed
 
 
+def sized(rec):
+    """The reservation's size is known (no data_in measurement outstanding)."""
+    return not rec.measure
+
+
+def measure_wanted(rec):
+    return rec.measure == "wanted"
+
+
+def measure_asked(rec, ev):
+    return rec.measure == "asked"
+
+
 def not_backing_off(rec):
     return not rec.retry_pending
 
@@ -202,6 +215,7 @@ EVENT_ROWS = {
     ],
     E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
     E.TooBig: [Row(ANY, always, SAME, (do.too_big,))],
+    E.Measured: [Row(ANY, measure_asked, SAME, (do.sized,)), Row(ANY, always, SAME, ())],
     E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
     # a deadline (machine.py ignores one for a state the job has left)
     E.Timeout: [
@@ -233,8 +247,10 @@ PASS_ROWS = [
     PassRow(RUN, states(S.ABORTED), out_only, S.INUSE_OUT, (do.purge_input,)),
     PassRow(RUN, states(S.STAGING_IN), given, S.STOPPING, (do.stop_stage,)),
     PassRow(RUN, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, given, S.TEARDOWN, (do.cancel_holder,)),
+    # -- sizing from data_in (headroom): measure it first --
+    PassRow(PRE_RUN | RUN, states(S.INITIAL), measure_wanted, SAME, (do.measure,)),
     # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
-    PassRow(ONDECK_OR_RUN, states(S.INITIAL), lambda r: advancing(r) and can_stage(r), S.REQUESTED, (do.request,)),
+    PassRow(ONDECK_OR_RUN, states(S.INITIAL), lambda r: advancing(r) and can_stage(r) and sized(r), S.REQUESTED, (do.request,)),
     PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and has_input(r), S.STAGING_IN, (do.stage_in,)),
     PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and no_input(r), S.READY, (do.staged_in,)),
     PassRow(ONDECK_OR_RUN, states(S.ABORTED), lambda r: advancing(r) and has_input(r) and not_backing_off(r), S.STAGING_IN, (do.stage_in,)),

@@ -301,12 +301,31 @@ class Agent:
             else:
                 self._refuse_over_kept(p)
                 js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
-                                     p["userid"], len(self.hosts), self.environment)
+                                     p["userid"], len(self.hosts), self.environment,
+                                     rank=self._preferred_rank(p))
                 self.holders[key] = Holder(self, js, *key)
         elif holder.done():
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error(),
                         kept=holder.kept_path())
         return {}
+
+    def _preferred_rank(self, p):
+        """The first preferred host where a one-node reservation surely fits
+        now (no holder is still waiting for its allocation), else None."""
+        nodes, granules = jobspecs.layout(p["need"], self.policy, len(self.hosts))
+        live = [h for h in self.holders.values() if not h.done()]
+        if nodes != 1 or not p["prefer"] or any(not h.granted_by_rank() for h in live):
+            return None
+        used = {}
+        for h in live:
+            for rank, n in h.granted_by_rank().items():
+                used[rank] = used.get(rank, 0) + n
+        for host in p["prefer"]:
+            rank = next((r for r, name in self.hosts.items() if name == host), None)
+            if (rank is not None and rank not in self.nodes.drained
+                    and self.policy.node_granules - used.get(rank, 0) >= granules):
+                return rank
+        return None
 
     def _refuse_over_kept(self, p):
         path = os.path.join(self.policy.ramdisk_root, jobspecs.ramdisk_name(p["jobid"], p["gen"]))
@@ -373,7 +392,8 @@ class Agent:
             self.stages[key] = Stage(self, js, *key)
         elif stage.ended:
             ok, error = stage.outcome()
-            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=ok, error=error)
+            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=ok, error=error,
+                        reused=stage.reused)
         return {}
 
     def do_stop(self, msg, p):
@@ -381,7 +401,8 @@ class Agent:
         stage = self.stages.get(key)
         if stage is None or stage.ended:
             ok, error = stage.outcome() if stage else (False, "stopped")
-            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=ok, error=error)
+            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=ok, error=error,
+                        reused=stage.reused if stage else None)
         else:
             stage.stop()
         return {}

@@ -100,11 +100,12 @@ def holder_command(python, policy, jobid, gen, size, userid, adopt=None):
 
 
 def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
-           adopt_rank=None, adopt_bytes=0):
+           adopt_rank=None, adopt_bytes=0, rank=None):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
     first node's builds the RAM disk, the others only hold capacity).
     Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big) places the
-    holder on its node, pool rank ``adopt_rank``."""
+    holder on its node, pool rank ``adopt_rank``; ``rank`` places a new
+    one-node holder on that pool rank (next to a staged copy of its data)."""
     if adopt is None:
         nodes, granules = layout(need, policy, nnodes)
     else:
@@ -112,7 +113,7 @@ def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=
     command = holder_command(python, policy, jobid, gen, granules * policy.granule, userid,
                              adopt)
     jobspec = _jobspec(command, holder_name(jobid, gen), environment, nodes=nodes,
-                       memory=granules, rank=adopt_rank)
+                       memory=granules, rank=adopt_rank if adopt_rank is not None else rank)
     if policy.simulate_rate > 0:
         _simulate(jobspec, None)  # runs until it is killed
     else:
@@ -143,6 +144,8 @@ def stage_command(python, request, workers=0):
                "--verify", request["verify"]]
     if workers:
         options += ["--workers", str(workers)]
+    if request.get("replica") and method is None and direction == "in":
+        options += ["--replica", request["replica"]]
     return [python, *STAGER, *args, *options]
 
 

@@ -57,7 +57,7 @@ NOTIFY_FIELDS = {
     RAMDISK_BUILT: ("jobid", "gen", "path"),
     HOLDER_END: ("jobid", "gen", "error", "kept"),
     STAGE_PROGRESS: ("jobid", "seq", "progress"),
-    STAGE_END: ("jobid", "seq", "ok", "error"),
+    STAGE_END: ("jobid", "seq", "ok", "error", "reused"),
     PURGE_END: ("jobid", "ok", "error"),
     MEASURE_END: ("jobid", "seq", "ok", "bytes", "files", "error"),
     DISCARD_END: ("path", "ok", "error"),
@@ -80,12 +80,16 @@ class Optional:
 FIELDS = {
     HOLD: {"jobid": int, "gen": int, "need": int, "userid": int,
            # a kept RAM disk of this jobid (from `list`'s kept) to take over
-           "adopt": Optional((str, type(None)), None)},
+           "adopt": Optional((str, type(None)), None),
+           # hosts holding a staged copy of the job's data_in: place it there if it fits
+           "prefer": Optional(list, [])},
     CANCEL: {"jobid": int, "gen": int},
     STAGE: {"jobid": int, "seq": int, "direction": str, "src": str, "dst": str,
             "method": (str, type(None)), "userid": int, "verify": str, "nodes": list,
             # bytes expected (a simulated stage lasts size / simulate_rate)
-            "size": Optional(int, 0)},
+            "size": Optional(int, 0),
+            # a staged copy of src on this node to copy from if it still matches src
+            "replica": Optional((str, type(None)), None)},
     STOP: {"jobid": int, "seq": int},
     PURGE: {"jobid": int, "path": str, "data_in": (str, type(None)), "userid": int,
             "nodes": list},

@@ -29,6 +29,7 @@ class Stage(Subjob):
         self.last_sent = 0.0
         self.timer = None
         self.end_sent = False
+        self.reused = None  # the replica the stager copied from, if any
         super().__init__(agent, jobspec)
 
     @property
@@ -53,6 +54,8 @@ class Stage(Subjob):
             msg = json.loads(line)
         except ValueError:
             return
+        if isinstance(msg, dict) and isinstance(msg.get("reused"), str):
+            self.reused = msg["reused"]
         if isinstance(msg, dict) and "bytes_done" in msg:
             self.progress = protocol.progress_fields(msg)
             self._send_progress()
@@ -87,7 +90,8 @@ class Stage(Subjob):
             self.end_sent = True
             ok, error = self.outcome()
             jobid, seq = self.key
-            self.agent.notify(protocol.STAGE_END, jobid=jobid, seq=seq, ok=ok, error=error)
+            self.agent.notify(protocol.STAGE_END, jobid=jobid, seq=seq, ok=ok, error=error,
+                              reused=self.reused)
             self.agent.forget(self)
 
     def describe(self):

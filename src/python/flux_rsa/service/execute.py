@@ -23,6 +23,7 @@ class Executor:
             A.StartStage: self.pool_action,
             A.StopStage: self.pool_action,
             A.PurgeInput: self.pool_action,
+            A.Measure: self.pool_action,
             A.ReplyStart: self.reply_start,
             A.StartTimer: self.start_timer,
             A.LockIn: self.lock_in,

@@ -17,9 +17,10 @@ import flux.job
 import flux.kvs
 from flux.job import JournalConsumer
 
-from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, parse_request, process
+from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, parse_request, process, settle
 from flux_rsa.core import events as E
-from flux_rsa.core import inflight, ondeck, rates
+from flux_rsa.core import actions as A
+from flux_rsa.core import inflight, ondeck, rates, reuse
 from flux_rsa.core.states import HOLDING, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
@@ -127,7 +128,8 @@ class Service:
         except BadRequest as exc:
             rec = admit(facts.jobid, facts.userid, facts.nnodes, parse_request(None), self.policy, t)
             rec = dataclasses.replace(rec, reason=str(exc))
-        self.commit(None, rec, [])
+        rec, actions = settle(rec, E.Event(t))  # e.g. measure data_in for sizing
+        self.commit(None, rec, actions)
         if facts.jobid in self.starts:
             self.starts.discard(facts.jobid)
             self.apply(facts.jobid, E.Starting(t))
@@ -357,8 +359,20 @@ class Service:
             if isinstance(action, tuple):
                 self.execute.post_state(action[1])
             else:
-                self.execute.run(action)
+                self.execute.run(self.reusing(action))
                 self.latency.append(time.time() - intake)
+
+    def reusing(self, action):
+        """With [rsa] reuse: point a stage-in at a staged copy of the same
+        data_in on its node, and place a reservation next to one."""
+        rec = self.records.get(action.jobid)
+        if not self.policy.reuse or rec is None:
+            return action
+        if isinstance(action, A.StartStage) and action.direction == "in" and action.method is None:
+            return dataclasses.replace(action, replica=reuse.replica(rec, self.records))
+        if isinstance(action, A.RequestCapacity):
+            return dataclasses.replace(action, prefer=tuple(reuse.holders_of(rec, self.records)))
+        return action
 
     def stats(self):
         """Figures for `flux rsa stats` and the scale benchmark."""

@@ -13,6 +13,7 @@ METHOD = {
     A.StartStage: P.STAGE,
     A.StopStage: P.STOP,
     A.PurgeInput: P.PURGE,
+    A.Measure: P.MEASURE,
 }
 
 PROGRESS = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
@@ -25,14 +26,15 @@ EVENT = {
     P.STAGE_PROGRESS: lambda t, m: E.StageProgress(
         t, m["seq"], Progress(**{k: (m.get("progress") or {}).get(k, 0) for k in PROGRESS})
     ),
-    P.STAGE_END: lambda t, m: E.StageEnded(t, m["seq"], bool(m["ok"]), m.get("error")),
+    P.STAGE_END: lambda t, m: E.StageEnded(t, m["seq"], bool(m["ok"]), m.get("error"), m.get("reused")),
+    P.MEASURE_END: lambda t, m: E.Measured(t, bool(m["ok"]), int(m.get("bytes") or 0), m.get("error")),
 }
 
 
 def request(action):
     """(method, payload) asking the pool to carry out a core action."""
     payload = dataclasses.asdict(action)
-    for key in ("nodes",):
+    for key in ("nodes", "prefer"):
         if key in payload:
             payload[key] = list(payload[key])
     return METHOD[type(action)], payload

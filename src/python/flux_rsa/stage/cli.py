@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from . import api, progress as progmod
+from . import api, identity, replica, progress as progmod
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, StageError
 
 EPILOG = """\
@@ -71,6 +71,10 @@ def parser():
     p.add_argument("--name", help="tar: archive name (default rsa-output.tar)")
     p.add_argument("--no-sync", action="store_true",
                    help="do not flush the destination file system at the end")
+    p.add_argument("--replica", metavar="DIR",
+                   help="copy: a staged copy of SRC (another job's RAM disk) to "
+                   "copy from instead, if it still matches SRC (names, types, "
+                   "sizes, modes, mtimes)")
     p.add_argument("--summary", action="store_true",
                    help="print a JSON summary of the run on stderr at the end")
     return p
@@ -96,14 +100,17 @@ def main(argv=None):
         return _usage("--name applies to tar only")
     if args.finalize and args.mode != "copy":
         return _usage("--finalize applies to copy only")
+    if args.replica and (args.mode != "copy" or args.shard != (0, 1)):
+        return _usage("--replica applies to an unsharded copy only")
     callbacks = []
     if args.progress_json:
         callbacks.append(progmod.json_printer())
     if args.progress:
         callbacks.append(progmod.HumanDisplay())
     try:
+        src = _source(args)
         result = api.run(
-            args.mode, args.src, dst, workers=args.workers,
+            args.mode, src, dst, workers=args.workers,
             verify=None if args.verify == "none" else args.verify,
             as_user=args.as_user, progress=progmod.tee(*callbacks),
             shard=args.shard, finalize=args.finalize, name=args.name,
@@ -121,6 +128,17 @@ def main(argv=None):
     if args.summary:
         print(json.dumps(result.as_dict()), file=sys.stderr)
     return EXIT_OK
+
+
+def _source(args):
+    """SRC, or the replica when it still matches SRC (compared as the user)."""
+    if not args.replica:
+        return args.src
+    identity.become(args.as_user)
+    if not replica.same_tree(args.src, args.replica):
+        return args.src
+    print(json.dumps({"reused": args.replica}), flush=True)
+    return args.replica
 
 
 def _usage(text):

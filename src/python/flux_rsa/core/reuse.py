@@ -1,0 +1,56 @@
+"""Reuse of staged inputs (the cache-affinity idea, seed 003; LSF's data
+cache): a job whose ``data_in`` is already on an RSA node, staged for
+another job of the same owner, copies it from that RAM disk instead of
+reading persistent storage again.
+
+Pure: which staged copy (a *replica*) a stage-in may start from.  The
+stager still compares the replica with ``data_in`` (names, types, sizes,
+modes, mtimes, as ``rsync -a`` does) and reads ``data_in`` itself when they
+differ, so a replica is only ever a faster source of the same bytes.
+"""
+
+from flux_rsa.core.record import IN_AREA
+from flux_rsa.core.states import RsaState
+
+S = RsaState
+
+#: the donor's staged inputs are on its RAM disk in these states
+INPUTS_PRESENT = frozenset({S.READY, S.INUSE_IN})
+#: after the job ended, until its RAM disk is torn down
+AFTER_END = frozenset({S.STAGING_OUT, S.HELD})
+
+
+def has_inputs(rec):
+    """True while ``rec``'s RAM disk holds a complete staged copy of data_in."""
+    if rec.ramdisk is None or rec.request.stage_in is not None:
+        return False  # a stage-in script's result is not a copy of data_in
+    if rec.rsa_state in INPUTS_PRESENT:
+        return True
+    if rec.rsa_state in AFTER_END:
+        staged = rec.env is not None and rec.env.staged_in
+        return staged and all(t.rsa_state is not S.INUSE_OUT for t in rec.history)
+    return False
+
+
+def replica(rec, records):
+    """The IN area of another job's RAM disk, on ``rec``'s first node, with
+    the same owner and data_in (None: copy from data_in)."""
+    if not rec.nodes or rec.request.stage_in is not None or rec.request.data_in is None:
+        return None
+    node = rec.nodes[0]
+    for other in sorted(records.values(), key=lambda r: r.jobid):
+        if (other.jobid != rec.jobid and other.userid == rec.userid
+                and other.request.data_in == rec.request.data_in
+                and other.nodes[:1] == (node,) and has_inputs(other)):
+            return f"{other.ramdisk}/{IN_AREA}"
+    return None
+
+
+def holders_of(rec, records):
+    """RSA nodes that hold a staged copy of ``rec``'s data_in (for placing
+    its reservation next to it)."""
+    if rec.request.data_in is None or rec.request.stage_in is not None:
+        return []
+    return sorted({o.nodes[0] for o in records.values()
+                   if o.jobid != rec.jobid and o.userid == rec.userid and o.nodes
+                   and o.request.data_in == rec.request.data_in and has_inputs(o)})
