@@ -90,6 +90,8 @@ test_expect_success 'second life: every job ends correctly' '
 	for j in \$x \$y \$z \$w \$v; do flux rsa wait -t 120 \$j; done
 	flux rsa status -a
 	flux rsa pool -o json >"$PWD/pool.json"
+	sleep 1
+	flux dmesg | grep " rsa\.\| rsa-pool" >"$PWD/dmesg2" || :
 	EOF2
 	run_phase phase2.sh >phase2.out 2>&1 || { cat phase2.out; false; } &&
 	cat phase2.out
@@ -98,6 +100,7 @@ test_expect_success 'every file arrived' '
 	for j in x y z w v; do rsa_same_tree in-$j out-$j || return 1; done
 '
 test_expect_success 'nothing leaks: no mount, no RAM disk, no capacity held' '
+	{ ! grep " $root/" /proc/mounts || cat dmesg2; } &&
 	test_must_fail grep " $root/" /proc/mounts &&
 	test -z "$(find "$root" -mindepth 1 -maxdepth 1)" &&
 	"${PYTHON:-python3}" -c "

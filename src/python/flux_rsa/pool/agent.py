@@ -187,6 +187,13 @@ class Agent:
         if holder.adopt is not None:
             self.kept.pop(holder.adopt, None)
 
+    def discard_kept(self, path):
+        """Remove a kept RAM disk an adopting holder gave up before taking it."""
+        try:
+            self.do_discard(None, {"path": path})
+        except protocol.BadRequest as exc:
+            log(f"kept RAM disk {path} left in place: {exc}")
+
     def discarded(self, path, error):
         self.discards.pop(path, None)
         if error is None:

@@ -205,6 +205,10 @@ class Holder(Subjob):
             return
         error = self.error()
         self.sent.add(protocol.HOLDER_END)
+        if self.adopt is not None and not self.keeping and self.adopt in self.agent.kept:
+            # cancelled before it took its kept RAM disk over: nobody holds
+            # that RAM disk any more, remove it
+            self.agent.discard_kept(self.adopt)
         self.agent.notify(protocol.HOLDER_END, jobid=jobid, gen=gen, error=error,
                           kept=self.kept_path())
         self.agent.forget(self)
