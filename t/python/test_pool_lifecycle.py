@@ -124,7 +124,7 @@ def test_a_full_queue_drops_progress_first_then_the_oldest():
     n = Notifier(FakeParent(), "rsa.pool-event", 7, logged.append, maxlen=3)
     n.send("holder-start", jobid=1, gen=1)  # in flight, never dropped
     n.send("stage-progress", jobid=1, seq=1, progress={})
-    n.send("stage-end", jobid=1, seq=1, ok=True, error=None)
+    n.send("stage-end", jobid=1, seq=1, ok=True, error=None, reused=None)
     n.send("holder-end", jobid=1, gen=1, error=None, kept=None)  # progress goes
     assert [p["kind"] for p in n.queue] == ["holder-start", "stage-end", "holder-end"]
     n.send("purge-end", jobid=1, ok=True, error=None)  # the oldest waiting goes
