@@ -38,7 +38,7 @@ test_expect_success 'every job has its record; the first ones are staged' '
 	grep -c READY states
 '
 test_expect_success 'a burst of cancels' '
-	flux cancel --quiet $(cat pending)
+	flux cancel --quiet $(cat pending) || { flux jobs -a -f inactive | head; flux jobs -a -f inactive -o "{id.f58} {result} {exception.note}" | head -3; false; }
 '
 test_expect_success 'every record reaches a final state within 3 minutes' '
 	i=0 &&
