@@ -396,10 +396,13 @@ class Copier:
 
     def finish_dirs(self):
         """Give every directory its final mode, owner and mtime, deepest
-        first (a child's utime does not touch its parent's mtime)."""
+        first (a child's utime does not touch its parent's mtime).  Not
+        DST itself: only its contents are copied, so data_out (or the RAM
+        disk) keeps its own mode and owner, and its mtime is never set to
+        the source's (creating entries in it updates it, as any write)."""
         if self.dst_root < 0:
             self.dst_root = _open_or_make_root(self.dst)
-        for d in reversed(self.plan.dirs):
+        for d in reversed(self.plan.dirs[1:]):
             path = fsutil.full(self.dst, d.rel)
             try:
                 fd = fsutil.open_dir(self.dst_root, d.rel)
