@@ -36,6 +36,14 @@ def _write_all(fd, data):
             n += os.write(fd, view[n:])
 
 
+def write_all_at(fd, data, offset):
+    """pwrite all of DATA at OFFSET."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
 def _kernel_copy(sfd, soff, dfd, doff, length):
     """Copy LENGTH bytes at SOFF in SFD to DOFF in DFD inside the kernel.
     copy_file_range works within one file system; across file systems
