@@ -490,17 +490,7 @@ class Copier:
         name = None  # the temporary name, when O_TMPFILE is not used
         reading = True
         try:
-            dfd = -1
-            if self.tmpfile:
-                try:
-                    dfd = os.open(b".", TMPFILE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
-                except OSError as exc:
-                    if exc.errno not in _NO_TMPFILE:
-                        raise
-                    self.tmpfile = False  # e.g. another file system under DST
-            if dfd < 0:
-                name = self._tmp()
-                dfd = os.open(name, CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+            dfd, name = self._create(f, ddir)
         except OSError as exc:
             raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
         try:
@@ -537,6 +527,20 @@ class Copier:
                 raise from_oserror(
                     exc, fsutil.full(self.dst, self.plan.rel(f))) from None
             raise
+
+    def _create(self, f, ddir):
+        """The file to write F into: unnamed (O_TMPFILE) where the file
+        system can, else a new temporary name.  Returns (fd, name or None)."""
+        if self.tmpfile:
+            try:
+                return os.open(b".", TMPFILE_FLAGS, f.mode & 0o7777,
+                               dir_fd=ddir), None
+            except OSError as exc:
+                if exc.errno not in _NO_TMPFILE:
+                    raise
+                self.tmpfile = False  # e.g. another file system under DST
+        name = self._tmp()
+        return os.open(name, CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir), name
 
     def _name_tmpfile(self, dfd, f, ddir):
         """Give the complete unnamed file DFD its final name.  A name
@@ -660,30 +664,13 @@ class Copier:
             self.direct_out = False
             return None
         try:
-            if os.fstat(sfd).st_size < off + length:
-                return max(0, os.fstat(sfd).st_size - off)  # shrank: reported
-            whole = length // copyio.BLOCK * copyio.BLOCK
-            done = 0
-            if whole:
-                m = mmap.mmap(sfd, whole, mmap.MAP_SHARED, mmap.PROT_READ, offset=off)
-                view = memoryview(m)
-                try:
-                    while done < whole:
-                        try:
-                            n = os.pwrite(wfd, view[done:whole], off + done)
-                        except OSError as exc:
-                            if exc.errno == errno.EFAULT:  # source truncated
-                                return done
-                            raise
-                        if n <= 0:
-                            return done
-                        done += n
-                finally:
-                    view.release()
-                    m.close()
-            if whole < length:
-                tail = os.pread(sfd, length - whole, off + whole)
-                copyio.write_all_at(dfd, tail, off + whole)
+            have = os.fstat(sfd).st_size
+            if have < off + length:
+                return max(0, have - off)  # shrank: reported by the caller
+            done = copyio.write_from_map(sfd, wfd, off, length)
+            if done == length // copyio.BLOCK * copyio.BLOCK and done < length:
+                tail = os.pread(sfd, length - done, off + done)
+                copyio.write_all_at(dfd, tail, off + done)
                 done += len(tail)
             return done
         finally:
