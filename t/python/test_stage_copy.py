@@ -2,6 +2,7 @@
 
 import os
 import signal
+import stat
 import subprocess
 import time
 
@@ -57,10 +58,35 @@ def test_directory_mtimes_and_modes_kept(tmp_path):
     src = make_tree(tmp_path / "src")
     dst = tmp_path / "dst"
     stage("copy", src, dst, check=0)
-    for rel in ("", "sub", "empty-dir", "sub/deep"):
+    for rel in ("sub", "empty-dir", "sub/deep"):
         s, d = os.stat(os.path.join(src, os.fsencode(rel))), os.stat(dst / rel)
         assert (s.st_mode, s.st_mtime_ns) == (d.st_mode, d.st_mtime_ns), rel
     assert os.stat(dst / "empty.txt").st_mtime_ns == 1_500_000_000_987_654_321
+
+
+def test_existing_destination_root_keeps_its_own_mode_and_times(tmp_path):
+    """Stage-out into data_out: the contents of the RAM disk's out/ (mode
+    0700) arrive, but data_out's own mode is not replaced by 0700 and its
+    mtime is never set to the source's; a run with nothing to copy leaves
+    data_out exactly as it was.  (Same for a DST the stager creates.)"""
+    src = make_tree(tmp_path / "out")
+    os.chmod(src, 0o700)
+    os.utime(src, ns=(1_000_000_000, 1_100_000_000_000_000_000))
+    dst = tmp_path / "data_out"
+    dst.mkdir()
+    os.chmod(dst, 0o2775)
+    stage("copy", src, dst, check=0)
+    st = os.stat(dst)
+    assert stat.S_IMODE(st.st_mode) == 0o2775
+    assert st.st_mtime_ns != 1_100_000_000_000_000_000
+    assert rsync_diff(src, dst) == ""  # everything below the root is kept
+    os.utime(dst, ns=(2_000_000_000, 1_300_000_000_000_000_000))
+    stage("copy", src, dst, check=0)
+    st = os.stat(dst)
+    assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == (0o2775, 1_300_000_000_000_000_000)
+    fresh = tmp_path / "fresh"
+    stage("copy", src, fresh, check=0)
+    assert os.stat(fresh).st_mtime_ns != 1_100_000_000_000_000_000
 
 
 def test_second_run_copies_nothing_and_rewrites_nothing(tmp_path):
@@ -189,5 +215,36 @@ def test_big_file_into_a_ram_disk_read_into_its_pages(tmp_path):
         stage("copy", src, mnt / "out", "--verify", "checksum", check=0)
         assert rsync_diff(src, mnt / "out") == ""
         assert os.path.getsize(mnt / "out" / "big1") == (64 << 20) + 12345
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
+def test_big_file_out_of_a_ram_disk_written_direct(tmp_path):
+    # tmpfs -> disk: big files are written with O_DIRECT from the mapped
+    # source, range by range; a size that is no multiple of a block checks
+    # the tail, a sparse file the path that keeps holes
+    mnt = tmp_path / "ram"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "rsa-test", mnt],
+                   check=True)
+    try:
+        src = mnt / "out"
+        src.mkdir()
+        piece = os.urandom(1 << 20)
+        for name, size in (("big1", (64 << 20) + 12345), ("big2", 100 << 20)):
+            with open(src / name, "wb") as f:
+                for i in range(size >> 20):
+                    f.write(piece[i:] + piece[:i])
+                f.write(piece[:size & ((1 << 20) - 1)])
+        with open(src / "holes", "wb") as f:
+            f.truncate(80 << 20)
+            f.seek(70 << 20)
+            f.write(b"end")
+        dst = tmp_path / "data_out"
+        stage("copy", src, dst, "--verify", "checksum", check=0)
+        assert rsync_diff(src, dst) == ""
+        assert os.path.getsize(dst / "big1") == (64 << 20) + 12345
+        assert allocated(dst / "holes") <= 1 << 20
     finally:
         subprocess.run(["umount", mnt], check=True)

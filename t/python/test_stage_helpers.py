@@ -20,13 +20,19 @@ def stage(*args, user=None, check=None):
     return proc
 
 
-def rsync_diff(src, dst):
-    """Itemized differences rsync -a --checksum would fix ('' when none)."""
+def rsync_diff(src, dst, root=False):
+    """Itemized differences rsync -a --checksum would fix ('' when none).
+    The stager copies SRC's contents and leaves DST's own mode and times
+    alone, so the line for the root itself ('./') counts only with ROOT."""
     out = subprocess.run(
         ["rsync", "-n", "-a", "-i", "--checksum", os.fsencode(src) + b"/",
          os.fsencode(dst) + b"/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert out.returncode == 0, out.stderr
-    return out.stdout.decode("utf-8", "backslashreplace")
+    text = out.stdout.decode("utf-8", "backslashreplace")
+    if not root:
+        text = "".join(line for line in text.splitlines(keepends=True)
+                       if line.rstrip("\n")[12:] != "./")
+    return text
 
 
 def make_tree(base):

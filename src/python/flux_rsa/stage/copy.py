@@ -104,6 +104,7 @@ class Copier:
         self.progress = progress or (lambda tally: None)
         self.chown = (os.geteuid() == 0) if chown is None else chown
         self.direct = direct  # O_DIRECT reads of big files (None: on RAM disks)
+        self.direct_out = None  # O_DIRECT writes of big files (None: from RAM disks)
         self.writeback = writeback  # start writeback of big data early
         self.tmpfile = tmpfile  # O_TMPFILE + linkat, if the destination can
         self.src_in_memory = False
@@ -137,6 +138,9 @@ class Copier:
             # into a RAM disk, big files are read with O_DIRECT straight into
             # the destination's pages (see _read_into_map)
             self.direct = dst_in_memory and not self.src_in_memory
+        # out of a RAM disk to a disk, big files are written with O_DIRECT
+        # straight from the mapped source (see _write_from_map)
+        self.direct_out = self.src_in_memory and not dst_in_memory
         if self.tmpfile:
             self.tmpfile = (any(not f.skip for f in self.plan.files)
                             and self._probe_tmpfile())
@@ -181,7 +185,12 @@ class Copier:
         name = self._tmp()
         fd = os.open(name, CREATE_FLAGS, 0o600, dir_fd=dcache.get(f.d))
         try:
-            os.ftruncate(fd, f.size)
+            if self.direct_out and not f.sparse and f.src is None:
+                # allocated up front: direct writes into allocated space run
+                # in parallel and leave the file in one piece on the device
+                os.posix_fallocate(fd, 0, f.size)
+            else:
+                os.ftruncate(fd, f.size)
         except OSError as exc:
             os.close(fd)
             os.unlink(name, dir_fd=dcache.get(f.d))
@@ -396,10 +405,13 @@ class Copier:
 
     def finish_dirs(self):
         """Give every directory its final mode, owner and mtime, deepest
-        first (a child's utime does not touch its parent's mtime)."""
+        first (a child's utime does not touch its parent's mtime).  Not
+        DST itself: only its contents are copied, so data_out (or the RAM
+        disk) keeps its own mode and owner, and its mtime is never set to
+        the source's (creating entries in it updates it, as any write)."""
         if self.dst_root < 0:
             self.dst_root = _open_or_make_root(self.dst)
-        for d in reversed(self.plan.dirs):
+        for d in reversed(self.plan.dirs[1:]):
             path = fsutil.full(self.dst, d.rel)
             try:
                 fd = fsutil.open_dir(self.dst_root, d.rel)
@@ -478,17 +490,7 @@ class Copier:
         name = None  # the temporary name, when O_TMPFILE is not used
         reading = True
         try:
-            dfd = -1
-            if self.tmpfile:
-                try:
-                    dfd = os.open(b".", TMPFILE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
-                except OSError as exc:
-                    if exc.errno not in _NO_TMPFILE:
-                        raise
-                    self.tmpfile = False  # e.g. another file system under DST
-            if dfd < 0:
-                name = self._tmp()
-                dfd = os.open(name, CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+            dfd, name = self._create(f, ddir)
         except OSError as exc:
             raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
         try:
@@ -525,6 +527,20 @@ class Copier:
                 raise from_oserror(
                     exc, fsutil.full(self.dst, self.plan.rel(f))) from None
             raise
+
+    def _create(self, f, ddir):
+        """The file to write F into: unnamed (O_TMPFILE) where the file
+        system can, else a new temporary name.  Returns (fd, name or None)."""
+        if self.tmpfile:
+            try:
+                return os.open(b".", TMPFILE_FLAGS, f.mode & 0o7777,
+                               dir_fd=ddir), None
+            except OSError as exc:
+                if exc.errno not in _NO_TMPFILE:
+                    raise
+                self.tmpfile = False  # e.g. another file system under DST
+        name = self._tmp()
+        return os.open(name, CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir), name
 
     def _name_tmpfile(self, dfd, f, ddir):
         """Give the complete unnamed file DFD its final name.  A name
@@ -591,6 +607,11 @@ class Copier:
                 if f.src is None:
                     direct = self._open_direct(f)
                     buf = None
+                    if direct is None and self.direct_out and not f.sparse:
+                        done = self._write_from_map(self.big_tmp[i], sfd, ddir, dfd,
+                                                    off, length)
+                        if done is not None:
+                            return self._range_done(f, i, off, length, done)
                     if direct is not None:
                         done = self._read_into_map(direct, sfd, dfd, off, length)
                     elif not f.sparse and not self.same_fs:
@@ -618,11 +639,42 @@ class Copier:
                 os.close(direct)
             if f.src is None:
                 os.close(sfd)
+        return self._range_done(f, i, off, length, done)
+
+    def _range_done(self, f, i, off, length, done):
         if done != length and not f.sparse:
             raise StageError(EXIT_FAILED, self._src_path(f),
                              f"changed while being copied (short read at {off + done})",
                              "run the stage again")
         return ("R", i, length)
+
+    def _write_from_map(self, name, sfd, ddir, dfd, off, length):
+        """Copy [off, off+length) of a big file from a RAM disk to a disk:
+        the source range is mapped (its pages are the RAM disk's, no copy)
+        and written with O_DIRECT in one pwrite, so the device gets large
+        sequential writes without the page cache of the destination (whose
+        writeback is what made buffered writes several times slower than
+        the device here).  A last part shorter than a block is written
+        normally.  Returns the bytes copied, or None where O_DIRECT cannot
+        be used (the caller then copies through the page cache)."""
+        try:
+            wfd = os.open(name, os.O_WRONLY | os.O_DIRECT | os.O_NOFOLLOW
+                          | os.O_CLOEXEC, dir_fd=ddir)
+        except OSError:
+            self.direct_out = False
+            return None
+        try:
+            have = os.fstat(sfd).st_size
+            if have < off + length:
+                return max(0, have - off)  # shrank: reported by the caller
+            done = copyio.write_from_map(sfd, wfd, off, length)
+            if done == length // copyio.BLOCK * copyio.BLOCK and done < length:
+                tail = os.pread(sfd, length - done, off + done)
+                copyio.write_all_at(dfd, tail, off + done)
+                done += len(tail)
+            return done
+        finally:
+            os.close(wfd)
 
     def _archive_range(self, f, afd, dfd, off, length):
         _, aoff, segments = f.src

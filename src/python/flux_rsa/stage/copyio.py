@@ -36,6 +36,43 @@ def _write_all(fd, data):
             n += os.write(fd, view[n:])
 
 
+def write_from_map(sfd, wfd, start, length):
+    """Write the whole blocks of [start, start+length) of SFD (a file on a
+    RAM disk, START a multiple of the page size) to the same place of WFD,
+    an O_DIRECT descriptor: the source range is mapped and handed to the
+    device with no copy.  Returns the bytes written (fewer if the source
+    was truncated meanwhile: the kernel then reports EFAULT)."""
+    whole = length // BLOCK * BLOCK
+    if not whole:
+        return 0
+    m = mmap.mmap(sfd, whole, mmap.MAP_SHARED, mmap.PROT_READ, offset=start)
+    view = memoryview(m)
+    done = 0
+    try:
+        while done < whole:
+            try:
+                n = os.pwrite(wfd, view[done:whole], start + done)
+            except OSError as exc:
+                if exc.errno == errno.EFAULT:
+                    return done
+                raise
+            if n <= 0:
+                return done
+            done += n
+        return done
+    finally:
+        view.release()
+        m.close()
+
+
+def write_all_at(fd, data, offset):
+    """pwrite all of DATA at OFFSET."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
 def _kernel_copy(sfd, soff, dfd, doff, length):
     """Copy LENGTH bytes at SOFF in SFD to DOFF in DFD inside the kernel.
     copy_file_range works within one file system; across file systems
