@@ -35,6 +35,15 @@ class RsaModule(BrokerModule):
         self.service = Service(h, self.log, policy, launch_pool=start_pool)
         self.service.start()
 
+    def run(self):
+        try:
+            super().run()
+        finally:
+            try:
+                self.service.save_now()  # records are saved in batches: the last one
+            except Exception as exc:
+                self.log.error(f"rsa: saving records at unload: {exc!r}")
+
     def _reply(self, msg, fn):
         """Run fn() and answer with its result, or with a clear error."""
         try:

@@ -33,6 +33,12 @@ S = RsaState
 KEEP_STATES = frozenset({S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED})
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
+#: records are committed at most once per SAVE_DELAY, one commit at a time:
+#: each commit rewrites the rsa.jobs directory (one entry per record, up to
+#: `keep` + active), and committing it at every turn of the reactor kept the
+#: KVS so busy at 2,000 jobs that job-exec's release of finished jobs waited
+#: behind it (compute nodes held up to 0.4 s after their job ended)
+SAVE_DELAY = 0.2
 LATENCY_SAMPLES = 20000
 #: journal entries that change the queue the on-deck rule looks at
 QUEUE_CHANGES = frozenset({"submit", "priority", "annotations", "alloc", "clean", "flux-restart", "exception"})
@@ -71,6 +77,8 @@ class Service:
         self.replayed = False
         self.flush_armed = False
         self.flush_w = h.timer_watcher_create(0.0, self._flush)
+        self.save_armed = False
+        self.save_w = h.timer_watcher_create(SAVE_DELAY, self._save)
         self.tick_w = h.timer_watcher_create(TICK, self._tick, repeat=TICK)
         self.journal = None
 
@@ -90,6 +98,7 @@ class Service:
     def stop(self):
         self.tick_w.stop()
         self.flush_w.stop()
+        self.save_w.stop()
         for w in self.timers.values():
             w.stop()
         if self.journal is not None:
@@ -349,10 +358,31 @@ class Service:
         self.flush_armed = False
         try:
             actions, self.actions = self.actions, []
-            self.store.flush(lambda: None)
+            self.arm_save()
             self._run(actions)
         except Exception as exc:
             self.log.error(f"rsa: flush: {exc!r}")
+
+    def arm_save(self):
+        if not self.save_armed and self.store.pending():
+            self.save_armed = True
+            self.save_w.reset(after=SAVE_DELAY)
+            self.save_w.start()
+
+    def _save(self, handle, watcher, revents, arg):
+        self.save_armed = False
+        try:
+            if self.store.inflight:
+                self.arm_save()  # one commit at a time: the next batch waits
+                return
+            self.store.flush(lambda: None)
+        except Exception as exc:
+            self.log.error(f"rsa: saving records: {exc!r}")
+
+    def save_now(self):
+        """Commit what is not saved yet and wait for it (module unload)."""
+        self.save_w.stop()
+        self.store.flush_sync()
 
     def _run(self, actions):
         for intake, action in actions:

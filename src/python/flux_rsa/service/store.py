@@ -60,11 +60,10 @@ class Store:
         self.dirty.pop(jobid, None)
         self.removed.add(jobid)
 
-    def flush(self, then):
-        """Commit what changed, then call ``then()`` (at once if nothing did)."""
-        if not self.dirty and not self.removed and self.drained is None:
-            then()
-            return
+    def pending(self):
+        return bool(self.dirty or self.removed or self.drained is not None)
+
+    def _txn(self):
         txn = flux.kvs.KVSTxn(self.h)
         if self.drained is not None:
             txn.put(DRAINED, self.drained)
@@ -75,6 +74,20 @@ class Store:
             txn.unlink(key(jobid))
         count = len(self.dirty) + len(self.removed)
         self.dirty, self.removed = {}, set()
+        return txn, count
+
+    def flush_sync(self):
+        """Commit what changed and wait for it."""
+        if self.pending():
+            txn, _ = self._txn()
+            txn.commit()
+
+    def flush(self, then):
+        """Commit what changed, then call ``then()`` (at once if nothing did)."""
+        if not self.pending():
+            then()
+            return
+        txn, count = self._txn()
         future = txn.commit_async()
         self.inflight += 1
 
