@@ -36,7 +36,7 @@ from flux_rsa.pool import graph, jgf, jobspecs, protocol
 from flux_rsa.pool.holders import Holder
 from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
-from flux_rsa.pool.stages import Discard, Measure, Purge, Stage
+from flux_rsa.pool.stages import Discard, Measure, Purge, SimulatedStage, Stage
 
 #: ended holders, stages and measures remembered for `list` and repeats
 KEEP_ENDED = 1000
@@ -71,7 +71,7 @@ class Agent:
         self.purges = {}  # jobid -> Purge (running only)
         self.discards = {}  # path -> Discard (running only)
         self.kept = {}  # path -> {jobid, gen, owner, bytes, host, path}
-        self.ended = {Holder: deque(), Stage: deque(), Measure: deque()}
+        self.ended = {Holder: deque(), Stage: deque(), SimulatedStage: deque(), Measure: deque()}
         self.notifier = Notifier(parent, topic, self.pool_jobid, log)
         self.watchers = []
         self.stopping = None  # deadline once `shutdown` was asked
@@ -176,7 +176,8 @@ class Agent:
         if isinstance(subjob, Purge):
             self.purges.pop(subjob.key, None)
             return
-        table = {Holder: self.holders, Stage: self.stages, Measure: self.measures}[type(subjob)]
+        table = {Holder: self.holders, Stage: self.stages, SimulatedStage: self.stages,
+                 Measure: self.measures}[type(subjob)]
         ended = self.ended[type(subjob)]
         ended.append(subjob.key)
         while len(ended) > KEEP_ENDED:
@@ -394,6 +395,10 @@ class Agent:
         stage = self.stages.get(key)
         if stage is None:
             self._refuse_if_stopping()
+            if self.simulate:
+                seconds = p["size"] / self.policy.simulate_rate
+                self.stages[key] = SimulatedStage(self, *key, seconds)
+                return {}
             js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers,
                                 self.policy.simulate_rate)
             self.stages[key] = Stage(self, js, *key)
@@ -416,6 +421,9 @@ class Agent:
 
     def do_purge(self, msg, p):
         rank = self.nodes.rank_of(p["nodes"][0], "nodes[0]")
+        if self.simulate:  # nothing was staged for real: done at once
+            self.notify(protocol.PURGE_END, jobid=p["jobid"], ok=True, error=None)
+            return {}
         if p["jobid"] not in self.purges:
             self._refuse_if_stopping()
             js = jobspecs.purge(self.python, p, rank, self.environment, self.simulate)

@@ -101,6 +101,54 @@ class Stage(Subjob):
                 "progress": self.progress, "ok": ok, "error": error}
 
 
+class SimulatedStage:
+    """Simulation (``simulate-rate``): a stage is a timer of size / rate
+    seconds in the agent, not a subjob.  Capacity stays real (holders are
+    Fluxion jobs); a stage never was capacity-scheduled, and modeling it as
+    a timer keeps the pool's own overhead out of benchmarks run on a
+    machine far smaller than the RSA nodes they model."""
+
+    def __init__(self, agent, jobid, seq, seconds):
+        self.agent = agent
+        self.key = (jobid, seq)
+        self.reused = None
+        self.progress = None
+        self.stopped = False
+        self.ended = False
+        self.timer = agent.h.timer_watcher_create(max(0.0, seconds), self._done)
+        self.timer.start()
+
+    @property
+    def state(self):
+        return "ended" if self.ended else "running"
+
+    def done(self):
+        return self.ended
+
+    def stop(self):
+        self.stopped = True
+        self._done()
+
+    def outcome(self):
+        return (False, "stopped") if self.stopped else (True, None)
+
+    def _done(self, *args):
+        if self.ended:
+            return
+        self.ended = True
+        self.timer.stop()
+        ok, error = self.outcome()
+        jobid, seq = self.key
+        self.agent.notify(protocol.STAGE_END, jobid=jobid, seq=seq, ok=ok, error=error, reused=None)
+        self.agent.forget(self)
+
+    def describe(self):
+        jobid, seq = self.key
+        ok, error = self.outcome() if self.ended else (None, None)
+        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": None,
+                "progress": None, "ok": ok, "error": error}
+
+
 class Purge(Subjob):
     def __init__(self, agent, jobspec, jobid):
         self.key = jobid
