@@ -61,6 +61,10 @@ class World:
         self.replies = 0
         self.staged_ok = set()  # gens whose stage-in succeeded
         self.deadline = None  # (state, since) of the latest deadline timer
+        self.offer = None  # env job-manager would start the job with at once
+        self.withdrawals = 0  # Withdraw requests job-manager has not answered
+        self.took_offer = False
+        self.offer_start = None  # env of a start with the offer not yet in the journal
 
     # --- the core's actions, checked as they come ---
 
@@ -95,6 +99,12 @@ class World:
             if act.env is not None and act.env.staged_in:
                 assert self.rec.gen in self.staged_ok, "staged inputs offered without a stage-in"
             self.reply = act.env if act.env is not None else Env()
+        elif isinstance(act, A.Offer):
+            assert self.rec.rsa_state is S.READY and act.env.ramdisk, "an offer without staged inputs"
+            if self.started is None and not self.starting:
+                self.offer = act.env
+        elif isinstance(act, A.Withdraw):
+            self.withdrawals += 1
         elif isinstance(act, A.StartTimer):
             self.timers.add(act.name)
             if act.name == "timeout":
@@ -107,8 +117,16 @@ class World:
         faults and reversals rarer, so deep states are reached often."""
         rec, out = self.rec, []
         if rec.job_state in (J.PENDING, J.ONDECK, J.DEMOTED) and not self.starting:
-            out += [(4, E.OnDeck(0)), (1, E.Demoted(0)), (1, E.Revoke(0)), (2, E.Starting(0)), (1, E.Canceled(0))]
-        if self.starting and self.started is None and rec.job_state is J.RUNNING:
+            out += [(4, E.OnDeck(0)), (1, E.Demoted(0)), (1, E.Revoke(0)), (1, E.Canceled(0))]
+            if self.offer is not None and self.started is None:
+                out.append((3, ("take-offer",)))
+            elif self.started is None and self.offer_start is None:
+                out.append((2, E.Starting(0)))
+        if self.withdrawals:
+            out.append((4, ("withdrawn",)))
+        if self.offer_start is not None:
+            out.append((4, ("offer-start-seen",)))
+        if self.starting and self.started is None and self.offer_start is None and rec.job_state is J.RUNNING:
             out.append((1, E.Canceled(0)))  # cancelled during the start hold
             out.append((1, ("fallback",)))  # job-manager gave up waiting
             if self.reply is not None:
@@ -156,6 +174,21 @@ class World:
             state, since = self.deadline
             self.deadline = None
             return self.run(E.Timeout(0, state, since))
+        if kind == "take-offer":  # job-manager starts the job with it
+            self.took_offer = True
+            self.offer_start, self.offer = self.offer, None
+            self.starting = True
+            if self.offer_start.out_on_ramdisk:
+                self.output_written = True
+            return
+        if kind == "offer-start-seen":  # its rsa-ready and start reach the service
+            env, self.offer_start = self.offer_start, None
+            return self._start(env)
+        if kind == "withdrawn":
+            self.withdrawals -= 1
+            ok = not self.took_offer
+            self.offer = None
+            return self.run(E.Withdrawn(0, ok))
         if kind == "take-reply":
             return self._start(self.reply)
         if kind == "fallback":
@@ -205,7 +238,7 @@ class World:
             if rec.job_state is J.RUNNING and self.started is not None:
                 self.run(E.Finished(0))
                 continue
-            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok", "retry-timer")]
+            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok", "retry-timer", "withdrawn", "offer-start-seen")]
             if pending:
                 self.apply(pending[0])
                 continue

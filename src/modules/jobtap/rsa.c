@@ -11,7 +11,13 @@
  *    answer within max-hold, the job starts on persistent storage
  *    ("rsa-ready" with fallback set) - a job is never stuck here;
  *  - job-manager.rsa.post {id, name, context} lets the service post
- *    "rsa-<name>" events (the RSA's timeline in the job's eventlog).
+ *    "rsa-<name>" events (the RSA's timeline in the job's eventlog);
+ *  - job-manager.rsa.offer {id, env}: a pending job's inputs are staged;
+ *    if it reaches RUN while the offer stands, it starts at once with that
+ *    env ("rsa-ready" with offered set): no prolog, no round trip;
+ *  - job-manager.rsa.withdraw {id} -> {withdrawn}: the service wants the
+ *    RAM disk back; true unless the job already started with the offer
+ *    (the service must not take it then).
  *
  * Nothing here blocks: the start request is an RPC with a continuation.
  *
@@ -30,6 +36,7 @@
 #include <string.h>
 #include <ctype.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <jansson.h>
 #include <flux/core.h>
@@ -57,6 +64,8 @@ struct rsa_job {
     flux_watcher_t *retry_w;    /* next rsa.start attempt */
     flux_watcher_t *hold_w;     /* max-hold watchdog */
     double t_first;             /* first attempt (for start-timeout) */
+    json_t *offer;              /* env to start with at once, or NULL */
+    bool offer_used;            /* the job started with the offer */
     struct rsa_conf *conf;
 };
 
@@ -71,6 +80,7 @@ static void rsa_job_destroy (void *arg)
         flux_watcher_destroy (job->retry_w);
         flux_watcher_destroy (job->hold_w);
         json_decref (job->attrs);
+        json_decref (job->offer);
         free (job);
         errno = saved_errno;
     }
@@ -259,6 +269,15 @@ static int run_cb (flux_plugin_t *p, const char *topic,
 
     if (!job || job->phase != IDLE)
         return 0;
+    if (job->offer) {
+        /* staged while pending: start now with what was offered */
+        job->phase = DONE;
+        job->offer_used = true;
+        if (flux_jobtap_event_post_pack (p, job->id, "rsa-ready", "O",
+                                         job->offer) < 0)
+            flux_log_error (h, "rsa: %s: posting rsa-ready", job->idf58);
+        return 0;
+    }
     if (flux_jobtap_prolog_start (p, PROLOG_NAME) < 0)
         return flux_jobtap_error (p, args, "rsa: prolog_start failed");
     job->phase = HOLDING;
@@ -333,6 +352,75 @@ static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
 error:
     if (flux_respond_error (h, msg, errno, errmsg) < 0)
         flux_log_error (h, "rsa: answer: respond_error");
+}
+
+/* job-manager.rsa.offer {id, env}: start with env at once, if it runs */
+static void offer_cb (flux_t *h, flux_msg_handler_t *mh,
+                      const flux_msg_t *msg, void *arg)
+{
+    flux_plugin_t *p = arg;
+    flux_jobid_t id;
+    json_t *env = NULL;
+    struct rsa_job *job;
+    const char *errmsg = NULL;
+
+    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env) < 0)
+        goto error;
+    if (!json_is_object (env)) {
+        errmsg = "env must be an object";
+        errno = EPROTO;
+        goto error;
+    }
+    if (!(job = flux_jobtap_job_aux_get (p, id, AUX_NAME))) {
+        errmsg = "not an active RSA job";
+        errno = ENOENT;
+        goto error;
+    }
+    if (job->phase != IDLE) {
+        errmsg = "job is starting or started already";
+        errno = EINVAL;
+        goto error;
+    }
+    json_t *offer = json_deep_copy (env);
+    if (!offer || json_object_set_new (offer, "offered", json_true ()) < 0) {
+        json_decref (offer);
+        errno = ENOMEM;
+        goto error;
+    }
+    json_decref (job->offer);
+    job->offer = offer;
+    if (flux_respond (h, msg, NULL) < 0)
+        flux_log_error (h, "rsa: offer: respond");
+    return;
+error:
+    if (flux_respond_error (h, msg, errno, errmsg) < 0)
+        flux_log_error (h, "rsa: offer: respond_error");
+}
+
+/* job-manager.rsa.withdraw {id} -> {withdrawn}: false only when the job
+ * already started with the offer.  A job that is gone took nothing.
+ */
+static void withdraw_cb (flux_t *h, flux_msg_handler_t *mh,
+                         const flux_msg_t *msg, void *arg)
+{
+    flux_plugin_t *p = arg;
+    flux_jobid_t id;
+    struct rsa_job *job;
+    bool withdrawn = true;
+
+    if (flux_request_unpack (msg, NULL, "{s:I}", "id", &id) < 0) {
+        if (flux_respond_error (h, msg, errno, NULL) < 0)
+            flux_log_error (h, "rsa: withdraw: respond_error");
+        return;
+    }
+    if ((job = flux_jobtap_job_aux_get (p, id, AUX_NAME))) {
+        if (job->offer_used)
+            withdrawn = false;
+        json_decref (job->offer);
+        job->offer = NULL;
+    }
+    if (flux_respond_pack (h, msg, "{s:b}", "withdrawn", withdrawn) < 0)
+        flux_log_error (h, "rsa: withdraw: respond");
 }
 
 static bool valid_event_name (const char *name)
@@ -425,7 +513,9 @@ int flux_plugin_init (flux_plugin_t *p)
         || conf_update (p) < 0
         || flux_plugin_register (p, "rsa", tab) < 0
         || flux_jobtap_service_register (p, "answer", answer_cb, p) < 0
-        || flux_jobtap_service_register (p, "post", post_cb, p) < 0)
+        || flux_jobtap_service_register (p, "post", post_cb, p) < 0
+        || flux_jobtap_service_register (p, "offer", offer_cb, p) < 0
+        || flux_jobtap_service_register (p, "withdraw", withdraw_cb, p) < 0)
         return -1;
     return 0;
 }

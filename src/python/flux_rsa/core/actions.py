@@ -81,6 +81,20 @@ class ReplyStart(Action):
 
 
 @dataclass(frozen=True)
+class Offer(Action):
+    """Staged while pending: if the job reaches RUN while this stands,
+    job-manager starts it at once with ``env`` (no start round trip)."""
+
+    env: Env
+
+
+@dataclass(frozen=True)
+class Withdraw(Action):
+    """Take the offer back; answered by Withdrawn (false: the job already
+    started with it)."""
+
+
+@dataclass(frozen=True)
 class StartTimer(Action):
     """After ``seconds`` deliver the timer's event: "delay" InputReleased,
     "late" LateTimeout, "retry" RetryStage, "timeout" Timeout(state, since).

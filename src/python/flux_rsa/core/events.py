@@ -102,6 +102,13 @@ class Measured(Event):
     error: Optional[str] = None
 
 
+@dataclass(frozen=True)
+class Withdrawn(Event):
+    """job-manager's answer to Withdraw: ok, or the job started with the offer."""
+
+    ok: bool
+
+
 # --- timers and people -----------------------------------------------------
 
 

@@ -9,11 +9,16 @@ from flux_rsa.core import steps
 from flux_rsa.core.states import JobState, RsaState
 
 S = RsaState
+PRE_RUN = frozenset({JobState.PENDING, JobState.ONDECK, JobState.DEMOTED})
 
 
 def reissue(rec):
     """The actions whose answers ``rec`` is still waiting for."""
     state = rec.rsa_state
+    if rec.offer == "withdrawing":
+        return [A.Withdraw(rec.jobid)]
+    if rec.offer == "made" and rec.rsa_state is S.READY and rec.job_state in PRE_RUN:
+        return [A.Offer(rec.jobid, env=steps.start_env(rec))]
     if rec.measure == "asked":
         return [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
     if state in (S.REQUESTED, S.ASSIGNED, S.BOOTING):

@@ -130,6 +130,7 @@ class Record:
     limits: Limits = field(default_factory=Limits)
     revoked: bool = False  # demoted job whose capacity must go back
     start_pending: bool = False  # job-manager waits for our start reply
+    offer: str = ""  # start env offered to job-manager: "made", "withdrawing"
     started: bool = False  # the job's eventlog shows it was released to run
     env: Optional[Env] = None  # what the job was given at start
     gen: int = 0  # reservation generation: one holder per generation
@@ -183,6 +184,7 @@ class Record:
             "limits": self.limits.to_dict(),
             "revoked": self.revoked,
             "start_pending": self.start_pending,
+            "offer": self.offer,
             "started": self.started,
             "env": self.env.to_dict() if self.env else None,
             "gen": self.gen,
@@ -220,6 +222,7 @@ class Record:
             limits=Limits.from_dict(d.get("limits")),
             revoked=d.get("revoked", False),
             start_pending=d.get("start_pending", False),
+            offer=d.get("offer", ""),
             started=d.get("started", False),
             env=Env.from_dict(d["env"]) if d.get("env") else None,
             gen=d.get("gen", 0),

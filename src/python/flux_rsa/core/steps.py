@@ -8,7 +8,7 @@ import math
 
 from flux_rsa.core import actions as A
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import RAMDISK_UP, RsaState
+from flux_rsa.core.states import RAMDISK_UP, JobState, RsaState
 
 S = RsaState
 
@@ -328,9 +328,42 @@ def late(rec, ev):
 
 
 def take_env(rec, ev):
-    """The job's own eventlog says what it was given: that is the truth."""
+    """The job's own eventlog says what it was given: that is the truth
+    (a job that started with our offer keeps its RAM disk)."""
     env = ev.env if ev.env is not None else rec.env
-    return _set(rec, env=env, start_pending=False, started=True), []
+    uses = env is not None and (env.staged_in or env.out_on_ramdisk)
+    return _set(rec, env=env, start_pending=False, started=True, offer="",
+                revoked=rec.revoked and not uses), []
+
+
+# --- the start offer: a staged job starts without a round trip ------------
+
+
+def offer(rec, ev):
+    return _set(rec, offer="made"), [A.Offer(rec.jobid, env=start_env(rec))]
+
+
+def withdraw(rec, ev):
+    """The RAM disk is wanted back: take the offer back first."""
+    return _set(rec, offer="withdrawing"), [A.Withdraw(rec.jobid)]
+
+
+def drop_offer(rec, ev):
+    """The RAM disk is gone: take any offer back, without waiting."""
+    if not rec.offer:
+        return rec, []
+    return _set(rec, offer=""), [A.Withdraw(rec.jobid)]
+
+
+def withdrawn(rec, ev):
+    """Withdrawn: the capacity may go.  Too late: the job started with the
+    offer, so it is running on this RAM disk whatever happened meanwhile."""
+    if ev.ok:
+        return _set(rec, offer=""), []
+    if rec.started:
+        return _set(rec, offer="", revoked=False), []
+    rec = _set(rec, offer="", revoked=False)
+    return _set(rec, job_state=JobState.RUNNING, env=start_env(rec), started=True, start_pending=False), []
 
 
 def unrevoke(rec, ev):
@@ -345,7 +378,7 @@ def starting(rec, ev):
     """job-manager holds the job until we answer; on_late=wait may make it
     wait for the inputs, never longer than the site's late timeout."""
     first = not rec.start_pending and rec.env is None
-    rec = _set(rec, start_pending=True, revoked=False)
+    rec = _set(rec, start_pending=True, revoked=False, offer="")
     if first and rec.request.on_late == "wait" and rec.rsa_state is not S.INELIGIBLE:
         return late_timer(rec, ev)
     return rec, []

@@ -127,6 +127,24 @@ def revoked(rec):
     return rec.revoked
 
 
+def offerable(rec):
+    """Staged and pending, nothing offered yet: offer the start env."""
+    return not rec.offer and not rec.revoked and not rec.start_pending and not rec.failed
+
+
+def give_back(rec):
+    """Revoked, and no offer job-manager could still start the job with."""
+    return rec.revoked and not rec.offer
+
+
+def offered(rec):
+    return rec.revoked and rec.offer == "made"
+
+
+def withdrawing(rec, ev):
+    return rec.offer == "withdrawing"
+
+
 def advancing(rec):
     """On deck, or held at start for its inputs: keep building and staging."""
     return rec.job_state is J.ONDECK or waits(rec)
@@ -188,7 +206,7 @@ EVENT_ROWS = {
         Row(GONE, always, SAME, ()),
         # not asked for: the reservation failed or the RAM disk was lost
         Row(IN_FLIGHT_HOLDER, always, S.DESTROYED, (do.lost, do.forget_holder)),
-        Row(LIVE_RAMDISK, always, S.DESTROYED, (do.lost, do.forget_holder)),
+        Row(LIVE_RAMDISK, always, S.DESTROYED, (do.drop_offer, do.lost, do.forget_holder)),
     ],
     # stage jobs
     E.StageProgress: [
@@ -215,6 +233,7 @@ EVENT_ROWS = {
     ],
     E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
     E.TooBig: [Row(ANY, always, SAME, (do.too_big,))],
+    E.Withdrawn: [Row(ANY, withdrawing, SAME, (do.withdrawn,)), Row(ANY, always, SAME, ())],
     E.Measured: [Row(ANY, measure_asked, SAME, (do.sized,)), Row(ANY, always, SAME, ())],
     E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
     # a deadline (machine.py ignores one for a state the job has left)
@@ -255,9 +274,12 @@ PASS_ROWS = [
     PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and no_input(r), S.READY, (do.staged_in,)),
     PassRow(ONDECK_OR_RUN, states(S.ABORTED), lambda r: advancing(r) and has_input(r) and not_backing_off(r), S.STAGING_IN, (do.stage_in,)),
     PassRow(ONDECK_OR_RUN, states(S.DESTROYED), lambda r: advancing(r) and can_stage(r), S.INITIAL, (do.reset,)),
+    # -- staged while pending: offer the start, so it needs no round trip --
+    PassRow(PRE_RUN, states(S.READY), offerable, SAME, (do.offer,)),
     # -- demoted and revoked: give the capacity back (Figure 3.3) --
     PassRow(frozenset({J.DEMOTED}), states(S.STAGING_IN), revoked, S.STOPPING, (do.stop_stage,)),
-    PassRow(frozenset({J.DEMOTED}), GIVE_BACK, revoked, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(frozenset({J.DEMOTED}), states(S.READY), offered, SAME, (do.withdraw,)),
+    PassRow(frozenset({J.DEMOTED}), GIVE_BACK, give_back, S.TEARDOWN, (do.cancel_holder,)),
     PassRow(frozenset({J.DEMOTED}), states(S.DESTROYED), can_stage, S.INITIAL, (do.reset,)),
     # -- the job is over (Figure 3.5, thesis job-finish.sh) --
     PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), out_on_ramdisk, S.STAGING_OUT, (do.stage_out,)),

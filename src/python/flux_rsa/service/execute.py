@@ -5,6 +5,7 @@ is idempotent on the receiving side, so re-sending after a restart is safe.
 import errno
 
 from flux_rsa.core import actions as A
+from flux_rsa.core import events as E
 from flux_rsa.service import wire
 
 URGENCY_EXPEDITE = 31  # highest urgency the instance owner may set
@@ -28,7 +29,11 @@ class Executor:
             A.StartTimer: self.start_timer,
             A.LockIn: self.lock_in,
             A.PostEvent: self.post_event,
+            A.Offer: self.offer,
+            A.Withdraw: self.withdraw,
         }
+        self.deliver = None  # deliver(jobid, event): Withdrawn answers go back to the core
+        self.retries = {}  # jobid -> timer of a withdrawal to ask again
 
     def run(self, action):
         try:
@@ -46,6 +51,32 @@ class Executor:
     def reply_start(self, a):
         payload = {"id": a.jobid, "env": a.env.to_dict() if a.env is not None else None}
         self._jobmanager("job-manager.rsa.answer", payload, quiet=(errno.EINVAL,))
+
+    def offer(self, a):
+        payload = {"id": a.jobid, "env": a.env.to_dict()}
+        # EINVAL: the job is starting already (it asks rsa.start instead)
+        self._jobmanager("job-manager.rsa.offer", payload, quiet=(errno.EINVAL,))
+
+    def withdraw(self, a):
+        """Take the offer back; the core waits for the answer before it
+        gives the RAM disk away (a job that took the offer runs on it)."""
+        import time
+
+        def answered(f):
+            try:
+                ok = bool(f.get().get("withdrawn", True))
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOSYS):
+                    self.log.error(f"rsa: job {a.jobid}: withdrawing the start offer: {exc}; asking again in 1s")
+                    w = self.h.timer_watcher_create(1.0, lambda *args: self.withdraw(a))
+                    w.start()
+                    self.retries[a.jobid] = w  # keep it alive until it fires
+                    return
+                ok = True  # no such job (gone) or no plugin: nothing was offered
+            self.retries.pop(a.jobid, None)
+            self.deliver(a.jobid, E.Withdrawn(time.time(), ok))
+
+        self.h.rpc("job-manager.rsa.withdraw", {"id": a.jobid}).then(answered)
 
     def lock_in(self, a):
         self._jobmanager("job-manager.urgency", {"id": a.jobid, "urgency": URGENCY_EXPEDITE})

@@ -21,7 +21,7 @@ from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, pars
 from flux_rsa.core import events as E
 from flux_rsa.core import actions as A
 from flux_rsa.core import inflight, ondeck, rates, reuse
-from flux_rsa.core.states import HOLDING, RsaState
+from flux_rsa.core.states import HOLDING, JobState, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
 from flux_rsa.service.execute import Executor
@@ -30,6 +30,7 @@ from flux_rsa.service.pool import PoolLink
 
 S = RsaState
 #: rsa-states whose RAM disk may hold outputs not yet home: kept through a restart
+PRE_RUN = frozenset({JobState.PENDING, JobState.ONDECK, JobState.DEMOTED})
 KEEP_STATES = frozenset({S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED})
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
@@ -60,11 +61,15 @@ class Service:
         self.log = log
         self.policy = policy
         self.records = store.load(h)
+        # records of jobs that have not run yet: the on-deck pass looks at
+        # nothing when there are none (a machine busy with other jobs)
+        self.prerun = {j for j, r in self.records.items() if r.job_state in PRE_RUN}
         self.drained = store.load_drained(h)  # RSA node -> reason
         self.tracker = Tracker()
         self.store = store.Store(h, log)
         self.pool = PoolLink(h, log)
         self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active)
+        self.execute.deliver = self.withdrawn
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
         self.timers = {}
@@ -120,6 +125,10 @@ class Service:
     def commit(self, old, new, actions):
         if new != old:
             self.records[new.jobid] = new
+            if new.job_state in PRE_RUN and new.rsa_state is not S.INELIGIBLE:
+                self.prerun.add(new.jobid)
+            else:
+                self.prerun.discard(new.jobid)
             self.store.save(new)
             if old is None or new.rsa_state is not old.rsa_state:
                 self.actions.append((self.intake, ("state", new)))
@@ -295,6 +304,11 @@ class Service:
 
     # --- timers ---
 
+    def withdrawn(self, jobid, event):
+        self.intake = time.time()
+        self.apply(jobid, event)
+        self.arm_flush()
+
     def set_timer(self, action):
         """Arm a core timer; one per (job, name): a new one replaces the old."""
         key = (action.jobid, action.name)
@@ -338,7 +352,7 @@ class Service:
             self.log.error(f"rsa: on-deck pass: {exc!r}")
 
     def plan(self):
-        if not self.replayed or not self.pool.ready:
+        if not self.replayed or not self.pool.ready or not self.prerun:
             return
         now = time.time()
         rate = rates.stage_rate(self.records, self.policy.stage_rate)
@@ -442,6 +456,7 @@ class Service:
         final.sort(key=lambda r: r.history[-1].t if r.history else 0)
         for rec in final[:excess]:
             del self.records[rec.jobid]
+            self.prerun.discard(rec.jobid)
             self.store.remove(rec.jobid)
 
     def keep_list(self):
