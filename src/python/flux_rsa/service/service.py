@@ -44,6 +44,21 @@ LATENCY_SAMPLES = 20000
 #: journal entries that change the queue the on-deck rule looks at
 QUEUE_CHANGES = frozenset({"submit", "priority", "annotations", "alloc", "clean", "flux-restart", "exception"})
 
+#: the only job events the service follows (Tracker.feed); job-manager
+#: filters the rest out of the journal, so a machine busy with other jobs
+#: costs the service less
+JOURNAL_EVENTS = ("submit", "depend", "priority", "flux-restart", "annotations", "alloc",
+                  "rsa-ready", "start", "finish", "exception", "clean")
+
+
+class Journal(JournalConsumer):
+    """The job-manager journal, only the events in JOURNAL_EVENTS."""
+
+    @property
+    def request_payload(self):
+        return {"full": self.full, "allow": {name: 1 for name in JOURNAL_EVENTS}}
+
+
 def timer_event(action, t):
     """The core event a StartTimer action asked for."""
     if action.name == "delay":
@@ -90,7 +105,7 @@ class Service:
     # --- life cycle ---
 
     def start(self):
-        self.journal = JournalConsumer(self.h, full=True, include_sentinel=True)
+        self.journal = Journal(self.h, full=True, include_sentinel=True)
         self.journal.start()
         self.journal.set_callback(self.on_journal)
         self.tick_w.start()
