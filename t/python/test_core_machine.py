@@ -385,14 +385,14 @@ def test_a_revoked_offer_is_withdrawn_before_the_ramdisk_goes():
     rec, _ = staged_pending()
     rec, acts = run(rec, E.Demoted(6), E.Revoke(7))
     assert rec.rsa_state is S.READY and kinds(acts) == ["Withdraw"]
-    rec, acts = run(rec, E.Withdrawn(8, True))
+    rec, acts = run(rec, E.Withdrawn(8))
     assert rec.rsa_state is S.TEARDOWN and kinds(acts) == ["CancelHolder"]
 
 
 def test_an_offer_taken_before_the_withdrawal_keeps_its_ramdisk():
     rec, _ = staged_pending()
     rec, _ = run(rec, E.Demoted(6), E.Revoke(7))
-    rec, acts = run(rec, E.Withdrawn(8, False))
+    rec, acts = run(rec, E.OfferTaken(8))
     assert (rec.job_state, rec.rsa_state) == (J.RUNNING, S.INUSE_IN)
     assert "CancelHolder" not in kinds(acts) and rec.env.staged_in
     rec, acts = run(rec, E.Started(9, rec.env))  # its start reaches us afterwards

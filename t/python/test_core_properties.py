@@ -188,7 +188,7 @@ class World:
             self.withdrawals -= 1
             ok = not self.took_offer
             self.offer = None
-            return self.run(E.Withdrawn(0, ok))
+            return self.run(E.Withdrawn(0) if ok else E.OfferTaken(0))
         if kind == "take-reply":
             return self._start(self.reply)
         if kind == "fallback":

@@ -316,6 +316,19 @@ static int exception_cb (flux_plugin_t *p, const char *topic,
     return 0;
 }
 
+/* The RSA state of active job id, or NULL with errno and errmsg set. */
+static struct rsa_job *active_job (flux_plugin_t *p,
+                                   flux_jobid_t id,
+                                   const char **errmsg)
+{
+    struct rsa_job *job = flux_jobtap_job_aux_get (p, id, AUX_NAME);
+    if (!job) {
+        *errmsg = "not an active RSA job";
+        errno = ENOENT;
+    }
+    return job;
+}
+
 /* job-manager.rsa.answer {id, env}: the service's start decision */
 static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
                        const flux_msg_t *msg, void *arg)
@@ -328,11 +341,8 @@ static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
 
     if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env) < 0)
         goto error;
-    if (!(job = flux_jobtap_job_aux_get (p, id, AUX_NAME))) {
-        errmsg = "not an active RSA job";
-        errno = ENOENT;
+    if (!(job = active_job (p, id, &errmsg)))
         goto error;
-    }
     if (job->phase != HOLDING) {
         errmsg = job->phase == DONE ? "job was already released"
                                     : "job is not starting yet";
@@ -371,11 +381,8 @@ static void offer_cb (flux_t *h, flux_msg_handler_t *mh,
         errno = EPROTO;
         goto error;
     }
-    if (!(job = flux_jobtap_job_aux_get (p, id, AUX_NAME))) {
-        errmsg = "not an active RSA job";
-        errno = ENOENT;
+    if (!(job = active_job (p, id, &errmsg)))
         goto error;
-    }
     if (job->phase != IDLE) {
         errmsg = "job is starting or started already";
         errno = EINVAL;
@@ -454,11 +461,8 @@ static void post_cb (flux_t *h, flux_msg_handler_t *mh,
         errno = EPROTO;
         goto error;
     }
-    if (!flux_jobtap_job_aux_get (p, id, AUX_NAME)) {
-        errmsg = "not an active RSA job";
-        errno = ENOENT;
+    if (!active_job (p, id, &errmsg))
         goto error;
-    }
     snprintf (event, sizeof (event), "rsa-%s", name);
     if (flux_jobtap_event_post_pack (p, id, event, "O", context) < 0)
         goto error;

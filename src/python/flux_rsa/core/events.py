@@ -104,9 +104,13 @@ class Measured(Event):
 
 @dataclass(frozen=True)
 class Withdrawn(Event):
-    """job-manager's answer to Withdraw: ok, or the job started with the offer."""
+    """job-manager took the start offer back: the job never used it."""
 
-    ok: bool
+
+@dataclass(frozen=True)
+class OfferTaken(Event):
+    """job-manager's answer to Withdraw: too late, the job started with the
+    offer (its rsa-ready and start may reach us later)."""
 
 
 # --- timers and people -----------------------------------------------------

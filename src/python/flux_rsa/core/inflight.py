@@ -6,10 +6,9 @@ import dataclasses
 
 from flux_rsa.core import actions as A
 from flux_rsa.core import steps
-from flux_rsa.core.states import JobState, RsaState
+from flux_rsa.core.states import PRE_RUN, JobState, RsaState
 
 S = RsaState
-PRE_RUN = frozenset({JobState.PENDING, JobState.ONDECK, JobState.DEMOTED})
 
 
 def reissue(rec):

@@ -32,25 +32,24 @@ def has_inputs(rec):
     return False
 
 
+def donors(rec, records):
+    """Other jobs of the same owner whose RAM disks hold ``rec``'s data_in,
+    in jobid order (none for a job with a stage-in script)."""
+    if rec.request.data_in is None or rec.request.stage_in is not None:
+        return []
+    return [o for o in sorted(records.values(), key=lambda r: r.jobid)
+            if o.jobid != rec.jobid and o.userid == rec.userid and o.nodes
+            and o.request.data_in == rec.request.data_in and has_inputs(o)]
+
+
 def replica(rec, records):
-    """The IN area of another job's RAM disk, on ``rec``'s first node, with
-    the same owner and data_in (None: copy from data_in)."""
-    if not rec.nodes or rec.request.stage_in is not None or rec.request.data_in is None:
-        return None
-    node = rec.nodes[0]
-    for other in sorted(records.values(), key=lambda r: r.jobid):
-        if (other.jobid != rec.jobid and other.userid == rec.userid
-                and other.request.data_in == rec.request.data_in
-                and other.nodes[:1] == (node,) and has_inputs(other)):
-            return f"{other.ramdisk}/{IN_AREA}"
-    return None
+    """The IN area of a donor's RAM disk on ``rec``'s first node (None: copy
+    from data_in)."""
+    here = [o for o in donors(rec, records) if rec.nodes and o.nodes[0] == rec.nodes[0]]
+    return f"{here[0].ramdisk}/{IN_AREA}" if here else None
 
 
 def holders_of(rec, records):
     """RSA nodes that hold a staged copy of ``rec``'s data_in (for placing
     its reservation next to it)."""
-    if rec.request.data_in is None or rec.request.stage_in is not None:
-        return []
-    return sorted({o.nodes[0] for o in records.values()
-                   if o.jobid != rec.jobid and o.userid == rec.userid and o.nodes
-                   and o.request.data_in == rec.request.data_in and has_inputs(o)})
+    return sorted({o.nodes[0] for o in donors(rec, records)})

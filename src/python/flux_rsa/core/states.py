@@ -71,6 +71,9 @@ RAMDISK_UP = frozenset(
     {S.BOOTED, S.STAGING_IN, S.STOPPING, S.ABORTED, S.READY, S.INUSE_IN, S.INUSE_OUT}
 )
 
+#: job-states before the compute job runs
+PRE_RUN = frozenset({J.PENDING, J.ONDECK, J.DEMOTED})
+
 #: job-states after which the compute job can never run again
 ENDED = frozenset({J.FINISHED, J.CANCELED})
 

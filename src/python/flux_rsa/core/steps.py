@@ -8,7 +8,7 @@ import math
 
 from flux_rsa.core import actions as A
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import RAMDISK_UP, JobState, RsaState
+from flux_rsa.core.states import RAMDISK_UP, RsaState
 
 S = RsaState
 
@@ -356,14 +356,17 @@ def drop_offer(rec, ev):
 
 
 def withdrawn(rec, ev):
-    """Withdrawn: the capacity may go.  Too late: the job started with the
-    offer, so it is running on this RAM disk whatever happened meanwhile."""
-    if ev.ok:
-        return _set(rec, offer=""), []
-    if rec.started:
-        return _set(rec, offer="", revoked=False), []
+    """The offer is back: the capacity may go."""
+    return _set(rec, offer=""), []
+
+
+def offer_taken(rec, ev):
+    """The job started with the offer: it runs on this RAM disk whatever
+    happened meanwhile (its own rsa-ready, if already seen, set the env)."""
     rec = _set(rec, offer="", revoked=False)
-    return _set(rec, job_state=JobState.RUNNING, env=start_env(rec), started=True, start_pending=False), []
+    if rec.started:
+        return rec, []
+    return _set(rec, env=start_env(rec), started=True, start_pending=False), []
 
 
 def unrevoke(rec, ev):

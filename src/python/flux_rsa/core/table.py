@@ -20,7 +20,7 @@ from collections import namedtuple
 
 from flux_rsa.core import events as E
 from flux_rsa.core import steps as do
-from flux_rsa.core.states import HOLDING, JobState, RsaState
+from flux_rsa.core.states import HOLDING, PRE_RUN, JobState, RsaState
 
 J = JobState
 S = RsaState
@@ -152,7 +152,6 @@ def advancing(rec):
 
 # --- job-state axis: (from job-states) -> job-state, per event --------------
 
-PRE_RUN = frozenset({J.PENDING, J.ONDECK, J.DEMOTED})
 
 JOB_ROWS = {
     E.OnDeck: (frozenset({J.PENDING, J.DEMOTED}), J.ONDECK),
@@ -160,6 +159,7 @@ JOB_ROWS = {
     E.Revoke: (frozenset({J.DEMOTED}), J.DEMOTED),
     E.Starting: (PRE_RUN | {J.RUNNING}, J.RUNNING),
     E.Started: (PRE_RUN | {J.RUNNING}, J.RUNNING),
+    E.OfferTaken: (PRE_RUN | {J.RUNNING}, J.RUNNING),
     E.Finished: (PRE_RUN | {J.RUNNING}, J.FINISHED),
     E.Canceled: (PRE_RUN | {J.RUNNING}, J.CANCELED),
 }
@@ -234,6 +234,7 @@ EVENT_ROWS = {
     E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
     E.TooBig: [Row(ANY, always, SAME, (do.too_big,))],
     E.Withdrawn: [Row(ANY, withdrawing, SAME, (do.withdrawn,)), Row(ANY, always, SAME, ())],
+    E.OfferTaken: [Row(ANY, always, SAME, (do.offer_taken,))],
     E.Measured: [Row(ANY, measure_asked, SAME, (do.sized,)), Row(ANY, always, SAME, ())],
     E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
     # a deadline (machine.py ignores one for a state the job has left)

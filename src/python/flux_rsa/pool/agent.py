@@ -403,18 +403,17 @@ class Agent:
                                 self.policy.simulate_rate)
             self.stages[key] = Stage(self, js, *key)
         elif stage.ended:
-            ok, error = stage.outcome()
-            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=ok, error=error,
-                        reused=stage.reused)
+            self.notify(protocol.STAGE_END, **stage.end_fields())
         return {}
 
     def do_stop(self, msg, p):
         key = (p["jobid"], p["seq"])
         stage = self.stages.get(key)
-        if stage is None or stage.ended:
-            ok, error = stage.outcome() if stage else (False, "stopped")
-            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=ok, error=error,
-                        reused=stage.reused if stage else None)
+        if stage is None:
+            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=False, error="stopped",
+                        reused=None)
+        elif stage.ended:
+            self.notify(protocol.STAGE_END, **stage.end_fields())
         else:
             stage.stop()
         return {}

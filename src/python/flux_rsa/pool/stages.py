@@ -20,7 +20,22 @@ STOP_REASON = "flux-rsa: stage stopped"
 PROGRESS_INTERVAL = 1.0
 
 
-class Stage(Subjob):
+class StageReport:
+    """What a stage of either kind says: stage-end's fields, `list`'s entry."""
+
+    def end_fields(self):
+        ok, error = self.outcome()
+        jobid, seq = self.key
+        return {"jobid": jobid, "seq": seq, "ok": ok, "error": error, "reused": self.reused}
+
+    def describe(self):
+        jobid, seq = self.key
+        ok, error = self.outcome() if self.ended else (None, None)
+        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": self.subjob_id,
+                "progress": self.progress, "ok": ok, "error": error}
+
+
+class Stage(Subjob, StageReport):
     def __init__(self, agent, jobspec, jobid, seq):
         self.key = (jobid, seq)
         self.stopped = False
@@ -37,6 +52,10 @@ class Stage(Subjob):
         if self.ended:
             return "ended"
         return "running" if self.started else "pending"
+
+    @property
+    def subjob_id(self):
+        return self.jobid
 
     def stop(self):
         self.stopped = True
@@ -88,20 +107,11 @@ class Stage(Subjob):
                 self.timer.stop()
                 self.timer = None
             self.end_sent = True
-            ok, error = self.outcome()
-            jobid, seq = self.key
-            self.agent.notify(protocol.STAGE_END, jobid=jobid, seq=seq, ok=ok, error=error,
-                              reused=self.reused)
+            self.agent.notify(protocol.STAGE_END, **self.end_fields())
             self.agent.forget(self)
 
-    def describe(self):
-        jobid, seq = self.key
-        ok, error = self.outcome() if self.ended else (None, None)
-        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": self.jobid,
-                "progress": self.progress, "ok": ok, "error": error}
 
-
-class SimulatedStage:
+class SimulatedStage(StageReport):
     """Simulation (``simulate-rate``): a stage is a timer of size / rate
     seconds in the agent, not a subjob.  Capacity stays real (holders are
     Fluxion jobs); a stage never was capacity-scheduled, and modeling it as
@@ -115,6 +125,7 @@ class SimulatedStage:
         self.progress = None
         self.stopped = False
         self.ended = False
+        self.subjob_id = None  # no subjob
         self.timer = agent.h.timer_watcher_create(max(0.0, seconds), self._done)
         self.timer.start()
 
@@ -137,16 +148,8 @@ class SimulatedStage:
             return
         self.ended = True
         self.timer.stop()
-        ok, error = self.outcome()
-        jobid, seq = self.key
-        self.agent.notify(protocol.STAGE_END, jobid=jobid, seq=seq, ok=ok, error=error, reused=None)
+        self.agent.notify(protocol.STAGE_END, **self.end_fields())
         self.agent.forget(self)
-
-    def describe(self):
-        jobid, seq = self.key
-        ok, error = self.outcome() if self.ended else (None, None)
-        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": None,
-                "progress": None, "ok": ok, "error": error}
 
 
 class Purge(Subjob):

@@ -3,6 +3,7 @@ is idempotent on the receiving side, so re-sending after a restart is safe.
 """
 
 import errno
+import time
 
 from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
@@ -60,7 +61,6 @@ class Executor:
     def withdraw(self, a):
         """Take the offer back; the core waits for the answer before it
         gives the RAM disk away (a job that took the offer runs on it)."""
-        import time
 
         def answered(f):
             try:
@@ -74,7 +74,7 @@ class Executor:
                     return
                 ok = True  # no such job (gone) or no plugin: nothing was offered
             self.retries.pop(a.jobid, None)
-            self.deliver(a.jobid, E.Withdrawn(time.time(), ok))
+            self.deliver(a.jobid, (E.Withdrawn if ok else E.OfferTaken)(time.time()))
 
         self.h.rpc("job-manager.rsa.withdraw", {"id": a.jobid}).then(answered)
 

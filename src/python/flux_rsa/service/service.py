@@ -21,7 +21,7 @@ from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, pars
 from flux_rsa.core import events as E
 from flux_rsa.core import actions as A
 from flux_rsa.core import inflight, ondeck, rates, reuse
-from flux_rsa.core.states import HOLDING, JobState, RsaState
+from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
 from flux_rsa.service.execute import Executor
@@ -30,7 +30,6 @@ from flux_rsa.service.pool import PoolLink
 
 S = RsaState
 #: rsa-states whose RAM disk may hold outputs not yet home: kept through a restart
-PRE_RUN = frozenset({JobState.PENDING, JobState.ONDECK, JobState.DEMOTED})
 KEEP_STATES = frozenset({S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED})
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
@@ -76,9 +75,6 @@ class Service:
         self.log = log
         self.policy = policy
         self.records = store.load(h)
-        # records of jobs that have not run yet: the on-deck pass looks at
-        # nothing when there are none (a machine busy with other jobs)
-        self.prerun = {j for j, r in self.records.items() if r.job_state in PRE_RUN}
         self.drained = store.load_drained(h)  # RSA node -> reason
         self.tracker = Tracker()
         self.store = store.Store(h, log)
@@ -140,10 +136,6 @@ class Service:
     def commit(self, old, new, actions):
         if new != old:
             self.records[new.jobid] = new
-            if new.job_state in PRE_RUN and new.rsa_state is not S.INELIGIBLE:
-                self.prerun.add(new.jobid)
-            else:
-                self.prerun.discard(new.jobid)
             self.store.save(new)
             if old is None or new.rsa_state is not old.rsa_state:
                 self.actions.append((self.intake, ("state", new)))
@@ -367,8 +359,10 @@ class Service:
             self.log.error(f"rsa: on-deck pass: {exc!r}")
 
     def plan(self):
-        if not self.replayed or not self.pool.ready or not self.prerun:
+        if not self.replayed or not self.pool.ready:
             return
+        if not any(r.job_state in PRE_RUN and r.rsa_state is not S.INELIGIBLE for r in self.records.values()):
+            return  # no RSA job waits to run (a machine busy with other jobs)
         now = time.time()
         rate = rates.stage_rate(self.records, self.policy.stage_rate)
         events = ondeck.plan(self.tracker.pending(), self.records, self.pool.nodes, self.policy, now, rate, self.drained)
@@ -471,7 +465,6 @@ class Service:
         final.sort(key=lambda r: r.history[-1].t if r.history else 0)
         for rec in final[:excess]:
             del self.records[rec.jobid]
-            self.prerun.discard(rec.jobid)
             self.store.remove(rec.jobid)
 
     def keep_list(self):
