@@ -54,7 +54,8 @@ test_expect_success 'behind them: x is STAGING_IN, r READY and i INITIAL (not on
 		sh -c "cp -a \$RSA_DATA_IN/. \$RSA_DATA_OUT/") &&
 	r=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in-r" --setattr=rsa.data_out="$PWD/out-r" \
 		--setattr=rsa.on_late=wait --setattr=rsa.capacity=16M \
-		sh -c "cp -a \$RSA_DATA_IN/. \$RSA_DATA_OUT/") &&
+		sh -c "cp -a \$RSA_DATA_IN/. \$RSA_DATA_OUT/ &&
+		       while ! test -e \"$PWD/r.go\"; do sleep 0.1; done") &&
 	i=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in-i" --setattr=rsa.data_out="$PWD/out-i" \
 		--setattr=rsa.on_late=wait --setattr=rsa.capacity=16M \
 		sh -c "cp -a \$RSA_DATA_IN/. \$RSA_DATA_OUT/") &&
@@ -72,8 +73,24 @@ test_expect_success 'the module is removed and loaded again' '
 		"INITIAL STAGING_IN READY INUSE_IN" &&
 	test "$(rsa_state $y) $(rsa_state $z) $(rsa_state $h)" = "INUSE_OUT STAGING_OUT HELD"
 '
+# the plugin tells the service of start and finish; with the module away,
+# nobody hears them: the service must find them when it comes back
+test_expect_success 'with the module away, w and y end and r starts with its offer' '
+	flux module remove rsa &&
+	touch w.go y.go &&
+	flux job wait-event -t 60 $w clean &&
+	flux job wait-event -t 60 $y clean &&
+	flux job wait-event -t 60 $r start &&
+	flux module load rsa &&
+	rsa_wait_pool 30 &&
+	flux rsa status -a &&
+	test "$(rsa_state $r)" = INUSE_IN &&
+	for j in $w $y; do
+		case $(rsa_state $j) in INUSE_*|READY) return 1;; esac
+	done
+'
 test_expect_success 'every job carries on and ends correctly' '
-	rsa_open gatein && rsa_open gateout && touch y.go w.go fixed &&
+	rsa_open gatein && rsa_open gateout && touch r.go fixed &&
 	flux rsa retry $h &&
 	for j in $z $h $y $w $x $r $i; do flux rsa wait -t 120 $j || return 1; done
 '

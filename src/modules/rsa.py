@@ -64,6 +64,14 @@ class RsaModule(BrokerModule):
 
         self._reply(msg, ack)
 
+    @request_handler("job-event")
+    def job_event(self, msg):
+        """start and finish of RSA jobs, from the jobtap plugin (no answer)."""
+        try:
+            self.service.on_job_event(msg.payload)
+        except Exception as exc:
+            self.log.error(f"rsa: job-event {msg.payload}: {exc!r}")
+
     @request_handler("pool-event")
     def pool_event(self, msg):
         def take():

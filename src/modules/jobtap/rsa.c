@@ -17,7 +17,11 @@
  *    env ("rsa-ready" with offered set): no prolog, no round trip;
  *  - job-manager.rsa.withdraw {id} -> {withdrawn}: the service wants the
  *    RAM disk back; true unless the job already started with the offer
- *    (the service must not take it then).
+ *    (the service must not take it then);
+ *  - the start and finish events of every job that mentions rsa (even a
+ *    malformed request the service will call ineligible) go to the service
+ *    as rsa.job-event {id, name, timestamp, context}, so that the service
+ *    need not follow those events of every job in the journal.
  *
  * Nothing here blocks: the start request is an RPC with a continuation.
  *
@@ -59,6 +63,7 @@ struct rsa_job {
     char idf58[32];
     uint32_t userid;
     enum phase phase;
+    bool eligible;              /* attrs is an object: the RSA manages it */
     json_t *attrs;              /* attributes.system.rsa */
     flux_future_t *f;           /* rsa.start in flight */
     flux_watcher_t *retry_w;    /* next rsa.start attempt */
@@ -101,6 +106,7 @@ static struct rsa_job *rsa_job_create (flux_plugin_t *p,
         snprintf (job->idf58, sizeof (job->idf58), "%ju", (uintmax_t)id);
     job->userid = userid;
     job->attrs = json_incref (attrs);
+    job->eligible = json_is_object (attrs);
     job->conf = &conf;
     return job;
 }
@@ -243,8 +249,8 @@ static int new_cb (flux_plugin_t *p, const char *topic,
                                       "rsa", &attrs) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
                                   flux_plugin_arg_strerror (args));
-    if (!attrs || !json_is_object (attrs))
-        return 0; /* not an RSA job (a malformed one is refused at ingest) */
+    if (!attrs)
+        return 0; /* not an RSA job */
     if (!(job = rsa_job_create (p, id, userid, attrs))
         || flux_jobtap_job_aux_set (p,
                                     FLUX_JOBTAP_CURRENT_JOB,
@@ -267,7 +273,7 @@ static int run_cb (flux_plugin_t *p, const char *topic,
     flux_t *h = flux_jobtap_get_flux (p);
     flux_reactor_t *r = flux_get_reactor (h);
 
-    if (!job || job->phase != IDLE)
+    if (!job || !job->eligible || job->phase != IDLE)
         return 0;
     if (job->offer) {
         /* staged while pending: start now with what was offered */
@@ -316,13 +322,53 @@ static int exception_cb (flux_plugin_t *p, const char *topic,
     return 0;
 }
 
+/* job.event.start, job.event.finish: tell the service (no answer: if it
+ * is away, it reads the job's eventlog when it comes back).
+ */
+static int forward_cb (flux_plugin_t *p, const char *topic,
+                       flux_plugin_arg_t *args, void *arg)
+{
+    struct rsa_job *job = flux_jobtap_job_aux_get (p,
+                                                   FLUX_JOBTAP_CURRENT_JOB,
+                                                   AUX_NAME);
+    flux_t *h = flux_jobtap_get_flux (p);
+    const char *name;
+    double timestamp;
+    json_t *context = NULL;
+    flux_future_t *f;
+
+    if (!job)
+        return 0;
+    if (flux_plugin_arg_unpack (args,
+                                FLUX_PLUGIN_ARG_IN,
+                                "{s:{s:s s:F s?o}}",
+                                "entry",
+                                  "name", &name,
+                                  "timestamp", &timestamp,
+                                  "context", &context) < 0)
+        return flux_jobtap_error (p, args, "rsa: unpacking %s: %s", topic,
+                                  flux_plugin_arg_strerror (args));
+    if (!(f = flux_rpc_pack (h,
+                             "rsa.job-event",
+                             0,
+                             FLUX_RPC_NORESPONSE,
+                             "{s:I s:s s:f s:O?}",
+                             "id", job->id,
+                             "name", name,
+                             "timestamp", timestamp,
+                             "context", context)))
+        flux_log_error (h, "rsa: %s: sending %s", job->idf58, name);
+    flux_future_destroy (f);
+    return 0;
+}
+
 /* The RSA state of active job id, or NULL with errno and errmsg set. */
 static struct rsa_job *active_job (flux_plugin_t *p,
                                    flux_jobid_t id,
                                    const char **errmsg)
 {
     struct rsa_job *job = flux_jobtap_job_aux_get (p, id, AUX_NAME);
-    if (!job) {
+    if (!job || !job->eligible) {
         *errmsg = "not an active RSA job";
         errno = ENOENT;
     }
@@ -508,6 +554,8 @@ static const struct flux_plugin_handler tab[] = {
     { "job.new", new_cb, NULL },
     { "job.state.run", run_cb, NULL },
     { "job.event.exception", exception_cb, NULL },
+    { "job.event.start", forward_cb, NULL },
+    { "job.event.finish", forward_cb, NULL },
     { 0 },
 };
 

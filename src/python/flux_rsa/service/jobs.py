@@ -4,7 +4,11 @@ and the core events the journal implies.
 Journal events are RFC 21 eventlog entries (plus the journal-only
 "annotations" entries carrying ``sched.t_estimate``).  Only RSA jobs get
 records; every pending job is tracked because the on-deck rule looks at the
-whole queue.
+whole queue.  ``start`` and ``finish`` matter for RSA jobs only: the jobtap
+plugin sends those (the journal would send them for every job), and after a
+restart the eventlog of each allocated RSA job fills in what was missed, so
+either may arrive twice.  A job that got resources and ends (``clean``)
+without its finish heard is *unsure*: only its eventlog says whether it ran.
 """
 
 from dataclasses import dataclass, field
@@ -25,6 +29,7 @@ class JobFacts:
     state: str = "DEPEND"
     priority: Optional[int] = None
     t_estimate: Optional[float] = None
+    allocated: bool = False
     started: bool = False
     finished: bool = False
     events: list = field(default_factory=list)
@@ -77,6 +82,10 @@ def env_from_context(context):
     )
 
 
+#: in feed()'s events: the job ended and only its eventlog says how
+UNSURE = "unsure"
+
+
 class Tracker:
     """Active jobs and the transitions their journal entries imply."""
 
@@ -88,6 +97,11 @@ class Tracker:
 
     def active(self, jobid):
         return jobid in self.jobs
+
+    def allocated(self, jobid):
+        """The job got its resources (it may have started since)."""
+        facts = self.jobs.get(jobid)
+        return facts is not None and facts.allocated
 
     def feed(self, jobid, name, t, context, jobspec=None):
         """Apply one journal entry.  Returns (facts, new, events): ``new`` is
@@ -109,9 +123,7 @@ class Tracker:
         if facts is None:
             return None, False, []
         events = []
-        if name == "depend":
-            facts.state = "PRIORITY"
-        elif name == "priority":
+        if name == "priority":
             facts.priority = context.get("priority")
             if facts.state in ("DEPEND", "PRIORITY"):
                 facts.state = "SCHED"
@@ -122,13 +134,14 @@ class Tracker:
             facts.t_estimate = sched.get("t_estimate")
         elif name == "alloc":
             facts.state = "RUN"
+            facts.allocated = True
             facts.t_estimate = None
         elif name == "rsa-ready":
             events.append(E.Started(t, env_from_context(context)))
-        elif name == "start":
+        elif name == "start" and not facts.started:
             facts.started = True
             events.append(E.Started(t))
-        elif name == "finish":
+        elif name == "finish" and not facts.finished:
             facts.finished = True
             facts.state = "CLEANUP"
             events.append(E.Finished(t))
@@ -137,8 +150,10 @@ class Tracker:
                 facts.state = "CLEANUP"
         elif name == "clean":
             facts.state = "INACTIVE"
-            if not facts.started:
+            if not facts.allocated:
                 events.append(E.Canceled(t))
+            elif not facts.finished:
+                events.append(UNSURE)
             del self.jobs[jobid]
         return facts, False, events
 

@@ -25,7 +25,7 @@ from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
 from flux_rsa.service.execute import Executor
-from flux_rsa.service.jobs import Tracker, ended_from_eventlog
+from flux_rsa.service.jobs import UNSURE, Tracker, ended_from_eventlog
 from flux_rsa.service.pool import PoolLink
 
 S = RsaState
@@ -43,11 +43,14 @@ LATENCY_SAMPLES = 20000
 #: journal entries that change the queue the on-deck rule looks at
 QUEUE_CHANGES = frozenset({"submit", "priority", "annotations", "alloc", "clean", "flux-restart", "exception"})
 
-#: the only job events the service follows (Tracker.feed); job-manager
-#: filters the rest out of the journal, so a machine busy with other jobs
-#: costs the service less
-JOURNAL_EVENTS = ("submit", "depend", "priority", "flux-restart", "annotations", "alloc",
-                  "rsa-ready", "start", "finish", "exception", "clean")
+#: the journal events the service follows (Tracker.feed), those every job
+#: has or that move the queue; job-manager filters the rest out, so a
+#: machine busy with other jobs costs the service less
+JOURNAL_EVENTS = ("submit", "priority", "flux-restart", "annotations", "alloc",
+                  "rsa-ready", "exception", "clean")
+#: events that matter for RSA jobs only: the jobtap plugin sends them for
+#: its jobs (rsa.job-event), so they need not come for every job
+PLUGIN_EVENTS = ("start", "finish")
 
 
 class Journal(JournalConsumer):
@@ -171,15 +174,35 @@ class Service:
             if self.keeper is not None and jobid == self.keeper.jobid:
                 self.pool_job_entry(jobid, entry)
                 return
-            facts, new, events = self.tracker.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
-            if entry.name in QUEUE_CHANGES:
-                self.arm_plan()
-            if new:
-                self.admit(facts, entry.timestamp)
-            for ev in events:
-                self.apply(jobid, ev)
+            self.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
         except Exception as exc:  # never let one entry kill the module
             self.log.error(f"rsa: journal entry {entry}: {exc!r}")
+
+    def on_job_event(self, payload):
+        """``start`` or ``finish`` of an RSA job, from the jobtap plugin."""
+        self.intake = time.time()
+        if payload.get("name") not in PLUGIN_EVENTS:
+            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(PLUGIN_EVENTS)}")
+        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]), payload.get("context") or {})
+
+    def feed(self, jobid, name, t, context, jobspec=None):
+        facts, new, events = self.tracker.feed(jobid, name, t, context, jobspec)
+        if name in QUEUE_CHANGES:
+            self.arm_plan()
+        if new:
+            self.admit(facts, t)
+        if UNSURE in events:
+            events = self.ended(jobid)
+        for ev in events:
+            self.apply(jobid, ev)
+
+    def ended(self, jobid):
+        """Core events for a job that went inactive, from its eventlog
+        (those its record has seen already are ignored by the core)."""
+        rec = self.records.get(jobid)
+        if rec is None or rec.final:
+            return []
+        return ended_from_eventlog(self._eventlog(jobid))
 
     def replay_done(self):
         """The journal caught up: settle jobs that ended while we were away
@@ -189,8 +212,14 @@ class Service:
             if rec.final:
                 continue
             if not self.tracker.active(jobid):
-                for ev in ended_from_eventlog(self._eventlog(jobid)):
+                for ev in self.ended(jobid):
                     self.apply(jobid, ev)
+            elif self.tracker.allocated(jobid):
+                # start and finish come from the plugin, which had no one
+                # to tell while we were away: the eventlog has them
+                for entry in self._eventlog(jobid):
+                    if entry.get("name") in PLUGIN_EVENTS:
+                        self.feed(jobid, entry["name"], entry.get("timestamp", now), entry.get("context") or {})
             rec = self.records[jobid]
             again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
             self.actions.extend((now, a) for a in again)
