@@ -399,8 +399,7 @@ class Agent:
                 seconds = p["size"] / self.policy.simulate_rate
                 self.stages[key] = SimulatedStage(self, *key, seconds)
                 return {}
-            js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers,
-                                self.policy.simulate_rate)
+            js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers)
             self.stages[key] = Stage(self, js, *key)
         elif stage.ended:
             self.notify(protocol.STAGE_END, **stage.end_fields())
@@ -425,7 +424,7 @@ class Agent:
             return {}
         if p["jobid"] not in self.purges:
             self._refuse_if_stopping()
-            js = jobspecs.purge(self.python, p, rank, self.environment, self.simulate)
+            js = jobspecs.purge(self.python, p, rank, self.environment)
             self.purges[p["jobid"]] = Purge(self, js, p["jobid"])
         return {}
 

@@ -6,11 +6,10 @@ memory-only slot is matched but never runs, and leaks its memory) and every
 job runs with cpu-affinity off (the pool's cores are virtual).
 The subjobs' output stays in the KVS, where the agent follows it.
 
-In simulation (``Policy.simulate_rate > 0``) holders, stages and purges
-are Flux test-execution jobs (``attributes.system.exec.test``): Fluxion
-allocates them as usual but job-exec starts no process; a holder runs
-until it is killed, a stage for ``size / simulate_rate`` seconds, a purge
-for a moment.
+In simulation (``Policy.simulate_rate > 0``) holders are Flux
+test-execution jobs (``attributes.system.exec.test``): Fluxion allocates
+them as usual but job-exec starts no process, and they run until killed.
+(Simulated stages and purges are not jobs: the agent times them.)
 """
 
 import math
@@ -22,8 +21,6 @@ STAGER = ("-m", "flux_rsa.stage")
 RAMDISK = ("-m", "flux_rsa.ramdisk")
 MEASURE = ("-m", "flux_rsa.pool.measure")
 OUTPUT_BATCH = 0.05
-#: a simulated job that "ends at once" (testexec runs a 0 s job for ever)
-SIM_INSTANT = 0.001
 
 
 class Unfit(ValueError):
@@ -115,7 +112,7 @@ def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=
     jobspec = _jobspec(command, holder_name(jobid, gen), environment, nodes=nodes,
                        memory=granules, rank=adopt_rank if adopt_rank is not None else rank)
     if policy.simulate_rate > 0:
-        _simulate(jobspec, None)  # runs until it is killed
+        _simulate(jobspec)
     else:
         # a RAM disk that cannot be built ends the holder at once
         jobspec.setattr_shell_option("exit-on-error", 1)
@@ -149,13 +146,10 @@ def stage_command(python, request, workers=0):
     return [python, *STAGER, *args, *options]
 
 
-def stage(python, request, rank, environment, workers=0, simulate_rate=0):
+def stage(python, request, rank, environment, workers=0):
     """Stage subjob on pool rank ``rank`` (the holder's first node)."""
-    jobspec = _jobspec(stage_command(python, request, workers),
-                       stage_name(request["jobid"], request["seq"]), environment, rank=rank)
-    if simulate_rate > 0:
-        _simulate(jobspec, request.get("size", 0) / simulate_rate)
-    return jobspec
+    return _jobspec(stage_command(python, request, workers),
+                    stage_name(request["jobid"], request["seq"]), environment, rank=rank)
 
 
 def purge_command(python, path, data_in):
@@ -163,12 +157,9 @@ def purge_command(python, path, data_in):
     return [python, *RAMDISK, "purge", path, *link]
 
 
-def purge(python, request, rank, environment, simulate=False):
-    jobspec = _jobspec(purge_command(python, request["path"], request["data_in"]),
-                       purge_name(request["jobid"]), environment, rank=rank)
-    if simulate:
-        _simulate(jobspec, 0)
-    return jobspec
+def purge(python, request, rank, environment):
+    return _jobspec(purge_command(python, request["path"], request["data_in"]),
+                    purge_name(request["jobid"]), environment, rank=rank)
 
 
 def sweep(python, policy, environment, nodes=1, rank=None, report_kept=False):
@@ -199,14 +190,10 @@ def discard(python, path, rank, environment):
 # --- common shape --------------------------------------------------------------
 
 
-def _simulate(jobspec, seconds):
-    """Make ``jobspec`` a test-execution job lasting ``seconds`` (None: until
-    it is killed).  No shell, no process: no output to follow."""
-    test = {}
-    if seconds is not None:
-        # testexec treats 0 as "for ever": a job meant to end does so at once
-        test["run_duration"] = f"{max(seconds, SIM_INSTANT):.6f}s"
-    jobspec.setattr("system.exec.test", test)
+def _simulate(jobspec):
+    """Make ``jobspec`` a test-execution job that runs until it is killed
+    (testexec's run_duration 0).  No shell, no process: no output to follow."""
+    jobspec.setattr("system.exec.test", {})
 
 
 def simulated(jobspec):

@@ -61,6 +61,20 @@ class Journal(JournalConsumer):
         return {"full": self.full, "allow": {name: 1 for name in JOURNAL_EVENTS}}
 
 
+def memory_kb(field, default=None):
+    """VmHWM (peak) or VmRSS (now) of this process, in KiB.  Not
+    ru_maxrss: Linux keeps that across execve, so a module started by a
+    broker that had grown big would report the broker's size."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return default
+
+
 def timer_event(action, t):
     """The core event a StartTimer action asked for."""
     if action.name == "delay":
@@ -481,7 +495,8 @@ class Service:
                 "mean": statistics.fmean(samples) * 1000 if samples else None,
             },
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "maxrss_kb": usage.ru_maxrss,
+            "maxrss_kb": memory_kb("VmHWM", usage.ru_maxrss),
+            "rss_kb": memory_kb("VmRSS"),
             "restages": sum(r.restages for r in self.records.values()),
         }
 
