@@ -1,9 +1,11 @@
-"""What the service learns of jobs that mention rsa (their events come from
-the jobtap plugin, and from the journal's replay when the service starts:
-any may come twice), how a job ended, and the queue as job-list lists it."""
+"""What the service learns of jobs from the journal and the jobtap plugin:
+the queue the on-deck rule sees, and how a job ended.  The journal brings
+every job's submit, priority, alloc and clean; start and finish come for RSA
+jobs only (from the plugin, or from the eventlog after a restart), and may
+come twice."""
 
 from flux_rsa.core import events as E
-from flux_rsa.service.jobs import UNSURE, Tracker, pending_from_list
+from flux_rsa.service.jobs import UNSURE, Tracker
 
 JOBSPEC = {"resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1}]}],
            "attributes": {"system": {"rsa": {"data_in": "/in", "data_out": "/out"}}}}
@@ -16,23 +18,27 @@ def submitted(tracker, jobid, jobspec=JOBSPEC, t=1.0):
     return facts
 
 
-def test_the_queue_comes_from_job_list_with_estimates():
-    jobs = [{"id": 7, "priority": 20, "t_submit": 2.0, "annotations": {"sched": {"t_estimate": 99.0}}},
-            {"id": 5, "priority": 16, "t_submit": 1.0},
-            {"id": 9, "priority": 16, "t_submit": 3.0, "annotations": {}}]
-    pending = pending_from_list(jobs)
-    assert [(p.jobid, p.priority, p.t_submit, p.t_estimate) for p in pending] == [
-        (7, 20, 2.0, 99.0), (5, 16, 1.0, None), (9, 16, 3.0, None)]
+def test_a_job_is_pending_from_its_priority_until_its_alloc():
+    tr = Tracker()
+    facts = submitted(tr, 1)
+    assert (facts.nnodes, facts.rsa) == (2, {"data_in": "/in", "data_out": "/out"})
+    assert tr.pending() == []  # no priority yet (dependencies, validation)
+    tr.feed(1, "priority", 2.0, {"priority": 16})
+    assert [p.jobid for p in tr.pending()] == [1]
+    tr.feed(1, "annotations", 2.5, {"annotations": {"sched": {"t_estimate": 99.0}}})
+    assert tr.pending()[0].t_estimate == 99.0
+    tr.feed(1, "alloc", 3.0, {})
+    assert tr.pending() == [] and tr.allocated(1)
 
 
-def test_every_event_heard_twice_changes_nothing_the_second_time():
+def test_a_job_requeued_by_a_restart_is_pending_again_after_its_priority():
     tr = Tracker()
     submitted(tr, 1)
-    assert tr.feed(1, "submit", 1.0, {"userid": 1000}, JOBSPEC) == (tr.jobs[1], False, [])
-    for name in ("priority", "alloc"):
-        tr.feed(1, name, 2.0, {"priority": 16})
-        tr.feed(1, name, 2.0, {"priority": 16})
-    assert tr.active(1) and not tr.waiting(1)  # allocated
+    tr.feed(1, "priority", 2.0, {"priority": 16})
+    tr.feed(1, "flux-restart", 3.0, {})
+    assert tr.pending() == []
+    tr.feed(1, "priority", 4.0, {"priority": 20})
+    assert [(p.jobid, p.priority) for p in tr.pending()] == [(1, 20)]
 
 
 def test_start_and_finish_heard_twice_count_once():
@@ -68,12 +74,12 @@ def test_an_allocated_job_ending_without_its_finish_heard_is_unsure():
 def test_events_of_a_job_never_submitted_here_are_ignored():
     tr = Tracker()
     assert tr.feed(7, "finish", 1.0, {}) == (None, False, [])
-    assert not tr.active(7) and not tr.waiting(7)
+    assert not tr.active(7) and not tr.allocated(7)
 
 
-def test_a_job_without_rsa_is_not_followed():
+def test_a_job_without_rsa_is_tracked_for_the_queue_only():
     tr = Tracker()
-    facts, new, events = tr.feed(2, "submit", 1.0, {"userid": 1000}, PLAIN)
-    assert (facts, new, events) == (None, False, [])
-    assert tr.feed(2, "alloc", 2.0, {}) == (None, False, [])
-    assert not tr.active(2)
+    facts = submitted(tr, 2, PLAIN)
+    assert facts.rsa is None and facts.nnodes == 1
+    tr.feed(2, "priority", 2.0, {"priority": 16})
+    assert [p.jobid for p in tr.pending()] == [2]

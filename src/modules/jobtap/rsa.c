@@ -18,13 +18,10 @@
  *  - job-manager.rsa.withdraw {id} -> {withdrawn}: the service wants the
  *    RAM disk back; true unless the job already started with the offer
  *    (the service must not take it then);
- *  - every job that mentions rsa (even a malformed request the service
- *    will call ineligible) is followed for the service: its submit (with
- *    its jobspec) and its priority, flux-restart, alloc, rsa-ready, start,
- *    finish, exception and clean events go to rsa.job-event {id, name,
- *    timestamp, context[, jobspec]}.  The service reads the job-manager
- *    journal only to catch up when it starts: a job without rsa costs it
- *    no message.
+ *  - the start and finish events of every job that mentions rsa (even a
+ *    malformed request the service will call ineligible) go to the service
+ *    as rsa.job-event {id, name, timestamp, context}, so that the service
+ *    need not follow those events of every job in the journal.
  *
  * Nothing here blocks: the start request is an RPC with a continuation.
  *
@@ -232,57 +229,26 @@ static void hold_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
         fall_back (job, "no answer from the rsa service within max-hold");
 }
 
-/* Tell the service of an event of job (no answer: if the service is
- * away, it catches up from the journal when it comes back).
- */
-static void send_event (struct rsa_job *job,
-                        const char *name,
-                        double timestamp,
-                        json_t *context,
-                        json_t *jobspec)
-{
-    flux_t *h = flux_jobtap_get_flux (job->p);
-    flux_future_t *f;
-
-    if (!(f = flux_rpc_pack (h,
-                             "rsa.job-event",
-                             0,
-                             FLUX_RPC_NORESPONSE,
-                             "{s:I s:s s:f s:O? s:O?}",
-                             "id", job->id,
-                             "name", name,
-                             "timestamp", timestamp,
-                             "context", context,
-                             "jobspec", jobspec)))
-        flux_log_error (h, "rsa: %s: sending %s", job->idf58, name);
-    flux_future_destroy (f);
-}
-
 /* job.new (also replayed for active jobs when the plugin loads) */
 static int new_cb (flux_plugin_t *p, const char *topic,
                    flux_plugin_arg_t *args, void *arg)
 {
-    json_t *jobspec = NULL;
     json_t *attrs = NULL;
-    json_t *context;
     flux_jobid_t id;
     uint32_t userid;
-    double t_submit;
     struct rsa_job *job;
 
     if (flux_plugin_arg_unpack (args,
                                 FLUX_PLUGIN_ARG_IN,
-                                "{s:I s:i s:f s:o}",
+                                "{s:I s:i s:{s?{s?{s?o}}}}",
                                 "id", &id,
                                 "userid", &userid,
-                                "t_submit", &t_submit,
-                                "jobspec", &jobspec) < 0)
+                                "jobspec",
+                                  "attributes",
+                                    "system",
+                                      "rsa", &attrs) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
                                   flux_plugin_arg_strerror (args));
-    attrs = json_object_get (json_object_get (json_object_get (jobspec,
-                                                               "attributes"),
-                                              "system"),
-                             "rsa");
     if (!attrs)
         return 0; /* not an RSA job */
     if (!(job = rsa_job_create (p, id, userid, attrs))
@@ -293,10 +259,6 @@ static int new_cb (flux_plugin_t *p, const char *topic,
                                     rsa_job_destroy) < 0) {
         rsa_job_destroy (job);
         return flux_jobtap_error (p, args, "rsa: cannot track job");
-    }
-    if ((context = json_pack ("{s:i}", "userid", (int)userid))) {
-        send_event (job, "submit", t_submit, context, jobspec);
-        json_decref (context);
     }
     return flux_jobtap_job_subscribe (p, FLUX_JOBTAP_CURRENT_JOB);
 }
@@ -341,9 +303,6 @@ static int run_cb (flux_plugin_t *p, const char *topic,
     return 0;
 }
 
-static int forward_cb (flux_plugin_t *p, const char *topic,
-                       flux_plugin_arg_t *args, void *arg);
-
 /* A fatal exception while held: let the job go to cleanup. */
 static int exception_cb (flux_plugin_t *p, const char *topic,
                          flux_plugin_arg_t *args, void *arg)
@@ -360,19 +319,23 @@ static int exception_cb (flux_plugin_t *p, const char *topic,
         return -1;
     if (job && job->phase == HOLDING && severity == 0)
         release_job (job, NULL, 1);
-    return forward_cb (p, topic, args, arg);
+    return 0;
 }
 
-/* job.event.<name> of a followed job: tell the service. */
+/* job.event.start, job.event.finish: tell the service (no answer: if it
+ * is away, it reads the job's eventlog when it comes back).
+ */
 static int forward_cb (flux_plugin_t *p, const char *topic,
                        flux_plugin_arg_t *args, void *arg)
 {
     struct rsa_job *job = flux_jobtap_job_aux_get (p,
                                                    FLUX_JOBTAP_CURRENT_JOB,
                                                    AUX_NAME);
+    flux_t *h = flux_jobtap_get_flux (p);
     const char *name;
     double timestamp;
     json_t *context = NULL;
+    flux_future_t *f;
 
     if (!job)
         return 0;
@@ -385,7 +348,17 @@ static int forward_cb (flux_plugin_t *p, const char *topic,
                                   "context", &context) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking %s: %s", topic,
                                   flux_plugin_arg_strerror (args));
-    send_event (job, name, timestamp, context, NULL);
+    if (!(f = flux_rpc_pack (h,
+                             "rsa.job-event",
+                             0,
+                             FLUX_RPC_NORESPONSE,
+                             "{s:I s:s s:f s:O?}",
+                             "id", job->id,
+                             "name", name,
+                             "timestamp", timestamp,
+                             "context", context)))
+        flux_log_error (h, "rsa: %s: sending %s", job->idf58, name);
+    flux_future_destroy (f);
     return 0;
 }
 
@@ -581,13 +554,8 @@ static const struct flux_plugin_handler tab[] = {
     { "job.new", new_cb, NULL },
     { "job.state.run", run_cb, NULL },
     { "job.event.exception", exception_cb, NULL },
-    { "job.event.priority", forward_cb, NULL },
-    { "job.event.flux-restart", forward_cb, NULL },
-    { "job.event.alloc", forward_cb, NULL },
-    { "job.event.rsa-ready", forward_cb, NULL },
     { "job.event.start", forward_cb, NULL },
     { "job.event.finish", forward_cb, NULL },
-    { "job.event.clean", forward_cb, NULL },
     { 0 },
 };
 

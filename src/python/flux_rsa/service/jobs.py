@@ -1,13 +1,14 @@
-"""What the service knows of each active RSA job, and the core events its
-job events imply.
+"""What the service knows of each active job, from the job-manager journal,
+and the core events the journal implies.
 
-Job events are RFC 21 eventlog entries.  The jobtap plugin sends those of
-jobs that mention rsa; when the service starts, the job-manager journal
-replays what it missed, so an event may arrive twice: feeding one again
-changes nothing.  Jobs without rsa are not followed at all: the on-deck
-rule gets the queue from job-list (``pending_from_list``).  A job that got
-resources and ends (``clean``) without its finish heard is *unsure*: only
-its eventlog says whether it ran.
+Journal events are RFC 21 eventlog entries (plus the journal-only
+"annotations" entries carrying ``sched.t_estimate``).  Only RSA jobs get
+records; every pending job is tracked because the on-deck rule looks at the
+whole queue.  ``start`` and ``finish`` matter for RSA jobs only: the jobtap
+plugin sends those (the journal would send them for every job), and after a
+restart the eventlog of each allocated RSA job fills in what was missed, so
+either may arrive twice.  A job that got resources and ends (``clean``)
+without its finish heard is *unsure*: only its eventlog says whether it ran.
 """
 
 from dataclasses import dataclass, field
@@ -33,6 +34,12 @@ class JobFacts:
     finished: bool = False
     events: list = field(default_factory=list)
 
+    @property
+    def pending(self):
+        return self.state == "SCHED" and self.priority is not None
+
+    def as_pending(self):
+        return Pending(self.jobid, self.priority, self.t_submit, self.t_estimate)
 
 
 def count_nodes(jobspec):
@@ -85,13 +92,16 @@ class Tracker:
     def __init__(self):
         self.jobs = {}
 
+    def pending(self):
+        return [f.as_pending() for f in self.jobs.values() if f.pending]
+
     def active(self, jobid):
         return jobid in self.jobs
 
-    def waiting(self, jobid):
-        """Active and not allocated yet."""
+    def allocated(self, jobid):
+        """The job got its resources (it may have started since)."""
         facts = self.jobs.get(jobid)
-        return facts is not None and not facts.allocated
+        return facts is not None and facts.allocated
 
     def feed(self, jobid, name, t, context, jobspec=None):
         """Apply one journal entry.  Returns (facts, new, events): ``new`` is
@@ -99,7 +109,7 @@ class Tracker:
         record (if it has one)."""
         facts = self.jobs.get(jobid)
         if name == "submit":
-            if facts is None and jobspec is not None and rsa_attrs(jobspec) is not None:
+            if facts is None and jobspec is not None:
                 facts = JobFacts(
                     jobid=jobid,
                     userid=context.get("userid", -1),
@@ -146,17 +156,6 @@ class Tracker:
                 events.append(UNSURE)
             del self.jobs[jobid]
         return facts, False, events
-
-
-def pending_from_list(jobs):
-    """Pending jobs as job-list lists them (id, priority, t_submit and
-    annotations), for the on-deck rule."""
-    out = []
-    for job in jobs:
-        sched = (job.get("annotations") or {}).get("sched") or {}
-        out.append(Pending(int(job["id"]), job.get("priority", 0), job.get("t_submit", 0.0),
-                           sched.get("t_estimate")))
-    return out
 
 
 def ended_from_eventlog(entries):

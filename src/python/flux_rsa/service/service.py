@@ -13,7 +13,6 @@ import errno
 import json
 import time
 
-import flux.constants
 import flux.job
 import flux.kvs
 from flux.job import JournalConsumer
@@ -26,7 +25,7 @@ from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
 from flux_rsa.service.execute import Executor
-from flux_rsa.service.jobs import UNSURE, Tracker, ended_from_eventlog, pending_from_list
+from flux_rsa.service.jobs import UNSURE, Tracker, ended_from_eventlog
 from flux_rsa.service.pool import PoolLink
 
 S = RsaState
@@ -44,25 +43,22 @@ LATENCY_SAMPLES = 20000
 #: journal entries that change the queue the on-deck rule looks at
 QUEUE_CHANGES = frozenset({"submit", "priority", "annotations", "alloc", "clean", "flux-restart", "exception"})
 
-#: the job events the service follows (Tracker.feed).  The jobtap plugin
-#: sends them for jobs that mention rsa (rsa.job-event); the journal,
-#: filtered to them, replays what happened while the service was away,
-#: and is closed once it has caught up: a job without rsa costs nothing
-JOB_EVENTS = ("submit", "priority", "flux-restart", "alloc", "rsa-ready", "start", "finish",
-              "exception", "clean")
-#: pending jobs job-list is asked for on each on-deck pass: positions up to
-#: this far down the queue count (the deck is much shorter)
-QUEUE_LOOK = 1000
-#: at most one queue query per QUERY_INTERVAL seconds
-QUERY_INTERVAL = 0.25
+#: the journal events the service follows (Tracker.feed), those every job
+#: has or that move the queue; job-manager filters the rest out, so a
+#: machine busy with other jobs costs the service less
+JOURNAL_EVENTS = ("submit", "priority", "flux-restart", "annotations", "alloc",
+                  "rsa-ready", "exception", "clean")
+#: events that matter for RSA jobs only: the jobtap plugin sends them for
+#: its jobs (rsa.job-event), so they need not come for every job
+PLUGIN_EVENTS = ("start", "finish")
 
 
 class Journal(JournalConsumer):
-    """The job-manager journal, only the events in JOB_EVENTS."""
+    """The job-manager journal, only the events in JOURNAL_EVENTS."""
 
     @property
     def request_payload(self):
-        return {"full": self.full, "allow": {name: 1 for name in JOB_EVENTS}}
+        return {"full": self.full, "allow": {name: 1 for name in JOURNAL_EVENTS}}
 
 
 def memory_kb(field, default=None):
@@ -110,10 +106,6 @@ class Service:
         self.latency = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, intake -> action sent
         self.plan_w = h.timer_watcher_create(PLAN_DELAY, self._plan)
         self.plan_armed = False
-        self.querying = False  # a queue query is out
-        self.plan_again = False  # a pass was asked for meanwhile
-        self.last_query = 0.0
-        self.again_w = h.timer_watcher_create(QUERY_INTERVAL, self._again)
         self.starts = set()  # start requests for jobs not seen yet
         self.replayed = False
         self.flush_armed = False
@@ -187,14 +179,10 @@ class Service:
     # --- the journal ---
 
     def on_journal(self, entry):
-        if entry is None:
-            return  # the journal closed (below)
         self.intake = time.time()
         try:
             if entry.is_empty():
                 self.replay_done()
-                self.journal.stop()  # from now on the plugin tells
-                self.journal = None
                 return
             jobid = int(entry.jobid)
             if self.keeper is not None and jobid == self.keeper.jobid:
@@ -205,12 +193,11 @@ class Service:
             self.log.error(f"rsa: journal entry {entry}: {exc!r}")
 
     def on_job_event(self, payload):
-        """An event of a job that mentions rsa, from the jobtap plugin."""
+        """``start`` or ``finish`` of an RSA job, from the jobtap plugin."""
         self.intake = time.time()
-        if payload.get("name") not in JOB_EVENTS:
-            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(JOB_EVENTS)}")
-        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]),
-                  payload.get("context") or {}, payload.get("jobspec"))
+        if payload.get("name") not in PLUGIN_EVENTS:
+            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(PLUGIN_EVENTS)}")
+        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]), payload.get("context") or {})
 
     def feed(self, jobid, name, t, context, jobspec=None):
         facts, new, events = self.tracker.feed(jobid, name, t, context, jobspec)
@@ -241,6 +228,12 @@ class Service:
             if not self.tracker.active(jobid):
                 for ev in self.ended(jobid):
                     self.apply(jobid, ev)
+            elif self.tracker.allocated(jobid):
+                # start and finish come from the plugin, which had no one
+                # to tell while we were away: the eventlog has them
+                for entry in self._eventlog(jobid):
+                    if entry.get("name") in PLUGIN_EVENTS:
+                        self.feed(jobid, entry["name"], entry.get("timestamp", now), entry.get("context") or {})
             rec = self.records[jobid]
             again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
             self.actions.extend((now, a) for a in again)
@@ -283,7 +276,10 @@ class Service:
             self.apply(int(jobid), event)
 
     def pool_job_entry(self, jobid, entry):
-        self.keeper.event(jobid, entry.name, entry.context or {})
+        if entry.name == "exception" and (entry.context or {}).get("severity") == 0:
+            self.pool_why = (entry.context or {}).get("note", "exception")
+        elif entry.name == "clean":
+            self.keeper.ended(jobid, getattr(self, "pool_why", "it exited"))
 
     def pool_up(self, info):
         if self.keeper is not None:
@@ -406,47 +402,15 @@ class Service:
             self.log.error(f"rsa: on-deck pass: {exc!r}")
 
     def plan(self):
-        """Ask job-list for the queue; the on-deck pass runs on its answer."""
         if not self.replayed or not self.pool.ready:
             return
         if not any(r.job_state in PRE_RUN and r.rsa_state is not S.INELIGIBLE for r in self.records.values()):
             return  # no RSA job waits to run (a machine busy with other jobs)
-        wait = self.last_query + QUERY_INTERVAL - time.monotonic()
-        if self.querying or wait > 0:
-            self.plan_again = True
-            if not self.querying:
-                self.again_w.reset(after=wait)
-                self.again_w.start()
-            return
-        self.querying, self.plan_again = True, False
-        self.last_query = time.monotonic()
-        asked = self.intake
-        f = flux.job.job_list(self.h, max_entries=QUEUE_LOOK, attrs=["priority", "t_submit", "annotations"],
-                              userid=flux.constants.FLUX_USERID_UNKNOWN, states=flux.constants.FLUX_JOB_STATE_SCHED)
-        f.then(lambda f: self._queue_listed(f, asked))
-
-    def _queue_listed(self, f, asked):
-        self.querying = False
-        try:
-            # job-list can lag behind what the plugin told us: an RSA job
-            # allocated or gone is not pending, whatever it says
-            pending = [p for p in pending_from_list(f.get_jobs())
-                       if p.jobid not in self.records or self.tracker.waiting(p.jobid)]
-        except OSError as exc:
-            self.log.warning(f"rsa: listing the queue: {exc}")
-            pending = None
-        if pending is not None:
-            self.intake = asked  # the action's latency includes the query
-            now = time.time()
-            rate = rates.stage_rate(self.records, self.policy.stage_rate)
-            events = ondeck.plan(pending, self.records, self.pool.nodes, self.policy, now, rate, self.drained)
-            for jobid, ev in events:
-                self.apply(jobid, ev)
-        if self.plan_again:
-            self.arm_plan()
-
-    def _again(self, handle, watcher, revents, arg):
-        self.arm_plan()
+        now = time.time()
+        rate = rates.stage_rate(self.records, self.policy.stage_rate)
+        events = ondeck.plan(self.tracker.pending(), self.records, self.pool.nodes, self.policy, now, rate, self.drained)
+        for jobid, ev in events:
+            self.apply(jobid, ev)
 
     # --- save records (batched) and act ---
 
