@@ -277,7 +277,8 @@ class Service:
 
     def pool_job_entry(self, jobid, entry):
         if entry.name == "exception" and (entry.context or {}).get("severity") == 0:
-            self.pool_why = (entry.context or {}).get("note", "exception")
+            ctx = entry.context or {}
+            self.pool_why = f"{ctx.get('type', 'an')} exception" + (f": {ctx['note']}" if ctx.get("note") else "")
         elif entry.name == "clean":
             self.keeper.ended(jobid, getattr(self, "pool_why", "it exited"))
 
