@@ -36,9 +36,15 @@ cat >conf/access.toml <<'EOF' &&
 [access]
 allow-guest-user = true
 EOF
-cat >conf/exec.toml <<'EOF'
+cat >conf/exec.toml <<'EOF' &&
 [exec.testexec]
 allow-guests = true
+EOF
+# a HELD job stays HELD until its owner acts (no automatic retry 5 s later,
+# which a slow machine reached between two steps)
+cat >conf/rsa.toml <<'EOF'
+[rsa]
+stage-retries = 0
 EOF
 test_under_rsa_instance --config "$PWD/conf"
 
