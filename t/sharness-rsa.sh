@@ -82,6 +82,43 @@ rsa_same_tree() {
 	test_must_be_empty tree.diff
 }
 
+# rsa_field FIELD JOBID: a field of the job's RSA record ("" for none,
+# lists joined with commas)
+rsa_field() {
+	flux rsa status -a -o json "$2" | flux python -c "
+import json, sys
+v = json.load(sys.stdin)[0].get(\"$1\")
+print(\"\" if v is None else \",\".join(v) if isinstance(v, list) else v)"
+}
+
+# wait until job $1 is over and its record at rest ($2 seconds, default 120)
+rsa_at_rest() {
+	_i=0
+	_max=$(( ${2:-120} * 5 ))
+	while true; do
+		_st=$(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)
+		case "$_st" in
+		FINISHED/DESTROYED|CANCELED/DESTROYED|FINISHED/INITIAL|CANCELED/INITIAL) return 0 ;;
+		esac
+		_i=$((_i + 1))
+		test $_i -lt $_max || { echo "job $1 stuck in $_st" >&2; return 1; }
+		sleep 0.2
+	done
+}
+
+# nothing leaks: no RAM disk, no holder or stage subjob in the pool, no
+# capacity reserved on any RSA node
+rsa_nothing_left() {
+	test -z "$(rsa_ramdisks)" &&
+	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
+	test_must_fail grep -E "rsa-(hold|stage)" pooljobs &&
+	flux rsa pool -o json >pool.json &&
+	flux python -c "
+import json
+assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
+"
+}
+
 # the RSA pool instance's jobid, and a command run inside it
 rsa_pool_id() {
 	flux jobs -n -a --name=rsa-pool -f running -o "{id}"

@@ -94,13 +94,6 @@ assert rec[\"output_home\"] is True
 "
 '
 test_expect_success 'nothing is left: no RAM disk, no holder, no reserved capacity' '
-	test -z "$(rsa_ramdisks)" &&
-	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
-	test_must_fail grep rsa-hold pooljobs &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
-"
+	rsa_nothing_left
 '
 test_done

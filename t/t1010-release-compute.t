@@ -42,13 +42,6 @@ test_expect_success 'once the stage-out finishes, flux rsa wait returns 0' '
 	test_cmp expect out/result-1
 '
 test_expect_success 'no holder job, RAM disk or reserved capacity remains' '
-	test -z "$(rsa_ramdisks)" &&
-	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
-	test_must_fail grep rsa-hold pooljobs &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
-"
+	rsa_nothing_left
 '
 test_done

@@ -9,31 +9,7 @@ right after they go on deck, and in the core property tests.'
 
 test_under_rsa_instance
 
-# no holder, RAM disk or reserved capacity, and the record at rest
-nothing_left() {
-	test -z "$(rsa_ramdisks)" &&
-	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
-	test_must_fail grep -E "rsa-(hold|stage)" pooljobs &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
-"
-}
 
-# wait until job $1's record is at rest (job over, nothing held)
-at_rest() {
-	_i=0
-	while true; do
-		state=$(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)
-		case "$state" in
-		FINISHED/DESTROYED|CANCELED/DESTROYED|CANCELED/INITIAL|FINISHED/INITIAL) return 0 ;;
-		esac
-		_i=$((_i + 1))
-		test $_i -lt 300 || { echo "job $1 stuck in $state" >&2; return 1; }
-		sleep 0.2
-	done
-}
 
 test_expect_success 'setup' '
 	rsa_wait_pool 60 &&
@@ -48,20 +24,20 @@ test_expect_success 'cancel in INITIAL (pending, not on deck)' '
 	sleep 3 &&
 	test "$(rsa_state $id)" = INITIAL &&
 	flux cancel $id $ahead &&
-	at_rest $id && nothing_left
+	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel in STAGING_IN' '
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" \
 		--setattr=rsa.stage_in="$gate" --setattr=rsa.on_late=ignore true) &&
 	rsa_wait_state $id STAGING_IN 60 &&
 	flux cancel $id &&
-	at_rest $id && nothing_left
+	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel in READY' '
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" true) &&
 	rsa_wait_state $id READY 60 &&
 	flux cancel $id &&
-	at_rest $id && nothing_left
+	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel while held at start for inputs (on_late=wait)' '
 	flux cancel $blocker &&
@@ -71,7 +47,7 @@ test_expect_success 'cancel while held at start for inputs (on_late=wait)' '
 	rsa_wait_state $id STAGING_IN 60 &&
 	flux cancel $id &&
 	flux job wait-event -t 30 $id clean &&
-	at_rest $id && nothing_left
+	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel in INUSE_IN: what the job wrote is staged out, then all released' '
 	rm -rf out/* &&
@@ -82,7 +58,7 @@ test_expect_success 'cancel in INUSE_IN: what the job wrote is staged out, then 
 	flux cancel $id &&
 	flux rsa wait -t 60 $id &&
 	test "$(cat out/checkpoint)" = partial &&
-	at_rest $id && nothing_left
+	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel in INUSE_OUT (inputs already dropped)' '
 	rm -rf out/* &&
@@ -93,7 +69,7 @@ test_expect_success 'cancel in INUSE_OUT (inputs already dropped)' '
 	flux cancel $id &&
 	flux rsa wait -t 60 $id &&
 	test "$(cat out/checkpoint)" = late &&
-	at_rest $id && nothing_left
+	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel right after going on deck, in whatever short state it is in' '
 	b=$(flux submit -N2 sleep inf) && flux job wait-event -t 30 $b start &&
@@ -102,10 +78,10 @@ test_expect_success 'cancel right after going on deck, in whatever short state i
 		sleep 0.$i &&
 		flux rsa status -a -n -o "{rsa_state}" $id >>states.seen &&
 		flux cancel $id &&
-		at_rest $id || return 1
+		rsa_at_rest $id 60 || return 1
 	done &&
 	flux cancel $b &&
 	cat states.seen &&
-	nothing_left
+	rsa_nothing_left
 '
 test_done

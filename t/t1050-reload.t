@@ -98,13 +98,6 @@ test_expect_success 'every file arrived' '
 	for j in x y z w h r i; do rsa_same_tree in-$j out-$j || return 1; done
 '
 test_expect_success 'nothing leaks' '
-	test -z "$(rsa_ramdisks)" &&
-	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
-	test_must_fail grep -E "rsa-(hold|stage)" pooljobs &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
-"
+	rsa_nothing_left
 '
 test_done

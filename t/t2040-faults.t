@@ -24,13 +24,6 @@ test_under_rsa_instance --config "$PWD/conf" --survive-lost-nodes
 
 T=$PWD
 
-# field FIELD JOBID: a field of the job's RSA record
-field() {
-	flux rsa status -a -o json "$2" | flux python -c "
-import json, sys
-v = json.load(sys.stdin)[0].get(\"$1\")
-print(\"\" if v is None else \",\".join(v) if isinstance(v, list) else v)"
-}
 # wait_for PATH: wait until PATH exists (60s)
 wait_for() {
 	_i=0
@@ -39,6 +32,13 @@ wait_for() {
 		test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
 		sleep 0.1
 	done
+}
+# submit_until_go K: an RSA job from in$K to out$K that copies its inputs
+# to its outputs, then runs until $T/go$K exists
+submit_until_go() {
+	flux submit -N1 --setattr=rsa.data_in="$T/in$1" --setattr=rsa.data_out="$T/out$1" \
+		--setattr=rsa.on_late=wait \
+		sh -c "cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/ && while ! test -e \"$T/go$1\"; do sleep 0.1; done"
 }
 # the pool subjob running (or about to run) a stage of job $1
 stage_subjob() {
@@ -74,30 +74,6 @@ half_gate() {
 history_line() {
 	rsa_history $1 | tr "\n" " "
 }
-# no holder, stage, RAM disk or reserved capacity left
-nothing_left() {
-	test -z "$(rsa_ramdisks)" &&
-	rsa_pool flux jobs -n -f running,pending -o "{name}" >pooljobs &&
-	test_must_fail grep -E "rsa-(hold|stage)" pooljobs &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-assert all(n[\"reserved\"] == 0 for n in json.load(open(\"pool.json\"))[\"nodes\"])
-"
-}
-# wait until job $1 is over and its record at rest
-at_rest() {
-	_i=0
-	while true; do
-		_st=$(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)
-		case "$_st" in
-		FINISHED/DESTROYED|CANCELED/DESTROYED|FINISHED/INITIAL|CANCELED/INITIAL) return 0 ;;
-		esac
-		_i=$((_i + 1))
-		test $_i -lt 600 || { echo "job $1 stuck in $_st" >&2; return 1; }
-		sleep 0.2
-	done
-}
 mounted() {
 	grep -q " $1 " /proc/mounts
 }
@@ -120,13 +96,13 @@ test_expect_success 'a stage-in killed mid-copy is tried again after a back-off'
 		--setattr=rsa.stage_in="$halfin" \
 		sh -c "echo \"\$RSA_DATA_IN\" >\"$T/where1\" && cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/") &&
 	rsa_wait_state $id1 STAGING_IN 60 &&
-	rd1=$(field ramdisk $id1) &&
+	rd1=$(rsa_field ramdisk $id1) &&
 	wait_for "$rd1/in/big.dat" &&
 	sub=$(stage_subjob $id1) && test -n "$sub" &&
 	rsa_pool flux job kill $sub &&
 	rsa_pool flux job wait-event -t 60 $sub clean &&
 	wait_new_stage $id1 $sub &&
-	field error $id1 >error1 && cat error1 &&
+	rsa_field error $id1 >error1 && cat error1 &&
 	grep -E "status 143|signal" error1 &&
 	rsa_open halfin &&
 	flux rsa wait -t 120 $id1
@@ -143,9 +119,9 @@ aborted = next(t for t, _, s in h if s == \"ABORTED\")
 again = next(t for t, _, s in h if s == \"STAGING_IN\" and t > aborted)
 assert again - aborted >= 0.9, (aborted, again)  # retry-backoff = 1s
 " &&
-	test "$(field restages $id1)" = 1 &&
+	test "$(rsa_field restages $id1)" = 1 &&
 	flux job eventlog $id1 | grep rsa-staged-in &&
-	at_rest $id1 && nothing_left
+	rsa_at_rest $id1 120 && rsa_nothing_left
 '
 
 # --- 2. a stage-out killed mid-copy -----------------------------------------
@@ -164,8 +140,8 @@ test_expect_success 'a stage-out killed mid-copy is tried again; every output ar
 	rsa_same_tree in2 out2 &&
 	history_line $id2 >history2 && cat history2 &&
 	grep "STAGING_OUT HELD STAGING_OUT TEARDOWN DESTROYED" history2 &&
-	test "$(field output_home $id2)" = True &&
-	at_rest $id2 && nothing_left
+	test "$(rsa_field output_home $id2)" = True &&
+	rsa_at_rest $id2 120 && rsa_nothing_left
 '
 
 # --- 3. inputs larger than the RAM disk -------------------------------------
@@ -176,31 +152,29 @@ test_expect_success 'ENOSPC: inputs larger than the RAM disk; the job runs on it
 	flux job wait-event -t 120 $id3 clean &&
 	flux job status $id3 &&
 	test "$(cat where3)" = "$T/in3" &&
-	at_rest $id3 &&
-	field error $id3 >error3 && cat error3 &&
+	rsa_at_rest $id3 120 &&
+	rsa_field error $id3 >error3 && cat error3 &&
 	test $(wc -l <error3) -eq 1 &&
 	grep "No space left on device" error3 &&
 	grep "the job uses data_in directly" error3 &&
 	test_must_fail grep rsa-staged-in $(flux job eventlog $id3 >ev3; echo ev3) &&
-	nothing_left
+	rsa_nothing_left
 '
 
 # --- 4. data_out no longer a directory at stage-out --------------------------
 # (data_out is replaced by a file while the job runs: that fails even for root)
 test_expect_success 'data_out replaced by a file: HELD, the path named, outputs kept on the RAM disk' '
-	id4=$(flux submit -N1 --setattr=rsa.data_in="$T/in4" --setattr=rsa.data_out="$T/out4" \
-		--setattr=rsa.on_late=wait \
-		sh -c "cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/ && while ! test -e \"$T/go4\"; do sleep 0.1; done") &&
+	id4=$(submit_until_go 4) &&
 	rsa_wait_state $id4 INUSE_IN 60 &&
-	rd4=$(field ramdisk $id4) &&
+	rd4=$(rsa_field ramdisk $id4) &&
 	wait_for "$rd4/out/sub/numbers" &&
 	mv out4 out4.real && echo "not a directory" >out4 &&
 	touch go4 &&
 	test_must_fail flux rsa wait -t 120 $id4 2>wait4 && cat wait4 &&
 	grep "flux rsa retry" wait4 &&
 	test "$(rsa_state $id4)" = HELD &&
-	test "$(field retry_pending $id4)" = False &&
-	field error $id4 >error4 && cat error4 &&
+	test "$(rsa_field retry_pending $id4)" = False &&
+	rsa_field error $id4 >error4 && cat error4 &&
 	test $(wc -l <error4) -eq 1 &&
 	grep -F "$T/out4" error4 &&
 	mounted "$rd4" &&
@@ -211,27 +185,25 @@ test_expect_success 'fixed and retried with flux rsa retry: the outputs arrive' 
 	flux rsa retry $id4 &&
 	flux rsa wait -t 120 $id4 &&
 	rsa_same_tree in4 out4 &&
-	test "$(field output_home $id4)" = True &&
+	test "$(rsa_field output_home $id4)" = True &&
 	! mounted "$rd4" && test ! -e "$rd4" &&
-	at_rest $id4 && nothing_left
+	rsa_at_rest $id4 120 && rsa_nothing_left
 '
 test_expect_success 'a second job HELD the same way is given up with flux rsa release' '
-	id5=$(flux submit -N1 --setattr=rsa.data_in="$T/in5" --setattr=rsa.data_out="$T/out5" \
-		--setattr=rsa.on_late=wait \
-		sh -c "cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/ && while ! test -e \"$T/go5\"; do sleep 0.1; done") &&
+	id5=$(submit_until_go 5) &&
 	rsa_wait_state $id5 INUSE_IN 60 &&
-	rd5=$(field ramdisk $id5) &&
+	rd5=$(rsa_field ramdisk $id5) &&
 	rmdir out5 && echo "not a directory" >out5 &&
 	touch go5 &&
 	test_must_fail flux rsa wait -t 120 $id5 &&
 	test "$(rsa_state $id5)" = HELD &&
 	mounted "$rd5" &&
 	flux rsa release $id5 &&
-	at_rest $id5 &&
-	test "$(field output_home $id5)" = False &&
+	rsa_at_rest $id5 120 &&
+	test "$(rsa_field output_home $id5)" = False &&
 	! mounted "$rd5" && test ! -e "$rd5" &&
 	test "$(cat out5)" = "not a directory" &&
-	nothing_left
+	rsa_nothing_left
 '
 
 # --- 6. a stage-in that never ends ------------------------------------------
@@ -248,7 +220,7 @@ test_expect_success 'stage-timeout: a stage-in that never ends is stopped; the j
 	cp rsa.toml.saved "$conf_rsa" &&
 	flux config reload &&
 	rsa_wait_state $id6 INUSE_OUT 120 &&
-	field error $id6 >error6 && cat error6 &&
+	rsa_field error $id6 >error6 && cat error6 &&
 	test $(wc -l <error6) -eq 1 &&
 	grep -F "stage-in did not finish within 5s ([rsa] stage-timeout)" error6 &&
 	wait_for where6 &&
@@ -260,7 +232,7 @@ test_expect_success 'stage-timeout: a stage-in that never ends is stopped; the j
 	rsa_same_tree in6 out6 &&
 	history_line $id6 >history6 && cat history6 &&
 	grep "STAGING_IN STOPPING ABORTED" history6 &&
-	at_rest $id6 && nothing_left
+	rsa_at_rest $id6 120 && rsa_nothing_left
 '
 
 # --- 5. the RSA node under a stage-in is lost -------------------------------
@@ -294,8 +266,8 @@ test_expect_success 'the RSA node under a stage-in is lost: the job ends with al
 		--setattr=rsa.stage_in="$gate5" \
 		sh -c "echo \"\$RSA_DATA_IN\" >\"$T/where7\" && cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/") &&
 	rsa_wait_state $id7 STAGING_IN 60 &&
-	test "$(field nodes $id7)" = rsa1 &&
-	rd7=$(field ramdisk $id7) &&
+	test "$(rsa_field nodes $id7)" = rsa1 &&
+	rd7=$(rsa_field ramdisk $id7) &&
 	flux rsa undrain rsa0 &&
 	crash_rank 3 &&
 	wait_lost $id7 &&
@@ -306,15 +278,15 @@ test_expect_success 'the RSA node under a stage-in is lost: the job ends with al
 	history_line $id7 >history7 && cat history7 &&
 	grep -E "STAGING_IN (ABORTED )?DESTROYED" history7 &&
 	if test "$(cat where7)" = "$T/in7"; then
-		echo "the job fell back to its data_in: $(field error $id7)" &&
-		test "$(field failed $id7)" = True
+		echo "the job fell back to its data_in: $(rsa_field error $id7)" &&
+		test "$(rsa_field failed $id7)" = True
 	else
 		echo "the job was staged again on rsa0: $(cat where7)" &&
 		grep -E "STAGING_IN (ABORTED )?DESTROYED INITIAL REQUESTED .* READY" history7 &&
 		test "$(cat where7)" != "$rd7/in" &&
 		case "$(cat where7)" in "$RSA_INSTANCE_TMP"/ramdisk/*/in) ;; *) false ;; esac
 	fi &&
-	at_rest $id7
+	rsa_at_rest $id7 120
 '
 test_expect_success 'the lost node is down in flux rsa pool; nothing is reserved' '
 	flux rsa pool -o json >pool.json &&
@@ -330,7 +302,7 @@ test_expect_success 'nothing leaks but the lost node'"'"'s RAM disk, which a swe
 	cat left &&
 	echo "$rd7" >expected && test_cmp expected left &&
 	flux python -m flux_rsa.ramdisk sweep "$RSA_INSTANCE_TMP/ramdisk" &&
-	nothing_left &&
+	rsa_nothing_left &&
 	test_must_fail grep -F " $RSA_INSTANCE_TMP/" /proc/mounts
 '
 test_done

@@ -95,9 +95,6 @@ test_expect_success 'all three run with their inputs; D2 was staged once more' '
 	test "$(restages $d1)" = 0
 '
 test_expect_success 'nothing leaks' '
-	test -z "$(rsa_ramdisks)" &&
-	flux rsa pool -o json | flux python -c "
-import json, sys
-assert all(n[\"reserved\"] == 0 for n in json.load(sys.stdin)[\"nodes\"])"
+	rsa_nothing_left
 '
 test_done

@@ -362,6 +362,17 @@ static int forward_cb (flux_plugin_t *p, const char *topic,
     return 0;
 }
 
+/* Answer a job-manager.rsa.<topic> request: success (rc 0), or errno
+ * with errmsg (NULL: errno's own text).
+ */
+static void respond (flux_t *h, const flux_msg_t *msg, const char *topic,
+                     int rc, const char *errmsg)
+{
+    if ((rc == 0 ? flux_respond (h, msg, NULL)
+                 : flux_respond_error (h, msg, errno, errmsg)) < 0)
+        flux_log_error (h, "rsa: %s: respond", topic);
+}
+
 /* The RSA state of active job id, or NULL with errno and errmsg set. */
 static struct rsa_job *active_job (flux_plugin_t *p,
                                    flux_jobid_t id,
@@ -402,12 +413,10 @@ static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
     }
     if (release_job (job, env, 0) < 0)
         goto error;
-    if (flux_respond (h, msg, NULL) < 0)
-        flux_log_error (h, "rsa: answer: respond");
+    respond (h, msg, "answer", 0, NULL);
     return;
 error:
-    if (flux_respond_error (h, msg, errno, errmsg) < 0)
-        flux_log_error (h, "rsa: answer: respond_error");
+    respond (h, msg, "answer", -1, errmsg);
 }
 
 /* job-manager.rsa.offer {id, env}: start with env at once, if it runs */
@@ -442,12 +451,10 @@ static void offer_cb (flux_t *h, flux_msg_handler_t *mh,
     }
     json_decref (job->offer);
     job->offer = offer;
-    if (flux_respond (h, msg, NULL) < 0)
-        flux_log_error (h, "rsa: offer: respond");
+    respond (h, msg, "offer", 0, NULL);
     return;
 error:
-    if (flux_respond_error (h, msg, errno, errmsg) < 0)
-        flux_log_error (h, "rsa: offer: respond_error");
+    respond (h, msg, "offer", -1, errmsg);
 }
 
 /* job-manager.rsa.withdraw {id} -> {withdrawn}: false only when the job
@@ -462,8 +469,7 @@ static void withdraw_cb (flux_t *h, flux_msg_handler_t *mh,
     bool withdrawn = true;
 
     if (flux_request_unpack (msg, NULL, "{s:I}", "id", &id) < 0) {
-        if (flux_respond_error (h, msg, errno, NULL) < 0)
-            flux_log_error (h, "rsa: withdraw: respond_error");
+        respond (h, msg, "withdraw", -1, NULL);
         return;
     }
     if ((job = flux_jobtap_job_aux_get (p, id, AUX_NAME))) {
@@ -512,12 +518,10 @@ static void post_cb (flux_t *h, flux_msg_handler_t *mh,
     snprintf (event, sizeof (event), "rsa-%s", name);
     if (flux_jobtap_event_post_pack (p, id, event, "O", context) < 0)
         goto error;
-    if (flux_respond (h, msg, NULL) < 0)
-        flux_log_error (h, "rsa: post: respond");
+    respond (h, msg, "post", 0, NULL);
     return;
 error:
-    if (flux_respond_error (h, msg, errno, errmsg) < 0)
-        flux_log_error (h, "rsa: post: respond_error");
+    respond (h, msg, "post", -1, errmsg);
 }
 
 static int conf_update (flux_plugin_t *p)
