@@ -66,11 +66,17 @@ class RsaModule(BrokerModule):
 
     @request_handler("job-event")
     def job_event(self, msg):
-        """start and finish of RSA jobs, from the jobtap plugin (no answer)."""
+        """Events of jobs that mention rsa, from the jobtap plugin (no answer)."""
         try:
             self.service.on_job_event(msg.payload)
         except Exception as exc:
             self.log.error(f"rsa: job-event {msg.payload}: {exc!r}")
+
+    @request_handler("queue-moved")
+    def queue_moved(self, msg):
+        """A job left the queue while RSA jobs are active (jobtap plugin, no
+        answer): the deck may move up."""
+        self.service.queue_moved()
 
     @request_handler("pool-event")
     def pool_event(self, msg):

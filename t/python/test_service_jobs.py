@@ -1,11 +1,9 @@
-"""What the service learns of jobs from the journal and the jobtap plugin:
-the queue the on-deck rule sees, and how a job ended.  The journal brings
-every job's submit, priority, alloc and clean; start and finish come for RSA
-jobs only (from the plugin, or from the eventlog after a restart), and may
-come twice."""
+"""What the service learns of jobs that mention rsa (their events come from
+the jobtap plugin, and from the journal's replay when the service starts:
+any may come twice), how a job ended, and the queue job-manager lists."""
 
 from flux_rsa.core import events as E
-from flux_rsa.service.jobs import UNSURE, Tracker
+from flux_rsa.service.jobs import UNSURE, Queue, Tracker
 
 JOBSPEC = {"resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1}]}],
            "attributes": {"system": {"rsa": {"data_in": "/in", "data_out": "/out"}}}}
@@ -18,27 +16,58 @@ def submitted(tracker, jobid, jobspec=JOBSPEC, t=1.0):
     return facts
 
 
-def test_a_job_is_pending_from_its_priority_until_its_alloc():
-    tr = Tracker()
-    facts = submitted(tr, 1)
-    assert (facts.nnodes, facts.rsa) == (2, {"data_in": "/in", "data_out": "/out"})
-    assert tr.pending() == []  # no priority yet (dependencies, validation)
-    tr.feed(1, "priority", 2.0, {"priority": 16})
-    assert [p.jobid for p in tr.pending()] == [1]
-    tr.feed(1, "annotations", 2.5, {"annotations": {"sched": {"t_estimate": 99.0}}})
-    assert tr.pending()[0].t_estimate == 99.0
-    tr.feed(1, "alloc", 3.0, {})
-    assert tr.pending() == [] and tr.allocated(1)
+def listed(jobid, state=8, priority=16, t_submit=1.0, estimate=None):
+    job = {"id": jobid, "state": state, "priority": priority, "t_submit": t_submit}
+    if estimate is not None:
+        job["annotations"] = {"sched": {"t_estimate": estimate}}
+    return job
 
 
-def test_a_job_requeued_by_a_restart_is_pending_again_after_its_priority():
+def test_the_queue_is_the_last_read_with_our_jobs_as_told():
     tr = Tracker()
     submitted(tr, 1)
     tr.feed(1, "priority", 2.0, {"priority": 16})
-    tr.feed(1, "flux-restart", 3.0, {})
-    assert tr.pending() == []
-    tr.feed(1, "priority", 4.0, {"priority": 20})
-    assert [(p.jobid, p.priority) for p in tr.pending()] == [(1, 20)]
+    queue = Queue(tr)
+    queue.read([listed(1, priority=16, estimate=99.0), listed(5, priority=20, t_submit=0.5, estimate=50.0),
+                listed(4, state=16), listed(3, state=2)])  # RUN and DEPEND are not pending
+    assert sorted((p.jobid, p.priority, p.t_estimate) for p in queue.pending()) == [(1, 16, 99.0), (5, 20, 50.0)]
+    # ours moves at once (a new priority, its alloc); the others only at the next read
+    tr.feed(1, "priority", 2.5, {"priority": 30})
+    assert sorted((p.jobid, p.priority) for p in queue.pending()) == [(1, 30), (5, 20)]
+    tr.feed(1, "alloc", 3.0, {})
+    assert [p.jobid for p in queue.pending()] == [5]
+    queue.read([])
+    assert queue.pending() == []
+
+
+def test_a_job_joins_the_queue_once_a_read_placed_it():
+    tr = Tracker()
+    queue = Queue(tr)
+    queue.read([listed(7, priority=16, t_submit=0.5)])
+    submitted(tr, 1)
+    tr.feed(1, "priority", 2.0, {"priority": 16})
+    assert [p.jobid for p in queue.pending()] == [7]  # 1 is not placed yet
+    queue.read([listed(7, priority=16, t_submit=0.5), listed(1)])
+    assert sorted(p.jobid for p in queue.pending()) == [1, 7]
+
+
+def test_a_job_read_before_the_plugin_told_of_it_counts_once():
+    tr = Tracker()
+    queue = Queue(tr)
+    queue.read([listed(1, priority=16, t_submit=1.0)])
+    submitted(tr, 1)
+    tr.feed(1, "priority", 2.0, {"priority": 16})
+    assert [p.jobid for p in queue.pending()] == [1]
+
+
+def test_every_event_heard_twice_changes_nothing_the_second_time():
+    tr = Tracker()
+    submitted(tr, 1)
+    assert tr.feed(1, "submit", 1.0, {"userid": 1000}, JOBSPEC) == (tr.jobs[1], False, [])
+    for name in ("priority", "alloc"):
+        tr.feed(1, name, 2.0, {"priority": 16})
+        tr.feed(1, name, 2.0, {"priority": 16})
+    assert tr.active(1) and tr.jobs[1].allocated and not tr.jobs[1].pending
 
 
 def test_start_and_finish_heard_twice_count_once():
@@ -74,12 +103,12 @@ def test_an_allocated_job_ending_without_its_finish_heard_is_unsure():
 def test_events_of_a_job_never_submitted_here_are_ignored():
     tr = Tracker()
     assert tr.feed(7, "finish", 1.0, {}) == (None, False, [])
-    assert not tr.active(7) and not tr.allocated(7)
+    assert not tr.active(7)
 
 
-def test_a_job_without_rsa_is_tracked_for_the_queue_only():
+def test_a_job_without_rsa_is_not_followed():
     tr = Tracker()
-    facts = submitted(tr, 2, PLAIN)
-    assert facts.rsa is None and facts.nnodes == 1
-    tr.feed(2, "priority", 2.0, {"priority": 16})
-    assert [p.jobid for p in tr.pending()] == [2]
+    facts, new, events = tr.feed(2, "submit", 1.0, {"userid": 1000}, PLAIN)
+    assert (facts, new, events) == (None, False, [])
+    assert tr.feed(2, "alloc", 2.0, {}) == (None, False, [])
+    assert not tr.active(2)

@@ -18,10 +18,17 @@
  *  - job-manager.rsa.withdraw {id} -> {withdrawn}: the service wants the
  *    RAM disk back; true unless the job already started with the offer
  *    (the service must not take it then);
- *  - the start and finish events of every job that mentions rsa (even a
- *    malformed request the service will call ineligible) go to the service
- *    as rsa.job-event {id, name, timestamp, context}, so that the service
- *    need not follow those events of every job in the journal.
+ *  - every job that mentions rsa (even a malformed request the service
+ *    will call ineligible) is followed for the service: its submit (with
+ *    its jobspec) and its priority, flux-restart, alloc, rsa-ready, start,
+ *    finish, exception and clean events go to rsa.job-event {id, name,
+ *    timestamp, context[, jobspec]}.  The service reads the job-manager
+ *    journal only to catch up when it starts: a job without rsa costs it
+ *    no message;
+ *  - while jobs that mention rsa are active, a job reaching RUN moves the
+ *    queue in front of them: rsa.queue-moved (no payload, no answer) tells
+ *    the service, at most once per MOVED_DELAY, so that it looks at the
+ *    queue again.
  *
  * Nothing here blocks: the start request is an RPC with a continuation.
  *
@@ -48,6 +55,7 @@
 
 #define PROLOG_NAME "rsa"
 #define AUX_NAME "rsa::job"
+#define MOVED_DELAY 0.05 /* seconds: rsa.queue-moved hints are coalesced */
 
 enum phase { IDLE, HOLDING, DONE };
 
@@ -76,6 +84,10 @@ struct rsa_job {
 
 static struct rsa_conf conf = { 60., 1200., 1. };
 
+static int rsa_jobs;             /* active jobs that mention rsa */
+static flux_watcher_t *moved_w;  /* an rsa.queue-moved hint is due */
+static bool moved_armed;
+
 static void rsa_job_destroy (void *arg)
 {
     struct rsa_job *job = arg;
@@ -87,6 +99,7 @@ static void rsa_job_destroy (void *arg)
         json_decref (job->attrs);
         json_decref (job->offer);
         free (job);
+        rsa_jobs--;
         errno = saved_errno;
     }
 }
@@ -108,6 +121,7 @@ static struct rsa_job *rsa_job_create (flux_plugin_t *p,
     job->attrs = json_incref (attrs);
     job->eligible = json_is_object (attrs);
     job->conf = &conf;
+    rsa_jobs++;
     return job;
 }
 
@@ -229,26 +243,57 @@ static void hold_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
         fall_back (job, "no answer from the rsa service within max-hold");
 }
 
+/* Tell the service of an event of job (no answer: if the service is
+ * away, it catches up from the journal when it comes back).
+ */
+static void send_event (struct rsa_job *job,
+                        const char *name,
+                        double timestamp,
+                        json_t *context,
+                        json_t *jobspec)
+{
+    flux_t *h = flux_jobtap_get_flux (job->p);
+    flux_future_t *f;
+
+    if (!(f = flux_rpc_pack (h,
+                             "rsa.job-event",
+                             0,
+                             FLUX_RPC_NORESPONSE,
+                             "{s:I s:s s:f s:O? s:O?}",
+                             "id", job->id,
+                             "name", name,
+                             "timestamp", timestamp,
+                             "context", context,
+                             "jobspec", jobspec)))
+        flux_log_error (h, "rsa: %s: sending %s", job->idf58, name);
+    flux_future_destroy (f);
+}
+
 /* job.new (also replayed for active jobs when the plugin loads) */
 static int new_cb (flux_plugin_t *p, const char *topic,
                    flux_plugin_arg_t *args, void *arg)
 {
+    json_t *jobspec = NULL;
     json_t *attrs = NULL;
+    json_t *context;
     flux_jobid_t id;
     uint32_t userid;
+    double t_submit;
     struct rsa_job *job;
 
     if (flux_plugin_arg_unpack (args,
                                 FLUX_PLUGIN_ARG_IN,
-                                "{s:I s:i s:{s?{s?{s?o}}}}",
+                                "{s:I s:i s:f s:o}",
                                 "id", &id,
                                 "userid", &userid,
-                                "jobspec",
-                                  "attributes",
-                                    "system",
-                                      "rsa", &attrs) < 0)
+                                "t_submit", &t_submit,
+                                "jobspec", &jobspec) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
                                   flux_plugin_arg_strerror (args));
+    attrs = json_object_get (json_object_get (json_object_get (jobspec,
+                                                               "attributes"),
+                                              "system"),
+                             "rsa");
     if (!attrs)
         return 0; /* not an RSA job */
     if (!(job = rsa_job_create (p, id, userid, attrs))
@@ -260,10 +305,38 @@ static int new_cb (flux_plugin_t *p, const char *topic,
         rsa_job_destroy (job);
         return flux_jobtap_error (p, args, "rsa: cannot track job");
     }
+    if ((context = json_pack ("{s:i}", "userid", (int)userid))) {
+        send_event (job, "submit", t_submit, context, jobspec);
+        json_decref (context);
+    }
     return flux_jobtap_job_subscribe (p, FLUX_JOBTAP_CURRENT_JOB);
 }
 
-/* job.state.run: hold the start until the service answers */
+static void moved_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
+                      void *arg)
+{
+    flux_plugin_t *p = arg;
+    flux_t *h = flux_jobtap_get_flux (p);
+    flux_future_t *f;
+
+    moved_armed = false;
+    if (!(f = flux_rpc (h, "rsa.queue-moved", NULL, 0, FLUX_RPC_NORESPONSE)))
+        flux_log_error (h, "rsa: sending queue-moved");
+    flux_future_destroy (f);
+}
+
+/* A job left the queue: hint the service soon, if an RSA job may care. */
+static void queue_moved (void)
+{
+    if (rsa_jobs > 0 && moved_w && !moved_armed) {
+        moved_armed = true;
+        flux_timer_watcher_reset (moved_w, MOVED_DELAY, 0.);
+        flux_watcher_start (moved_w);
+    }
+}
+
+/* job.state.run (every job): hold an RSA job's start until the service
+ * answers */
 static int run_cb (flux_plugin_t *p, const char *topic,
                    flux_plugin_arg_t *args, void *arg)
 {
@@ -273,6 +346,7 @@ static int run_cb (flux_plugin_t *p, const char *topic,
     flux_t *h = flux_jobtap_get_flux (p);
     flux_reactor_t *r = flux_get_reactor (h);
 
+    queue_moved ();
     if (!job || !job->eligible || job->phase != IDLE)
         return 0;
     if (job->offer) {
@@ -303,6 +377,9 @@ static int run_cb (flux_plugin_t *p, const char *topic,
     return 0;
 }
 
+static int forward_cb (flux_plugin_t *p, const char *topic,
+                       flux_plugin_arg_t *args, void *arg);
+
 /* A fatal exception while held: let the job go to cleanup. */
 static int exception_cb (flux_plugin_t *p, const char *topic,
                          flux_plugin_arg_t *args, void *arg)
@@ -319,23 +396,19 @@ static int exception_cb (flux_plugin_t *p, const char *topic,
         return -1;
     if (job && job->phase == HOLDING && severity == 0)
         release_job (job, NULL, 1);
-    return 0;
+    return forward_cb (p, topic, args, arg);
 }
 
-/* job.event.start, job.event.finish: tell the service (no answer: if it
- * is away, it reads the job's eventlog when it comes back).
- */
+/* job.event.<name> of a followed job: tell the service. */
 static int forward_cb (flux_plugin_t *p, const char *topic,
                        flux_plugin_arg_t *args, void *arg)
 {
     struct rsa_job *job = flux_jobtap_job_aux_get (p,
                                                    FLUX_JOBTAP_CURRENT_JOB,
                                                    AUX_NAME);
-    flux_t *h = flux_jobtap_get_flux (p);
     const char *name;
     double timestamp;
     json_t *context = NULL;
-    flux_future_t *f;
 
     if (!job)
         return 0;
@@ -348,17 +421,7 @@ static int forward_cb (flux_plugin_t *p, const char *topic,
                                   "context", &context) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking %s: %s", topic,
                                   flux_plugin_arg_strerror (args));
-    if (!(f = flux_rpc_pack (h,
-                             "rsa.job-event",
-                             0,
-                             FLUX_RPC_NORESPONSE,
-                             "{s:I s:s s:f s:O?}",
-                             "id", job->id,
-                             "name", name,
-                             "timestamp", timestamp,
-                             "context", context)))
-        flux_log_error (h, "rsa: %s: sending %s", job->idf58, name);
-    flux_future_destroy (f);
+    send_event (job, name, timestamp, context, NULL);
     return 0;
 }
 
@@ -558,13 +621,29 @@ static const struct flux_plugin_handler tab[] = {
     { "job.new", new_cb, NULL },
     { "job.state.run", run_cb, NULL },
     { "job.event.exception", exception_cb, NULL },
+    { "job.event.priority", forward_cb, NULL },
+    { "job.event.flux-restart", forward_cb, NULL },
+    { "job.event.alloc", forward_cb, NULL },
+    { "job.event.rsa-ready", forward_cb, NULL },
     { "job.event.start", forward_cb, NULL },
     { "job.event.finish", forward_cb, NULL },
+    { "job.event.clean", forward_cb, NULL },
     { 0 },
 };
 
 int flux_plugin_init (flux_plugin_t *p)
 {
+    flux_reactor_t *r = flux_get_reactor (flux_jobtap_get_flux (p));
+
+    moved_armed = false;
+    if (!(moved_w = flux_timer_watcher_create (r, MOVED_DELAY, 0.,
+                                               moved_cb, p))
+        || flux_plugin_aux_set (p, NULL, moved_w,
+                                (flux_free_f) flux_watcher_destroy) < 0) {
+        flux_watcher_destroy (moved_w);
+        moved_w = NULL;
+        return -1;
+    }
     if (flux_plugin_set_name (p, "rsa") < 0
         || conf_update (p) < 0
         || flux_plugin_register (p, "rsa", tab) < 0

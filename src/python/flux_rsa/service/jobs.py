@@ -1,14 +1,13 @@
-"""What the service knows of each active job, from the job-manager journal,
-and the core events the journal implies.
+"""What the service knows of each active RSA job, and the core events its
+job events imply.
 
-Journal events are RFC 21 eventlog entries (plus the journal-only
-"annotations" entries carrying ``sched.t_estimate``).  Only RSA jobs get
-records; every pending job is tracked because the on-deck rule looks at the
-whole queue.  ``start`` and ``finish`` matter for RSA jobs only: the jobtap
-plugin sends those (the journal would send them for every job), and after a
-restart the eventlog of each allocated RSA job fills in what was missed, so
-either may arrive twice.  A job that got resources and ends (``clean``)
-without its finish heard is *unsure*: only its eventlog says whether it ran.
+Job events are RFC 21 eventlog entries.  The jobtap plugin sends those of
+jobs that mention rsa; when the service starts, the job-manager journal
+replays what it missed, so an event may arrive twice: feeding one again
+changes nothing.  Jobs without rsa are not followed at all: the on-deck
+rule reads the rest of the queue from job-manager (``Queue``).  A job that got
+resources and ends (``clean``) without its finish heard is *unsure*: only
+its eventlog says whether it ran.
 """
 
 from dataclasses import dataclass, field
@@ -28,7 +27,6 @@ class JobFacts:
     rsa: Optional[object]  # attributes.system.rsa as submitted (any type)
     state: str = "DEPEND"
     priority: Optional[int] = None
-    t_estimate: Optional[float] = None
     allocated: bool = False
     started: bool = False
     finished: bool = False
@@ -38,8 +36,6 @@ class JobFacts:
     def pending(self):
         return self.state == "SCHED" and self.priority is not None
 
-    def as_pending(self):
-        return Pending(self.jobid, self.priority, self.t_submit, self.t_estimate)
 
 
 def count_nodes(jobspec):
@@ -92,16 +88,8 @@ class Tracker:
     def __init__(self):
         self.jobs = {}
 
-    def pending(self):
-        return [f.as_pending() for f in self.jobs.values() if f.pending]
-
     def active(self, jobid):
         return jobid in self.jobs
-
-    def allocated(self, jobid):
-        """The job got its resources (it may have started since)."""
-        facts = self.jobs.get(jobid)
-        return facts is not None and facts.allocated
 
     def feed(self, jobid, name, t, context, jobspec=None):
         """Apply one journal entry.  Returns (facts, new, events): ``new`` is
@@ -109,7 +97,7 @@ class Tracker:
         record (if it has one)."""
         facts = self.jobs.get(jobid)
         if name == "submit":
-            if facts is None and jobspec is not None:
+            if facts is None and jobspec is not None and rsa_attrs(jobspec) is not None:
                 facts = JobFacts(
                     jobid=jobid,
                     userid=context.get("userid", -1),
@@ -129,13 +117,9 @@ class Tracker:
                 facts.state = "SCHED"
         elif name == "flux-restart":
             facts.state = "PRIORITY"
-        elif name == "annotations":
-            sched = (context.get("annotations") or {}).get("sched") or {}
-            facts.t_estimate = sched.get("t_estimate")
         elif name == "alloc":
             facts.state = "RUN"
             facts.allocated = True
-            facts.t_estimate = None
         elif name == "rsa-ready":
             events.append(E.Started(t, env_from_context(context)))
         elif name == "start" and not facts.started:
@@ -156,6 +140,43 @@ class Tracker:
                 events.append(UNSURE)
             del self.jobs[jobid]
         return facts, False, events
+
+
+#: FLUX_JOB_STATE_SCHED (RFC 21): the job waits for the scheduler
+SCHED = 8
+
+
+class Queue:
+    """The pending jobs as the on-deck rule sees them: those job-manager
+    listed in SCHED at the last read (``read``: its active jobs with id,
+    state, priority, t_submit and annotations), the jobs the Tracker follows
+    (those that mention rsa) as it knows them now.  So one of ours leaves at
+    once when it is allocated, but joins only once a read has placed it
+    among the others (the service reads again when one of ours is
+    submitted or reprioritized).  Between reads the others may be a little
+    behind: a job that left the queue since still counts in front of ours."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.listed = {}  # jobid -> Pending, as of the last read
+
+    def read(self, jobs):
+        self.listed = {}
+        for job in jobs:
+            if job.get("state") == SCHED:
+                estimate = ((job.get("annotations") or {}).get("sched") or {}).get("t_estimate")
+                jobid = int(job["id"])
+                self.listed[jobid] = Pending(jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate)
+
+    def pending(self):
+        out = []
+        for jobid, p in self.listed.items():
+            facts = self.tracker.jobs.get(jobid)
+            if facts is None:
+                out.append(p)
+            elif facts.pending:
+                out.append(Pending(jobid, facts.priority, facts.t_submit, p.t_estimate))
+        return out
 
 
 def ended_from_eventlog(entries):

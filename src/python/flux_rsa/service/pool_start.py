@@ -20,6 +20,8 @@ class PoolKeeper:
         self.next_try = 0.0
         self.backoff = BACKOFF_MIN
         self.relaunch = False  # after a pool ended: only RSA nodes that are up
+        self.followed = set()  # pool jobs whose eventlog is watched
+        self.why = "it exited"  # why the pool job ended, when it has
 
     def start(self):
         h, log = self.service.h, self.service.log
@@ -28,6 +30,7 @@ class PoolKeeper:
             self.tick()
             return
         self.jobid = jobid
+        self.follow()
         info = launch.ready_info(h)
         if isinstance(info, dict) and info.get("jobid") == jobid:
             self.service.pool_up(info)
@@ -43,15 +46,42 @@ class PoolKeeper:
                                        notify_topic=protocol.NOTIFY_TOPIC, env=dict(os.environ),
                                        include_down=not self.relaunch)
             self.service.log.info(f"rsa: launched the RSA pool as job {flux.job.JobID(self.jobid).f58}")
+            self.follow()
         except (OSError, launch.PoolError) as exc:
             self.retry_later(f"cannot launch the RSA pool: {exc}")
 
     def ready(self, info):
         self.backoff = BACKOFF_MIN
         self.jobid = info.get("jobid", self.jobid)
+        self.follow()
+
+    def follow(self):
+        """Watch the pool job's eventlog (the service's journal closes once
+        it has caught up)."""
+        jobid = self.jobid
+        if jobid is None or jobid in self.followed:
+            return
+        self.followed.add(jobid)
+
+        def on_event(f):
+            try:
+                ev = f.get_event()
+            except OSError:
+                return  # the eventlog went away: the job is gone
+            if ev is not None:
+                self.event(jobid, ev.name, ev.context or {})
+
+        flux.job.event_watch_async(self.service.h, jobid).then(on_event)
+
+    def event(self, jobid, name, context):
+        """An event of a pool job (the journal's replay, or its eventlog)."""
+        if name == "exception" and context.get("severity") == 0:
+            self.why = f"{context.get('type', 'an')} exception" + (f": {context['note']}" if context.get("note") else "")
+        elif name == "clean":
+            self.ended(jobid, self.why)
 
     def ended(self, jobid, why):
-        """The pool job went inactive (journal)."""
+        """The pool job went inactive."""
         if jobid != self.jobid:
             return
         self.jobid = None

@@ -25,7 +25,7 @@ from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
 from flux_rsa.service.execute import Executor
-from flux_rsa.service.jobs import UNSURE, Tracker, ended_from_eventlog
+from flux_rsa.service.jobs import UNSURE, Queue, Tracker, ended_from_eventlog
 from flux_rsa.service.pool import PoolLink
 
 S = RsaState
@@ -40,25 +40,34 @@ PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
 #: behind it (compute nodes held up to 0.4 s after their job ended)
 SAVE_DELAY = 0.2
 LATENCY_SAMPLES = 20000
-#: journal entries that change the queue the on-deck rule looks at
-QUEUE_CHANGES = frozenset({"submit", "priority", "annotations", "alloc", "clean", "flux-restart", "exception"})
+#: events of RSA jobs that change the queue the on-deck rule looks at
+QUEUE_CHANGES = frozenset({"submit", "priority", "alloc", "clean", "flux-restart", "exception"})
 
-#: the journal events the service follows (Tracker.feed), those every job
-#: has or that move the queue; job-manager filters the rest out, so a
-#: machine busy with other jobs costs the service less
-JOURNAL_EVENTS = ("submit", "priority", "flux-restart", "annotations", "alloc",
-                  "rsa-ready", "exception", "clean")
-#: events that matter for RSA jobs only: the jobtap plugin sends them for
-#: its jobs (rsa.job-event), so they need not come for every job
-PLUGIN_EVENTS = ("start", "finish")
+#: events of RSA jobs after which only a read of the queue says where they stand
+PLACED_BY_READ = frozenset({"submit", "priority", "flux-restart"})
+
+#: the job events the service follows (Tracker.feed).  The jobtap plugin
+#: sends them for jobs that mention rsa (rsa.job-event); the journal,
+#: filtered to them, replays what happened while the service was away,
+#: and is closed once it has caught up: a job without rsa costs nothing
+JOB_EVENTS = ("submit", "priority", "flux-restart", "alloc", "rsa-ready", "start", "finish",
+              "exception", "clean")
+#: the on-deck pass reads the jobs without rsa and the scheduler's
+#: estimates from job-manager (job-manager.list: every active job with its
+#: state, priority and annotations, exact when it answers).  A read costs the service (and job-manager about
+#: as much) time that grows with the number of active jobs, so reads are
+#: spaced: at least QUERY_GAP apart, and far enough apart that handling
+#: them takes the service at most QUERY_DUTY of the time
+QUERY_GAP = 0.05
+QUERY_DUTY = 0.1
 
 
 class Journal(JournalConsumer):
-    """The job-manager journal, only the events in JOURNAL_EVENTS."""
+    """The job-manager journal, only the events in JOB_EVENTS."""
 
     @property
     def request_payload(self):
-        return {"full": self.full, "allow": {name: 1 for name in JOURNAL_EVENTS}}
+        return {"full": self.full, "allow": {name: 1 for name in JOB_EVENTS}}
 
 
 def memory_kb(field, default=None):
@@ -106,6 +115,13 @@ class Service:
         self.latency = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, intake -> action sent
         self.plan_w = h.timer_watcher_create(PLAN_DELAY, self._plan)
         self.plan_armed = False
+        self.queue = Queue(self.tracker)
+        self.queue_stale = True  # jobs without rsa may have moved since the last read
+        self.reading = False  # a read is out
+        self.next_read = 0.0  # monotonic time the next read may start
+        self.again_w_armed = False
+        self.reads = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, queue read sent -> pass done
+        self.again_w = h.timer_watcher_create(QUERY_GAP, self._again)
         self.starts = set()  # start requests for jobs not seen yet
         self.replayed = False
         self.flush_armed = False
@@ -179,10 +195,14 @@ class Service:
     # --- the journal ---
 
     def on_journal(self, entry):
+        if entry is None:
+            return  # the journal closed (below)
         self.intake = time.time()
         try:
             if entry.is_empty():
                 self.replay_done()
+                self.journal.stop()  # from now on the plugin tells
+                self.journal = None
                 return
             jobid = int(entry.jobid)
             if self.keeper is not None and jobid == self.keeper.jobid:
@@ -193,16 +213,19 @@ class Service:
             self.log.error(f"rsa: journal entry {entry}: {exc!r}")
 
     def on_job_event(self, payload):
-        """``start`` or ``finish`` of an RSA job, from the jobtap plugin."""
+        """An event of a job that mentions rsa, from the jobtap plugin."""
         self.intake = time.time()
-        if payload.get("name") not in PLUGIN_EVENTS:
-            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(PLUGIN_EVENTS)}")
-        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]), payload.get("context") or {})
+        if payload.get("name") not in JOB_EVENTS:
+            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(JOB_EVENTS)}")
+        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]),
+                  payload.get("context") or {}, payload.get("jobspec"))
 
     def feed(self, jobid, name, t, context, jobspec=None):
         facts, new, events = self.tracker.feed(jobid, name, t, context, jobspec)
         if name in QUEUE_CHANGES:
             self.arm_plan()
+        if name in PLACED_BY_READ:
+            self.queue_stale = True  # where the job stands in the queue
         if new:
             self.admit(facts, t)
         if UNSURE in events:
@@ -228,12 +251,6 @@ class Service:
             if not self.tracker.active(jobid):
                 for ev in self.ended(jobid):
                     self.apply(jobid, ev)
-            elif self.tracker.allocated(jobid):
-                # start and finish come from the plugin, which had no one
-                # to tell while we were away: the eventlog has them
-                for entry in self._eventlog(jobid):
-                    if entry.get("name") in PLUGIN_EVENTS:
-                        self.feed(jobid, entry["name"], entry.get("timestamp", now), entry.get("context") or {})
             rec = self.records[jobid]
             again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
             self.actions.extend((now, a) for a in again)
@@ -276,11 +293,7 @@ class Service:
             self.apply(int(jobid), event)
 
     def pool_job_entry(self, jobid, entry):
-        if entry.name == "exception" and (entry.context or {}).get("severity") == 0:
-            ctx = entry.context or {}
-            self.pool_why = f"{ctx.get('type', 'an')} exception" + (f": {ctx['note']}" if ctx.get("note") else "")
-        elif entry.name == "clean":
-            self.keeper.ended(jobid, getattr(self, "pool_why", "it exited"))
+        self.keeper.event(jobid, entry.name, entry.context or {})
 
     def pool_up(self, info):
         if self.keeper is not None:
@@ -385,7 +398,7 @@ class Service:
             self.trim()
         except Exception as exc:
             self.log.error(f"rsa: tick: {exc!r}")
-        self.arm_plan()
+        self.queue_moved()  # what no hint says: new jobs, priorities, estimates
 
     def arm_plan(self):
         """Ask for an on-deck pass soon (passes are batched)."""
@@ -403,15 +416,59 @@ class Service:
             self.log.error(f"rsa: on-deck pass: {exc!r}")
 
     def plan(self):
+        """An on-deck pass on the queue as known now (``Queue``); a fresh
+        read of the rest of the queue is asked for when it is stale and
+        the last read is far enough back."""
         if not self.replayed or not self.pool.ready:
             return
         if not any(r.job_state in PRE_RUN and r.rsa_state is not S.INELIGIBLE for r in self.records.values()):
             return  # no RSA job waits to run (a machine busy with other jobs)
+        if self.queue_stale and not self.reading:
+            wait = self.next_read - time.monotonic()
+            if wait <= 0:
+                self.read_queue()
+            elif not self.again_w_armed:
+                self.again_w_armed = True
+                self.again_w.reset(after=wait)
+                self.again_w.start()
         now = time.time()
         rate = rates.stage_rate(self.records, self.policy.stage_rate)
-        events = ondeck.plan(self.tracker.pending(), self.records, self.pool.nodes, self.policy, now, rate, self.drained)
+        events = ondeck.plan(self.queue.pending(), self.records, self.pool.nodes, self.policy, now, rate, self.drained)
         for jobid, ev in events:
             self.apply(jobid, ev)
+
+    def read_queue(self):
+        """Ask job-manager for its active jobs (a pass runs on the answer)."""
+        self.reading, self.queue_stale = True, False
+        asked, sent = self.intake, time.monotonic()
+
+        def listed(f):
+            self.reading = False
+            begun = time.monotonic()
+            self.next_read = begun + QUERY_GAP  # set again below, with the cost
+            try:
+                self.queue.read(f.get()["jobs"])
+                self.intake = asked  # the actions' latency includes the read
+                self.plan()
+            except (OSError, KeyError, TypeError) as exc:
+                self.log.warning(f"rsa: reading the queue from job-manager: {exc!r}")
+                self.queue_stale = True
+            except Exception as exc:
+                self.log.error(f"rsa: on-deck pass: {exc!r}")
+            done = time.monotonic()
+            self.reads.append(done - sent)
+            self.next_read = done + max(QUERY_GAP, (done - begun) / QUERY_DUTY)
+
+        self.h.rpc("job-manager.list", {"max_entries": 0}).then(listed)
+
+    def queue_moved(self):
+        """A job left the queue (the jobtap plugin's hint)."""
+        self.queue_stale = True
+        self.arm_plan()
+
+    def _again(self, handle, watcher, revents, arg):
+        self.again_w_armed = False
+        self.arm_plan()
 
     # --- save records (batched) and act ---
 
@@ -476,10 +533,20 @@ class Service:
         import resource
         import statistics
 
-        samples = sorted(self.latency)
+        def summary(seconds):
+            samples = sorted(seconds)
 
-        def pct(p):
-            return samples[min(len(samples) - 1, int(p / 100 * len(samples)))] if samples else None
+            def pct(p):
+                return samples[min(len(samples) - 1, int(p / 100 * len(samples)))] * 1000 if samples else None
+
+            return {
+                "count": len(samples),
+                "p50": pct(50),
+                "p90": pct(90),
+                "p99": pct(99),
+                "max": samples[-1] * 1000 if samples else None,
+                "mean": statistics.fmean(samples) * 1000 if samples else None,
+            }
 
         usage = resource.getrusage(resource.RUSAGE_SELF)
         states = collections.Counter(r.rsa_state.value for r in self.records.values())
@@ -487,14 +554,8 @@ class Service:
             "records": len(self.records),
             "states": dict(states),
             "active_jobs": len(self.tracker.jobs),
-            "latency_ms": {
-                "count": len(samples),
-                "p50": pct(50) and pct(50) * 1000,
-                "p90": pct(90) and pct(90) * 1000,
-                "p99": pct(99) and pct(99) * 1000,
-                "max": samples[-1] * 1000 if samples else None,
-                "mean": statistics.fmean(samples) * 1000 if samples else None,
-            },
+            "latency_ms": summary(self.latency),
+            "queue_read_ms": summary(self.reads),
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "maxrss_kb": memory_kb("VmHWM", usage.ru_maxrss),
             "rss_kb": memory_kb("VmRSS"),
