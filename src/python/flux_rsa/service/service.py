@@ -54,10 +54,11 @@ JOB_EVENTS = ("submit", "priority", "flux-restart", "alloc", "rsa-ready", "start
               "exception", "clean")
 #: the on-deck pass reads the jobs without rsa and the scheduler's
 #: estimates from job-manager (job-manager.list: every active job with its
-#: state, priority and annotations, exact when it answers).  A read costs the service (and job-manager about
-#: as much) time that grows with the number of active jobs, so reads are
-#: spaced: at least QUERY_GAP apart, and far enough apart that handling
-#: them takes the service at most QUERY_DUTY of the time
+#: state, priority and annotations, exact when it answers).  A read costs
+#: the service (and job-manager about as much) time that grows with the
+#: number of active jobs, so reads are spaced: at least QUERY_GAP apart,
+#: and far enough apart that handling them takes the service at most
+#: QUERY_DUTY of the time
 QUERY_GAP = 0.05
 QUERY_DUTY = 0.1
 
