@@ -76,7 +76,7 @@ class RsaModule(BrokerModule):
     def queue_moved(self, msg):
         """A job left the queue while RSA jobs are active (jobtap plugin, no
         answer): the deck may move up."""
-        self.service.queue_moved()
+        self.service.arm_plan()
 
     @request_handler("pool-event")
     def pool_event(self, msg):

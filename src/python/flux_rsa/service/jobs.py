@@ -150,11 +150,10 @@ class Queue:
     """The pending jobs as the on-deck rule sees them: those job-manager
     listed in SCHED at the last read (``read``: its active jobs with id,
     state, priority, t_submit and annotations), the jobs the Tracker follows
-    (those that mention rsa) as it knows them now.  So one of ours leaves at
-    once when it is allocated, but joins only once a read has placed it
-    among the others (the service reads again when one of ours is
-    submitted or reprioritized).  Between reads the others may be a little
-    behind: a job that left the queue since still counts in front of ours."""
+    (those that mention rsa) as it knows them now: a message of the plugin
+    can arrive after the read was answered, so one of ours it said is
+    allocated is not pending, whatever the read says; one the read does not
+    list yet waits for the next read."""
 
     def __init__(self, tracker):
         self.tracker = tracker

@@ -43,9 +43,6 @@ LATENCY_SAMPLES = 20000
 #: events of RSA jobs that change the queue the on-deck rule looks at
 QUEUE_CHANGES = frozenset({"submit", "priority", "alloc", "clean", "flux-restart", "exception"})
 
-#: events of RSA jobs after which only a read of the queue says where they stand
-PLACED_BY_READ = frozenset({"submit", "priority", "flux-restart"})
-
 #: the job events the service follows (Tracker.feed).  The jobtap plugin
 #: sends them for jobs that mention rsa (rsa.job-event); the journal,
 #: filtered to them, replays what happened while the service was away,
@@ -117,8 +114,8 @@ class Service:
         self.plan_w = h.timer_watcher_create(PLAN_DELAY, self._plan)
         self.plan_armed = False
         self.queue = Queue(self.tracker)
-        self.queue_stale = True  # jobs without rsa may have moved since the last read
         self.reading = False  # a read is out
+        self.plan_again = False  # a pass was asked for while it was out
         self.next_read = 0.0  # monotonic time the next read may start
         self.again_w_armed = False
         self.reads = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, queue read sent -> pass done
@@ -225,8 +222,6 @@ class Service:
         facts, new, events = self.tracker.feed(jobid, name, t, context, jobspec)
         if name in QUEUE_CHANGES:
             self.arm_plan()
-        if name in PLACED_BY_READ:
-            self.queue_stale = True  # where the job stands in the queue
         if new:
             self.admit(facts, t)
         if UNSURE in events:
@@ -399,7 +394,7 @@ class Service:
             self.trim()
         except Exception as exc:
             self.log.error(f"rsa: tick: {exc!r}")
-        self.queue_moved()  # what no hint says: new jobs, priorities, estimates
+        self.arm_plan()  # what no hint says: new jobs, priorities, estimates
 
     def arm_plan(self):
         """Ask for an on-deck pass soon (passes are batched)."""
@@ -417,55 +412,49 @@ class Service:
             self.log.error(f"rsa: on-deck pass: {exc!r}")
 
     def plan(self):
-        """An on-deck pass on the queue as known now (``Queue``); a fresh
-        read of the rest of the queue is asked for when it is stale and
-        the last read is far enough back."""
+        """Read the queue from job-manager; the on-deck pass runs on the
+        answer.  Reads are spaced (QUERY_GAP, QUERY_DUTY): passes asked for
+        meanwhile are served by the next read."""
         if not self.replayed or not self.pool.ready:
             return
         if not any(r.job_state in PRE_RUN and r.rsa_state is not S.INELIGIBLE for r in self.records.values()):
             return  # no RSA job waits to run (a machine busy with other jobs)
-        if self.queue_stale and not self.reading:
-            wait = self.next_read - time.monotonic()
-            if wait <= 0:
-                self.read_queue()
-            elif not self.again_w_armed:
+        if self.reading:
+            self.plan_again = True
+            return
+        wait = self.next_read - time.monotonic()
+        if wait > 0:
+            if not self.again_w_armed:
                 self.again_w_armed = True
                 self.again_w.reset(after=wait)
                 self.again_w.start()
-        now = time.time()
-        rate = rates.stage_rate(self.records, self.policy.stage_rate)
-        events = ondeck.plan(self.queue.pending(), self.records, self.pool.nodes, self.policy, now, rate, self.drained)
-        for jobid, ev in events:
-            self.apply(jobid, ev)
-
-    def read_queue(self):
-        """Ask job-manager for its active jobs (a pass runs on the answer)."""
-        self.reading, self.queue_stale = True, False
+            return
+        self.reading, self.plan_again = True, False
         asked, sent = self.intake, time.monotonic()
 
         def listed(f):
             self.reading = False
             begun = time.monotonic()
-            self.next_read = begun + QUERY_GAP  # set again below, with the cost
             try:
                 self.queue.read(f.get()["jobs"])
                 self.intake = asked  # the actions' latency includes the read
-                self.plan()
+                now = time.time()
+                rate = rates.stage_rate(self.records, self.policy.stage_rate)
+                events = ondeck.plan(self.queue.pending(), self.records, self.pool.nodes, self.policy,
+                                     now, rate, self.drained)
+                for jobid, ev in events:
+                    self.apply(jobid, ev)
             except (OSError, KeyError, TypeError) as exc:
                 self.log.warning(f"rsa: reading the queue from job-manager: {exc!r}")
-                self.queue_stale = True
             except Exception as exc:
                 self.log.error(f"rsa: on-deck pass: {exc!r}")
             done = time.monotonic()
             self.reads.append(done - sent)
             self.next_read = done + max(QUERY_GAP, (done - begun) / QUERY_DUTY)
+            if self.plan_again:
+                self.arm_plan()
 
         self.h.rpc("job-manager.list", {"max_entries": 0}).then(listed)
-
-    def queue_moved(self):
-        """A job left the queue (the jobtap plugin's hint)."""
-        self.queue_stale = True
-        self.arm_plan()
 
     def _again(self, handle, watcher, revents, arg):
         self.again_w_armed = False
