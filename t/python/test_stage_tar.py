@@ -3,6 +3,7 @@
 import os
 import subprocess
 
+from flux_rsa.stage import tarformat as tf
 from test_stage_helpers import allocated, make_tree, rsync_diff, stage
 
 
@@ -136,3 +137,44 @@ def test_untar_verify_checksum_reads_members_inside_archives(tmp_path):
     stage("tar", src, tmp_path / "in", "--name", "input.tar", check=0)
     stage("untar", tmp_path / "in", tmp_path / "ram", "--verify", "checksum", check=0)
     assert rsync_diff(src, tmp_path / "ram") == ""
+
+
+def test_headers_written_in_place_equal_the_built_ones():
+    written = 0
+    for path in (b"a", b"d/", b"./", b"sub/deep/f.dat", b"x" * 99, b"y/" * 60,
+                 b"z" * 299, b"z" * 300, b"caf\xc3\xa9", b"bad-\xff", b"new\nline"):
+        for mtime in (0, 1_500_000_000_987_654_321, 7 * 10**9, 8**11 * 10**9 - 1,
+                      8**11 * 10**9, -1):
+            for size, uid in ((0, 0), (4096, 1000), (8**11 - 1, 8**7 - 1),
+                              (8**11, 0), (1, 8**7)):
+                for flag in (tf.TYPE_FILE, tf.TYPE_DIR):
+                    buf = bytearray(4000)
+                    n = tf.header_into(buf, 100, path, 0o100640, uid, 7, size, mtime, flag)
+                    if not n:
+                        assert not any(buf)
+                        continue
+                    written += 1
+                    assert bytes(buf[100:100 + n]) == tf.header(
+                        path, 0o100640, uid, 7, size, mtime, flag)
+                    assert not any(buf[:100]) and not any(buf[100 + n:])
+    assert written > 100
+
+
+def test_tar_long_names_and_deep_trees_round_trip(tmp_path):
+    src = tmp_path / "src"
+    deep = os.path.join(os.fsencode(src), *([b"d" * 50] * 7))
+    os.makedirs(deep)
+    for name in (b"f" * 200, b"g" * 255, b"short"):
+        with open(os.path.join(deep, name), "wb") as f:
+            f.write(name)
+    os.utime(os.path.join(deep, b"short"), ns=(0, 1_234_567_890_123_456_789))
+    stage("tar", src, tmp_path / "out", "--verify", "checksum", check=0)
+    restored = tmp_path / "gnu"
+    restored.mkdir()
+    subprocess.run(["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
+                   check=True, stderr=subprocess.DEVNULL)
+    assert rsync_diff(src, restored) == ""
+    stage("untar", tmp_path / "out", tmp_path / "ram", check=0)
+    assert rsync_diff(src, tmp_path / "ram") == ""
+    assert os.stat(os.path.join(os.fsencode(tmp_path / "ram"), *([b"d" * 50] * 7),
+                                b"short")).st_mtime_ns == 1_234_567_890_123_456_789

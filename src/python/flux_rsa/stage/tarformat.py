@@ -8,6 +8,7 @@ archive keeps what a copy keeps.  Sparse files use the GNU sparse 1.0 layout
 
 import stat
 import struct
+import zlib
 
 BLOCK = 512
 RECORD = 10240
@@ -133,6 +134,59 @@ def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
     out.append(_ustar(name, mode, uid, gid, size, mtime, typeflag, linkname,
                       (rdev >> 8) & 0xFFF, (rdev & 0xFF) | ((rdev >> 12) & 0xFFF00)))
     return b"".join(out)
+
+
+def _rec_len(body):
+    """Length of a pax record whose text after the length field is BODY
+    bytes long (the length counts its own digits)."""
+    if body <= 97:
+        return body + 1 if body <= 8 else body + 2
+    if body <= 996:
+        return body + 3
+    return len(_record(b"k", b"v" * (body - 4)))
+
+
+_PAX_MODE = b"%07o\0" % 0o644
+_SPACES = b"        "
+_MAGIC = b"ustar\x0000"
+_PAX_NAME = b"PaxHeaders/"
+
+
+def _block_sum(buf, pos):
+    """Sum of the 512 bytes of BUF at POS.  adler32's low half is 1 + the
+    byte sum modulo 65521, exact for 256 bytes (at most 65280)."""
+    view = memoryview(buf)
+    return ((zlib.adler32(view[pos:pos + 256]) & 0xFFFF)
+            + (zlib.adler32(view[pos + 256:pos + 512]) & 0xFFFF) - 2)
+
+
+def header_into(buf, pos, path, mode, uid, gid, size, mtime_ns, typeflag):
+    """Write the header blocks of a plain member (a file or a directory with
+    a short name) into BUF at POS, where BUF holds zeros, and return their
+    length: the same bytes as header() in 3 blocks.  Returns 0 (nothing
+    written) for what header() must build: long or non-UTF-8 names, values
+    too large for their ustar fields, times before 1970."""
+    if (len(path) >= SHORT_PATHS or size >= _MAX12 or uid >= _MAX8 or gid >= _MAX8
+            or not 0 <= mtime_ns < _MAX12 * 1_000_000_000
+            or not path.isascii() and not _utf8(path)):
+        return 0
+    sec, frac = divmod(mtime_ns, 1_000_000_000)
+    text = b"%d.%09d" % (sec, frac) if frac else b"%d" % sec
+    data = (b"%d path=%b\n" % (_rec_len(len(path) + 7), path)
+            + b"%d mtime=%b\n" % (_rec_len(len(text) + 8), text))
+    mtime = b"%011o\0" % sec
+    base = path.rsplit(b"/", 1)[-1] or b"."
+    _USTAR.pack_into(buf, pos, (_PAX_NAME + base)[:99], _PAX_MODE, _ZERO8, _ZERO8,
+                     b"%011o\0" % len(data), mtime, _SPACES, TYPE_PAX, b"", _MAGIC,
+                     b"", b"", _ZERO8, _ZERO8, b"")
+    buf[pos + 148:pos + 156] = b"%06o\0 " % _block_sum(buf, pos)
+    buf[pos + BLOCK:pos + BLOCK + len(data)] = data
+    at = pos + 2 * BLOCK
+    _USTAR.pack_into(buf, at, path[:100], b"%07o\0" % (mode & 0o7777),
+                     b"%07o\0" % uid, b"%07o\0" % gid, b"%011o\0" % size, mtime,
+                     _SPACES, typeflag, b"", _MAGIC, b"", b"", _ZERO8, _ZERO8, b"")
+    buf[at + 148:at + 156] = b"%06o\0 " % _block_sum(buf, at)
+    return 3 * BLOCK
 
 
 def header_size(path, linkname=b""):

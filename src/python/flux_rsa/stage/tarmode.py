@@ -337,55 +337,75 @@ class TarWriter:
         base = members[0].offset
         last = members[-1]
         size = last.offset + last.hlen + tf.pad(last.dlen) - base
-        out = bytearray(size + 1)  # zeros (the padding); +1, see below
+        out = bytearray(size + 1)  # zeros (the padding); +1, see _read
         view = memoryview(out)
-        fds = []
+        fds = {}
         try:
-            for m in members:
-                if m.kind == "file" and m.dlen:
-                    fd = self._open(m.entry)
-                    fds.append(fd)
-                    if not self.src_in_memory:
+            if not self.src_in_memory:
+                # open them all and announce the reads first, so that one
+                # worker keeps many reads in flight; from a RAM disk each
+                # file is opened, read and closed in turn
+                for i, m in enumerate(members):
+                    if m.kind == "file" and m.dlen:
+                        fd = fds[i] = self._open(m.entry)
                         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-                else:
-                    fds.append(-1)
             files = nbytes = 0
-            for m, fd in zip(members, fds):
+            for i, m in enumerate(members):
                 pos = m.offset - base
-                head = self._header(m)
-                if len(head) != m.hlen:
-                    raise StageError(EXIT_FAILED, self._src_path(m.entry),
-                                     f"internal error: header of {len(head)} bytes "
-                                     f"laid out as {m.hlen}")
-                out[pos:pos + m.hlen] = head
+                self._put_header(out, pos, m)
                 if m.kind != "file":
                     continue
                 files += 1
-                if fd < 0:
+                if not m.dlen:
                     continue
-                # ask for a byte more than planned: a regular file returns
-                # less than asked only at its end, so one read shows a file
-                # that grew (the extra byte lands where the next header or
-                # the spare byte at the end goes, and is then an error)
-                pos += m.hlen
-                want = m.dlen + 1
-                got = os.readv(fd, [view[pos:pos + want]])
-                while 0 < got < m.dlen:
-                    more = os.readv(fd, [view[pos + got:pos + want]])
-                    if not more:
-                        break
-                    got += more
-                if got != m.dlen:
-                    raise _changed(self._src_path(m.entry))
+                fd = fds.pop(i, None)
+                if fd is None:
+                    fd = self._open(m.entry)
+                try:
+                    self._read(fd, view, pos + m.hlen, m)
+                finally:
+                    os.close(fd)
                 nbytes += m.dlen
         except OSError as exc:
             raise from_oserror(exc, self.plan.src) from None
         finally:
-            for fd in fds:
-                if fd >= 0:
-                    os.close(fd)
+            for fd in fds.values():
+                os.close(fd)
         self._write(view[:size], base)
         return (files, nbytes)
+
+    def _put_header(self, out, pos, m):
+        """M's header blocks into OUT at POS: written in place for plain
+        files and directories, else built and copied."""
+        n = 0
+        if m.kind == "file" or m.kind == "dir":
+            e = m.entry
+            n = tf.header_into(out, pos, m.path, e.mode, e.uid, e.gid, m.dlen,
+                               e.mtime, tf.TYPE_FILE if m.kind == "file" else tf.TYPE_DIR)
+        if not n:
+            head = self._header(m)
+            n = len(head)
+            if n == m.hlen:
+                out[pos:pos + n] = head
+        if n != m.hlen:
+            raise StageError(EXIT_FAILED, self._src_path(m.entry),
+                             f"internal error: header of {n} bytes laid out as {m.hlen}")
+
+    def _read(self, fd, view, pos, m):
+        """Read member M's data from FD into VIEW at POS.  One byte more than
+        planned is asked for: a regular file returns less than asked only at
+        its end, so one read shows a file that grew (the extra byte lands
+        where the next header or the spare byte at the end of the buffer
+        goes, and is then an error)."""
+        want = m.dlen + 1
+        got = os.readv(fd, [view[pos:pos + want]])
+        while 0 < got < m.dlen:
+            more = os.readv(fd, [view[pos + got:pos + want]])
+            if not more:
+                break
+            got += more
+        if got != m.dlen:
+            raise _changed(self._src_path(m.entry))
 
     def _sparse(self, m):
         f = m.entry
