@@ -178,3 +178,26 @@ def test_tar_long_names_and_deep_trees_round_trip(tmp_path):
     assert rsync_diff(src, tmp_path / "ram") == ""
     assert os.stat(os.path.join(os.fsencode(tmp_path / "ram"), *([b"d" * 50] * 7),
                                 b"short")).st_mtime_ns == 1_234_567_890_123_456_789
+
+
+def test_tar_many_batches_and_a_big_file_between_small_ones(tmp_path):
+    # members go to the workers in batches written in one piece each, and
+    # big files in ranges of their own: every kind of task, next to each other
+    src = tmp_path / "src"
+    for d in range(3):
+        os.makedirs(src / f"d{d}")
+        for i in range(700):
+            (src / f"d{d}" / f"f{i:04d}").write_bytes(b"%d.%d\n" % (d, i) * (i % 7))
+    with open(src / "d1" / "f0350-big", "wb") as f:
+        block = os.urandom(1 << 20)
+        for i in range(65):
+            f.write(block[i:] + block[:i])
+    os.link(src / "d2" / "f0001", src / "d0" / "z-link")
+    stage("tar", src, tmp_path / "out", "--verify", "checksum", check=0)
+    restored = tmp_path / "gnu"
+    restored.mkdir()
+    subprocess.run(["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
+                   check=True, stderr=subprocess.DEVNULL)
+    assert rsync_diff(src, restored) == ""
+    assert os.stat(restored / "d0" / "z-link").st_ino == \
+        os.stat(restored / "d2" / "f0001").st_ino

@@ -138,16 +138,19 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
 def _tar(src, dstdir, name, workers, verify, meter, result, sync):
     meter.update("scan", 0, 0, 0, 0, force=True)
     planmod.check_source_dir(src)
-    p = planmod.walk(src)
+    # the tree is walked while the archive is written: the totals grow
+    # until the walk is over
+    w = tarmode.TarWriter(
+        src, dstdir, name=_b(name) if name else tarmode.DEFAULT_NAME, workers=workers,
+        progress=lambda f, b: meter.update("copy", b, w.bytes_total, f, w.files_total))
+    meter.update("copy", 0, 0, 0, 0, force=True)
+    result.output = w.run(sync=sync)
+    p = w.plan
     result.files_total = nfiles = len(p.files)
     result.bytes_total = total = p.bytes_total
-    w = tarmode.TarWriter(
-        p, dstdir, name=_b(name) if name else tarmode.DEFAULT_NAME, workers=workers,
-        progress=lambda f, b: meter.update("copy", b, total, f, nfiles))
-    meter.update("copy", 0, total, 0, nfiles, force=True)
-    result.output = w.run(sync=sync)
     result.files_copied = nfiles
     result.bytes_copied = total
+    meter.update("copy", total, total, nfiles, nfiles, force=True)
     if verify:
         meter.update("verify", 0, total, 0, nfiles, force=True)
         w.verify_layout()

@@ -90,28 +90,69 @@ def walk(src, shard=(0, 1), dirs_only=False):
     Only the entries of SHARD (k, n) are kept, except directories, which every
     shard creates.  Hard-link groups go to the shard of their first name.
     """
-    plan = Plan(src)
-    k, n = shard
+    w = Walker(src, shard, dirs_only)
     try:
-        root_fd = os.open(src, fsutil.DIR_FLAGS)
-    except OSError as exc:
-        raise from_oserror(exc, src, missing_is_source=True) from None
-    try:
-        st = os.fstat(root_fd)
+        while w.step() is not None:
+            pass
+    finally:
+        w.close()
+    return w.plan
+
+
+class Walker:
+    """A walk taken one directory at a time, depth first: each directory's
+    whole subtree is scanned before its next sibling, subdirectories in
+    name order.  step() scans the next directory and returns its index
+    (None when the walk is over); its entries are then the last ones added
+    to the plan's lists (see span())."""
+
+    def __init__(self, src, shard=(0, 1), dirs_only=False):
+        self.plan = plan = Plan(src)
+        self.k, self.n = shard
+        self.dirs_only = dirs_only
+        self.groups = {}
+        try:
+            self.root_fd = os.open(src, fsutil.DIR_FLAGS)
+        except OSError as exc:
+            raise from_oserror(exc, src, missing_is_source=True) from None
+        try:
+            st = os.fstat(self.root_fd)
+        except BaseException:
+            self.close()
+            raise
         root = Dir()
         root.rel = b""
         root.d = None
         root.name = b""
         root.set_stat(st)
         plan.dirs.append(root)
-        groups = {}
-        i = 0
-        while i < len(plan.dirs):
-            _scan_dir(plan, root_fd, i, k, n, groups, dirs_only)
-            i += 1
-    finally:
-        os.close(root_fd)
-    return plan
+        self.stack = [0]
+        self.marks = None
+
+    def step(self):
+        if not self.stack:
+            return None
+        plan = self.plan
+        di = self.stack.pop()
+        first_dir = len(plan.dirs)
+        self.marks = (len(plan.files), len(plan.hardlinks), len(plan.symlinks),
+                      len(plan.specials))
+        _scan_dir(plan, self.root_fd, di, self.k, self.n, self.groups, self.dirs_only)
+        self.stack.extend(range(len(plan.dirs) - 1, first_dir - 1, -1))
+        return di
+
+    def span(self):
+        """(files, hardlinks, symlinks, specials) of the directory scanned
+        last, each in name order."""
+        plan = self.plan
+        f, h, s, p = self.marks
+        return (plan.files[f:], plan.hardlinks[h:], plan.symlinks[s:],
+                plan.specials[p:])
+
+    def close(self):
+        if self.root_fd >= 0:
+            os.close(self.root_fd)
+            self.root_fd = -1
 
 
 def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):

@@ -6,11 +6,13 @@ progress, per-task completion and the first failure.  Fork (not threads):
 small-file copying is Python-bound and the GIL would serialise it.
 """
 
+import collections
 import mmap
 import os
 import pickle
 import select
 import signal
+import socket
 import struct
 import traceback
 
@@ -66,7 +68,123 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
         _reap(workers, ok)
 
 
-def _child(task_r, res_w, handler, setup, abort):
+# a task message of run_stream() is at most this large (the socket's send
+# buffer must hold one whole message)
+MESSAGE_MAX = 192 << 10
+
+
+def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None):
+    """Like run(), for tasks made while the workers already run.
+
+    PRODUCE() is called in the parent whenever it has nothing else to do,
+    and returns a list of tasks (each picklable, at most MESSAGE_MAX bytes
+    pickled) or None when there will be no more.  Each task goes to the
+    first free worker, which calls HANDLER(task, send); the parent's
+    ON_MESSAGE gets ('done', task, result) as with run().
+    """
+    nworkers = max(1, nworkers)
+    task_r, task_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    task_w.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    abort = mmap.mmap(-1, 1)
+    workers = []
+    ok = False
+    try:
+        for _ in range(nworkers):
+            res_r, res_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # child
+                task_w.close()
+                os.close(res_r)
+                for w in workers:
+                    os.close(w.rfd)
+                _child(task_r.fileno(), res_w, handler, setup, abort,
+                       recv=_receiver(task_r))
+            os.close(res_w)
+            workers.append(_Worker(pid, res_r))
+        task_r.close()
+        feed, task_w = _StreamFeed(task_w, produce), None
+        try:
+            _loop(feed, workers, on_message, poll, abort)
+        except BaseException:
+            abort[0] = 1
+            raise
+        finally:
+            feed.close()
+        ok = True
+    finally:
+        for sock in (task_r, task_w):
+            if sock is not None:
+                sock.close()
+        _reap(workers, ok)
+
+
+def _receiver(sock):
+    buf = bytearray(MESSAGE_MAX)
+    view = memoryview(buf)
+
+    def recv():
+        n = sock.recv_into(buf)
+        if n == 0:
+            return None
+        return pickle.loads(view[:n])
+
+    return recv
+
+
+class _StreamFeed:
+    """The parent's end of run_stream(): tasks made by PRODUCE, queued, and
+    sent as the socket takes them."""
+
+    AHEAD = 256  # tasks queued before the parent stops producing
+
+    def __init__(self, sock, produce):
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.produce = produce
+        self.producing = True
+        self.queue = collections.deque()
+        sock.setblocking(False)
+
+    @property
+    def busy(self):
+        """True while the parent should produce instead of waiting."""
+        return self.producing and len(self.queue) < self.AHEAD
+
+    def wants_write(self):
+        return self.sock is not None and bool(self.queue)
+
+    def push(self):
+        if self.sock is None:
+            return
+        if self.busy:
+            tasks = self.produce()
+            if tasks is None:
+                self.producing = False
+            else:
+                dumps = pickle.dumps
+                for t in tasks:
+                    data = dumps(t, protocol=pickle.HIGHEST_PROTOCOL)
+                    if len(data) > MESSAGE_MAX:
+                        raise StageError(EXIT_FAILED, None, "internal error: a task "
+                                         f"of {len(data)} bytes is too large")
+                    self.queue.append(data)
+        while self.queue:
+            try:
+                self.sock.send(self.queue[0])
+            except BlockingIOError:
+                break
+            self.queue.popleft()
+        if not self.queue and not self.producing:
+            self.close()
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+            self.fd = -1
+
+
+def _child(task_r, res_w, handler, setup, abort, recv=None):
     code = 0
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -78,12 +196,17 @@ def _child(task_r, res_w, handler, setup, abort):
         if setup is not None:
             setup(send)
         while True:
-            raw = os.read(task_r, _TASK.size)
-            if not raw or abort[0]:
-                break
-            (idx,) = _TASK.unpack(raw)
+            if recv is not None:
+                idx = recv()
+                if idx is None or abort[0]:
+                    break
+            else:
+                raw = os.read(task_r, _TASK.size)
+                if not raw or abort[0]:
+                    break
+                (idx,) = _TASK.unpack(raw)
             result = handler(idx, send)
-            send(("done", idx, result))
+            send(("done", None if recv is not None else idx, result))
     except StageError as exc:
         send(("error", exc))
         code = 1
@@ -113,12 +236,17 @@ def _parent(task_w, workers, ntasks, on_message, poll, abort):
 class _Feed:
     """The parent's end of the task pipe: task numbers written as they fit."""
 
+    busy = False
+
     def __init__(self, fd, ntasks):
         self.fd = fd
         self.ntasks = ntasks
         self.next = 0
         self.pending = bytearray()
         os.set_blocking(fd, False)
+
+    def wants_write(self):
+        return self.fd >= 0
 
     def push(self):
         if self.fd < 0:
@@ -149,8 +277,9 @@ def _loop(feed, workers, on_message, poll, abort):
             feed.push()
         else:
             feed.close()
-        wfds = [feed.fd] if feed.fd >= 0 else []
-        ready, _, _ = select.select([w.rfd for w in live], wfds, [], 1.0)
+        wfds = [feed.fd] if feed.wants_write() else []
+        wait = 0 if feed.busy and error is None else 1.0
+        ready, _, _ = select.select([w.rfd for w in live], wfds, [], wait)
         for w in live:
             if w.rfd not in ready:
                 continue

@@ -1,11 +1,14 @@
 """Aggregation: a tree into ONE archive (tar), archives back into a tree
 (untar).
 
-The writer knows every member's size from the plan, so it lays the whole
-archive out first (each member's offset) and lets the workers write their
-batches with one pwrite each, in parallel, into a temporary file that is
-renamed to its final name when complete.  The reader turns archives into a
-Plan whose files point into the archive, and the copy engine does the rest.
+The writer walks the tree depth first, one directory at a time, and lays
+each directory's members out (their offsets in the archive) as soon as it
+has scanned it: a member's size is known from its metadata.  Batches of
+laid-out members go to the workers while the walk goes on; each worker
+assembles a batch in one buffer and writes it with one pwrite, in
+parallel, into a temporary file that is renamed to its final name when
+complete.  The reader turns archives into a Plan whose files point into
+the archive, and the copy engine does the rest.
 """
 
 import mmap
@@ -13,6 +16,7 @@ import os
 
 from . import copy as copymod
 from . import copyio, fsutil, pool
+from . import plan as planmod
 from . import tarformat as tf
 from .errors import EXIT_FAILED, EXIT_VERIFY, StageError, from_oserror
 from .plan import Dir, File, HardLink, Special, Symlink
@@ -20,215 +24,217 @@ from .plan import Dir, File, HardLink, Special, Symlink
 DEFAULT_NAME = b"rsa-output.tar"
 BATCH_BYTES = 8 << 20
 BATCH_MEMBERS = 512
+BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
 
 
-class _Member:
-    """An entry of the plan as an archive member, with its layout."""
+# A member of the archive is a tuple (cheap to make and to send to a
+# worker): what it is, where it goes, and its header's fields.  PATH is
+# None for a plain file (DIRREL/NAME make it); HEAD is the header when the
+# parent had to build it to know its length.
+(KIND, PATH, DIRREL, NAME, MODE, UID, GID, MTIME, OFFSET, HLEN, DLEN, LINK, RDEV,
+ SEGMENTS, REALSIZE, HEAD) = range(16)
 
-    __slots__ = ("entry", "path", "kind", "offset", "hlen", "dlen", "segments",
-                 "link")
+
+def _path(m):
+    if m[PATH] is not None:
+        return m[PATH]
+    return fsutil.join(m[DIRREL], m[NAME])
 
 
 class TarWriter:
-    """Write PLAN (a walked tree) as DSTDIR/NAME."""
+    """Write the tree SRC as DSTDIR/NAME.  After run(), .plan is the tree
+    as walked."""
 
-    def __init__(self, plan, dstdir, name=DEFAULT_NAME, workers=2, progress=None,
+    def __init__(self, src, dstdir, name=DEFAULT_NAME, workers=2, progress=None,
                  tag=b"0"):
-        self.plan = plan
+        self.src = src
         self.dstdir = dstdir
         self.name = name
         self.workers = workers
         self.progress = progress or (lambda done, nbytes: None)
         self.tag = tag
+        self.plan = None
+        self.files_total = 0  # of the walk so far
+        self.bytes_total = 0
         self.files_done = 0
         self.bytes_done = 0
 
-    def _layout(self, src_root):
-        plan = self.plan
-        members = []
-
-        def add(entry, path, kind, dlen=0, link=b""):
-            m = _Member()
-            m.entry, m.path, m.kind, m.dlen, m.segments = entry, path, kind, dlen, None
-            m.link = link
-            m.hlen = tf.header_size(path, link)
-            members.append(m)
-            return m
-
-        data_at = {}  # id(File) -> path of the member holding its data
-
-        def regular(f, path):
-            """A name of file F: its data the first time, later a hard link."""
-            first = data_at.get(id(f))
-            if first is not None:
-                add(f, path, "hardlink", 0, first)
-                return
-            if f.key is not None:
-                data_at[id(f)] = path
-            m = add(f, path, "file", f.size)
-            if f.sparse:
-                self._sparse_layout(m, src_root)
-
-        for di, names, links, specials in self._depth_first():
-            d = plan.dirs[di]
-            add(d, (d.rel or b".") + b"/", "dir")
-            for e in names:
-                if isinstance(e, HardLink):
-                    regular(e.first, plan.rel(e))
-                else:
-                    regular(e, plan.rel(e))
-            for s in links:
-                add(s, plan.rel(s), "symlink", 0, s.target)
-            for s in specials:
-                add(s, plan.rel(s), "special")
-        off = 0
-        for m in members:
-            if m.hlen is None:
-                m.hlen = len(self._header(m))
-            m.offset = off
-            off += m.hlen + tf.pad(m.dlen)
-        end = off + 2 * tf.BLOCK
-        self.size = (end + tf.RECORD - 1) // tf.RECORD * tf.RECORD
-        self.members = members
-
-    def _depth_first(self):
-        """(dir index, regular names, symlinks, specials) per directory, in
-        depth-first order: each directory's whole subtree follows it.  GNU
-        tar sets a directory's times when it meets the first member outside
-        it, so an entry archived after that would leave the directory with
-        the time of the extraction."""
-        plan = self.plan
-        n = len(plan.dirs)
-        subdirs = [[] for _ in range(n)]
-        names = [[] for _ in range(n)]
-        links = [[] for _ in range(n)]
-        specials = [[] for _ in range(n)]
-        for i, d in enumerate(plan.dirs[1:], 1):
-            subdirs[d.d].append(i)
-        for e in plan.files:
-            names[e.d].append(e)
-        for e in plan.hardlinks:
-            names[e.d].append(e)
-        for e in plan.symlinks:
-            links[e.d].append(e)
-        for e in plan.specials:
-            specials[e.d].append(e)
-        stack = [0]
-        while stack:
-            di = stack.pop()
-            mine = names[di]
-            if plan.hardlinks:
-                mine.sort(key=lambda e: e.name)
-            yield di, mine, links[di], specials[di]
-            stack.extend(reversed(subdirs[di]))
-
-    def _sparse_layout(self, m, src_root):
-        f = m.entry
-        dfd = fsutil.open_dir(src_root, self.plan.dirs[f.d].rel)
-        try:
-            fd = os.open(f.name, copymod.OPEN_FLAGS, dir_fd=dfd)
-        finally:
-            os.close(dfd)
-        try:
-            segs = list(copyio.data_segments(fd, 0, f.size))
-        finally:
-            os.close(fd)
-        if not segs or segs[-1][0] + segs[-1][1] < f.size:
-            segs.append((f.size, 0))  # marks the real end, as GNU tar does
-        m.segments = segs
-        m.dlen = len(tf.sparse_map(segs)) + sum(n for _, n in segs)
-
-    def _header(self, m):
-        e = m.entry
-        if m.kind == "dir":
-            return tf.header(m.path, e.mode, e.uid, e.gid, 0, e.mtime, tf.TYPE_DIR)
-        if m.kind == "file":
-            sparse = (e.size,) if m.segments is not None else None
-            return tf.header(m.path, e.mode, e.uid, e.gid, m.dlen, e.mtime,
-                             tf.TYPE_FILE, sparse=sparse)
-        if m.kind == "symlink":
-            return tf.header(m.path, e.mode, e.uid, e.gid, 0, e.mtime,
-                             tf.TYPE_SYMLINK, e.target)
-        if m.kind == "special":
-            return tf.header(m.path, e.mode, e.uid, e.gid, 0, e.mtime,
-                             tf.typeflag_of(e.mode), rdev=e.rdev)
-        return tf.header(m.path, e.mode, e.uid, e.gid, 0, e.mtime, tf.TYPE_HARDLINK,
-                         m.link)
-
-    def _tasks(self):
-        tasks = []
-        start = None
-        nbytes = 0
-        for i, m in enumerate(self.members):
-            big = m.kind == "file" and (m.dlen >= copymod.BIG or m.segments is not None)
-            if big:
-                if start is not None:
-                    tasks.append(("B", start, i))
-                    start = None
-                tasks.append(("H", i))
-                if m.segments is None:
-                    for off in range(0, m.dlen, copymod.CHUNK):
-                        tasks.append(("R", i, off, min(copymod.CHUNK, m.dlen - off)))
-                continue
-            if start is None:
-                start, nbytes = i, 0
-            nbytes += m.hlen + m.dlen
-            if i + 1 - start >= BATCH_MEMBERS or nbytes >= BATCH_BYTES:
-                tasks.append(("B", start, i + 1))
-                start = None
-        if start is not None:
-            tasks.append(("B", start, len(self.members)))
-        return tasks
-
+    # ---- parent side: the walk and the layout ----------------------------
     def run(self, sync=True):
         """Write the archive; return its final path."""
-        try:
-            self.src_root = os.open(self.plan.src, fsutil.DIR_FLAGS)
-        except OSError as exc:
-            raise from_oserror(exc, self.plan.src, missing_is_source=True) from None
         final = fsutil.full(self.dstdir, self.name)
-        self.src_in_memory = fsutil.in_memory(self.src_root)
+        self.walker = planmod.Walker(self.src)
+        self.plan = self.walker.plan
+        self.src_root = self.walker.root_fd
         try:
+            self.src_in_memory = fsutil.in_memory(self.src_root)
             dir_fd = copymod._open_or_make_root(self.dstdir)
-            # start writing each part to the device as soon as it is in the
-            # file, so the final fsync has little left to wait for
-            self.writeback = sync and not fsutil.in_memory(dir_fd)
-            self._layout(self.src_root)
-            self.tasks = self._tasks()
-            self._remove_stale(dir_fd)
-            self.tmp = fsutil.tmp_name(self.tag, 0)
             try:
-                fd = os.open(self.tmp, copymod.CREATE_FLAGS, 0o644, dir_fd=dir_fd)
-                try:
-                    os.ftruncate(fd, self.size)
-                    self.ino = os.fstat(fd).st_ino
-                finally:
-                    os.close(fd)
-                self.dir_fd = dir_fd
-                pool.run(len(self.tasks), self.workers, self._handle, self._message,
-                         setup=self._setup,
-                         poll=lambda: self.progress(self.files_done, self.bytes_done))
-                if sync:
-                    fd = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                os.rename(self.tmp, self.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                if sync:
-                    os.fsync(dir_fd)
-            except OSError as exc:
-                copymod._unlink_quiet(self.tmp, dir_fd)
-                raise from_oserror(exc, final) from None
-            except BaseException:
-                copymod._unlink_quiet(self.tmp, dir_fd)
-                raise
+                self._write_archive(dir_fd, final, sync)
             finally:
                 os.close(dir_fd)
         finally:
-            os.close(self.src_root)
+            self.walker.close()
         self.final = final
         return final
+
+    def _write_archive(self, dir_fd, final, sync):
+        # start writing each part to the device as soon as it is in the
+        # file, so the final fsync has little left to wait for
+        self.writeback = sync and not fsutil.in_memory(dir_fd)
+        self._remove_stale(dir_fd)
+        self.tmp = fsutil.tmp_name(self.tag, 0)
+        try:
+            fd = os.open(self.tmp, copymod.CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+            try:
+                self.ino = os.fstat(fd).st_ino
+            finally:
+                os.close(fd)
+            self.dir_fd = dir_fd
+            self._start_layout()
+            pool.run_stream(self._produce, self.workers, self._handle, self._message,
+                            setup=self._setup,
+                            poll=lambda: self.progress(self.files_done, self.bytes_done))
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            try:
+                os.ftruncate(fd, self.size)  # the end blocks: zeros
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(self.tmp, self.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            if sync:
+                os.fsync(dir_fd)
+        except OSError as exc:
+            copymod._unlink_quiet(self.tmp, dir_fd)
+            raise from_oserror(exc, final) from None
+        except BaseException:
+            copymod._unlink_quiet(self.tmp, dir_fd)
+            raise
+
+    def _start_layout(self):
+        self.layout = []  # every member, in archive order
+        self.offset = 0
+        self.data_at = {}  # id(File) -> path of the member holding its data
+        self.batch = []
+        self.batch_bytes = self.batch_names = 0
+        self.walk_done = False
+        self.size = None
+
+    def _produce(self):
+        """Scan the next directory and lay out its members: its own, then
+        its files and hard links, symbolic links and specials, each in name
+        order (then its subdirectories follow, one whole subtree after the
+        other: GNU tar sets a directory's times when it meets the first
+        member outside it, so an entry archived after that would leave the
+        directory with the time of the extraction).  Returns the tasks now
+        complete, or None when the walk is over."""
+        if self.walk_done:
+            return None
+        tasks = []
+        plan = self.plan
+        di = self.walker.step()
+        if di is None:
+            self.walk_done = True
+            self._flush(tasks)
+            end = self.offset + 2 * tf.BLOCK
+            self.size = (end + tf.RECORD - 1) // tf.RECORD * tf.RECORD
+            return tasks
+        d = plan.dirs[di]
+        files, hardlinks, symlinks, specials = self.walker.span()
+        self.files_total += len(files)
+        self.bytes_total += sum(f.size for f in files)
+        rel = d.rel
+        add = self._add
+        add(tasks, "dir", (rel or b".") + b"/", None, None, d)
+        names = files
+        if hardlinks:
+            names = sorted(files + hardlinks, key=lambda e: e.name)
+        for e in names:
+            if e.__class__ is File and e.key is None and not e.sparse:
+                add(tasks, "file", None, rel, e.name, e, e.size)
+            else:
+                self._regular(tasks, e, rel)
+        for s in symlinks:
+            add(tasks, "symlink", fsutil.join(rel, s.name), None, None, s, 0, s.target)
+        for s in specials:
+            add(tasks, "special", fsutil.join(rel, s.name), None, None, s)
+        return tasks
+
+    def _regular(self, tasks, e, rel):
+        """A name of a file: its data the first time, later a hard link."""
+        f = e.first if isinstance(e, HardLink) else e
+        first = self.data_at.get(id(f))
+        if first is not None:
+            self._add(tasks, "hardlink", fsutil.join(rel, e.name), None, None, f, 0, first)
+            return
+        if f.key is not None:
+            self.data_at[id(f)] = fsutil.join(rel, e.name)
+        if not f.sparse:
+            self._add(tasks, "file", None, rel, e.name, f, f.size)
+            return
+        segments = self._sparse_layout(rel, e.name, f.size)
+        dlen = len(tf.sparse_map(segments)) + sum(n for _, n in segments)
+        self._add(tasks, "file", None, rel, e.name, f, dlen, b"", segments)
+
+    def _add(self, tasks, kind, path, dirrel, name, e, dlen=0, link=b"", segments=None):
+        """Lay member KIND out after the members before it, and give it to
+        a task.  E is its entry in the plan."""
+        if path is not None:
+            plen = len(path)
+        else:
+            plen = len(dirrel) + 1 + len(name) if dirrel else len(name)
+        offset = self.offset
+        head = None
+        if plen + len(link) < tf.SHORT_PATHS:
+            hlen = 3 * tf.BLOCK
+        else:
+            m = (kind, path, dirrel, name, e.mode, e.uid, e.gid, e.mtime, offset, 0,
+                 dlen, link, getattr(e, "rdev", 0), segments,
+                 getattr(e, "size", 0), None)
+            head = _header(m)
+            hlen = len(head)
+        m = (kind, path, dirrel, name, e.mode, e.uid, e.gid, e.mtime, offset, hlen,
+             dlen, link, e.rdev if kind == "special" else 0, segments,
+             e.size if kind == "file" else 0, head)
+        self.offset = offset + hlen + (dlen + tf.BLOCK - 1) // tf.BLOCK * tf.BLOCK
+        self.layout.append(m)
+        if kind == "file" and (dlen >= copymod.BIG or segments is not None):
+            # a batch is written in one piece: it ends before this member
+            self._flush(tasks)
+            tasks.append(("H", m))
+            if segments is None:
+                for off in range(0, dlen, copymod.CHUNK):
+                    tasks.append(("R", m, off, min(copymod.CHUNK, dlen - off)))
+            return
+        batch = self.batch
+        batch.append(m)
+        self.batch_bytes += hlen + dlen
+        self.batch_names += plen + len(link) + len(dirrel or b"")
+        if (len(batch) >= BATCH_MEMBERS or self.batch_bytes >= BATCH_BYTES
+                or self.batch_names >= BATCH_NAMES):
+            self._flush(tasks)
+
+    def _flush(self, tasks):
+        if self.batch:
+            tasks.append(("B", self.batch))
+            self.batch = []
+            self.batch_bytes = self.batch_names = 0
+
+    def _sparse_layout(self, rel, name, size):
+        """The data segments of a sparse file, ending with its real end."""
+        dfd = fsutil.open_dir(self.src_root, rel)
+        try:
+            fd = os.open(name, copymod.OPEN_FLAGS, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        try:
+            segs = list(copyio.data_segments(fd, 0, size))
+        finally:
+            os.close(fd)
+        if not segs or segs[-1][0] + segs[-1][1] < size:
+            segs.append((size, 0))  # marks the real end, as GNU tar does
+        return segs
 
     def verify_layout(self):
         """--verify size for an archive just written: the file under the
@@ -250,16 +256,16 @@ class TarWriter:
         elif (self.files_done, self.bytes_done) != (len(plan.files), plan.bytes_total):
             why = (f"{self.files_done} files of {self.bytes_done} bytes written, "
                    f"{len(plan.files)} of {plan.bytes_total} planned")
-        elif len(self.members) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
-                                   + len(plan.symlinks) + len(plan.specials)):
+        elif len(self.layout) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
+                                  + len(plan.symlinks) + len(plan.specials)):
             why = "the layout does not hold every entry of the tree"
         else:
             off = 0
-            for m in self.members:
-                if m.offset != off:
-                    why = f"member {tf_show(m.path)} is not where the layout put it"
+            for m in self.layout:
+                if m[OFFSET] != off:
+                    why = f"member {tf_show(_path(m))} is not where the layout put it"
                     break
-                off += m.hlen + tf.pad(m.dlen)
+                off += m[HLEN] + tf.pad(m[DLEN])
         if why:
             raise StageError(EXIT_VERIFY, self.final, f"verification failed: {why}",
                              "run the stage again")
@@ -276,20 +282,19 @@ class TarWriter:
         self.bytes_done += nbytes
         self.progress(self.files_done, self.bytes_done)
 
-    # ---- worker side
+    # ---- worker side -------------------------------------------------
     def _setup(self, send):
-        self.sdirs = copymod._DirCache(self.src_root, self.plan)
+        self.sdirs = _Dirs(self.src_root)
         self.out = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
-        self.buf = None
 
-    def _src_path(self, e):
-        return fsutil.full(self.plan.src, self.plan.rel(e))
+    def _src_path(self, m):
+        return fsutil.full(self.src, _path(m))
 
-    def _open(self, f):
+    def _open(self, m):
         try:
-            return os.open(f.name, copymod.OPEN_FLAGS, dir_fd=self.sdirs.get(f.d))
+            return os.open(m[NAME], copymod.OPEN_FLAGS, dir_fd=self.sdirs.get(m[DIRREL]))
         except OSError as exc:
-            raise from_oserror(exc, self._src_path(f)) from None
+            raise from_oserror(exc, self._src_path(m)) from None
 
     def _write(self, data, off):
         try:
@@ -302,72 +307,80 @@ class TarWriter:
         except OSError as exc:
             raise from_oserror(exc, fsutil.full(self.dstdir, self.name)) from None
 
-    def _handle(self, idx, send):
-        task = self.tasks[idx]
+    def _handle(self, task, send):
         kind = task[0]
         if kind == "B":
-            return self._batch(task[1], task[2])
-        m = self.members[task[1]]
+            return self._batch(task[1])
+        m = task[1]
         if kind == "H":
-            self._write(self._header(m), m.offset)
-            if m.segments is not None:
+            self._write(m[HEAD] or _header(m), m[OFFSET])
+            if m[SEGMENTS] is not None:
                 return self._sparse(m)
             return (0, 0)
-        _, i, off, n = task
-        f = m.entry
-        fd = self._open(f)
+        _, _, off, n = task
+        at = m[OFFSET] + m[HLEN] + off
+        fd = self._open(m)
         try:
-            done = copyio._kernel_copy(fd, off, self.out, m.offset + m.hlen + off, n)
+            done = copyio._kernel_copy(fd, off, self.out, at, n)
         except OSError as exc:
             if exc.errno in copymod._DST_ERRNOS:
                 raise from_oserror(exc, fsutil.full(self.dstdir, self.name)) from None
-            raise from_oserror(exc, self._src_path(f)) from None
+            raise from_oserror(exc, self._src_path(m)) from None
         finally:
             os.close(fd)
         if done != n:
-            raise _changed(self._src_path(f))
+            raise _changed(self._src_path(m))
         if self.writeback:
-            fsutil.start_writeback(self.out, m.offset + m.hlen + off, n)
-        return (1 if off + n >= m.dlen else 0, n)
+            fsutil.start_writeback(self.out, at, n)
+        return (1 if off + n >= m[DLEN] else 0, n)
 
-    def _batch(self, start, end):
-        """Members START..END-1 (small ones) assembled in one buffer at their
+    def _batch(self, members):
+        """MEMBERS (small ones, end to end) assembled in one buffer at their
         laid-out places, file data read straight into it, one pwrite."""
-        members = self.members[start:end]
-        base = members[0].offset
+        base = members[0][OFFSET]
         last = members[-1]
-        size = last.offset + last.hlen + tf.pad(last.dlen) - base
+        size = last[OFFSET] + last[HLEN] + tf.pad(last[DLEN]) - base
         out = bytearray(size + 1)  # zeros (the padding); +1, see _read
         view = memoryview(out)
         fds = {}
+        header_into = tf.header_into
         try:
             if not self.src_in_memory:
                 # open them all and announce the reads first, so that one
                 # worker keeps many reads in flight; from a RAM disk each
                 # file is opened, read and closed in turn
                 for i, m in enumerate(members):
-                    if m.kind == "file" and m.dlen:
-                        fd = fds[i] = self._open(m.entry)
+                    if m[KIND] == "file" and m[DLEN]:
+                        fd = fds[i] = self._open(m)
                         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             files = nbytes = 0
             for i, m in enumerate(members):
-                pos = m.offset - base
-                self._put_header(out, pos, m)
-                if m.kind != "file":
-                    continue
-                files += 1
-                if not m.dlen:
-                    continue
-                fd = fds.pop(i, None)
-                if fd is None:
-                    fd = self._open(m.entry)
-                try:
-                    self._read(fd, view, pos + m.hlen, m)
-                finally:
-                    os.close(fd)
-                nbytes += m.dlen
+                pos = m[OFFSET] - base
+                kind = m[KIND]
+                hlen = m[HLEN]
+                if kind == "file":
+                    if m[HEAD] is not None or not header_into(
+                            out, pos, _path(m), m[MODE], m[UID], m[GID], m[DLEN],
+                            m[MTIME], tf.TYPE_FILE):
+                        self._put_header(out, pos, m)
+                    files += 1
+                    dlen = m[DLEN]
+                    if not dlen:
+                        continue
+                    fd = fds.pop(i, None)
+                    if fd is None:
+                        fd = self._open(m)
+                    try:
+                        self._read(fd, view, pos + hlen, m)
+                    finally:
+                        os.close(fd)
+                    nbytes += dlen
+                elif kind != "dir" or m[HEAD] is not None or not header_into(
+                        out, pos, m[PATH], m[MODE], m[UID], m[GID], 0, m[MTIME],
+                        tf.TYPE_DIR):
+                    self._put_header(out, pos, m)
         except OSError as exc:
-            raise from_oserror(exc, self.plan.src) from None
+            raise from_oserror(exc, self.src) from None
         finally:
             for fd in fds.values():
                 os.close(fd)
@@ -375,21 +388,12 @@ class TarWriter:
         return (files, nbytes)
 
     def _put_header(self, out, pos, m):
-        """M's header blocks into OUT at POS: written in place for plain
-        files and directories, else built and copied."""
-        n = 0
-        if m.kind == "file" or m.kind == "dir":
-            e = m.entry
-            n = tf.header_into(out, pos, m.path, e.mode, e.uid, e.gid, m.dlen,
-                               e.mtime, tf.TYPE_FILE if m.kind == "file" else tf.TYPE_DIR)
-        if not n:
-            head = self._header(m)
-            n = len(head)
-            if n == m.hlen:
-                out[pos:pos + n] = head
-        if n != m.hlen:
-            raise StageError(EXIT_FAILED, self._src_path(m.entry),
-                             f"internal error: header of {n} bytes laid out as {m.hlen}")
+        """M's header blocks, built, into OUT at POS."""
+        head = m[HEAD] or _header(m)
+        if len(head) != m[HLEN]:
+            raise StageError(EXIT_FAILED, self._src_path(m), "internal error: header "
+                             f"of {len(head)} bytes laid out as {m[HLEN]}")
+        out[pos:pos + len(head)] = head
 
     def _read(self, fd, view, pos, m):
         """Read member M's data from FD into VIEW at POS.  One byte more than
@@ -397,31 +401,71 @@ class TarWriter:
         its end, so one read shows a file that grew (the extra byte lands
         where the next header or the spare byte at the end of the buffer
         goes, and is then an error)."""
-        want = m.dlen + 1
+        dlen = m[DLEN]
+        want = dlen + 1
         got = os.readv(fd, [view[pos:pos + want]])
-        while 0 < got < m.dlen:
+        while 0 < got < dlen:
             more = os.readv(fd, [view[pos + got:pos + want]])
             if not more:
                 break
             got += more
-        if got != m.dlen:
-            raise _changed(self._src_path(m.entry))
+        if got != dlen:
+            raise _changed(self._src_path(m))
 
     def _sparse(self, m):
-        f = m.entry
-        fd = self._open(f)
+        fd = self._open(m)
         try:
-            pos = m.offset + m.hlen
-            themap = tf.sparse_map(m.segments)
+            pos = m[OFFSET] + m[HLEN]
+            themap = tf.sparse_map(m[SEGMENTS])
             self._write(themap, pos)
             pos += len(themap)
-            for off, n in m.segments:
+            for off, n in m[SEGMENTS]:
                 if n:
                     copyio._kernel_copy(fd, off, self.out, pos, n)
                 pos += n
         finally:
             os.close(fd)
-        return (1, f.size)
+        return (1, m[REALSIZE])
+
+
+def _header(m):
+    """All header blocks of member M, built."""
+    kind = m[KIND]
+    path = _path(m)
+    if kind == "dir":
+        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_DIR)
+    if kind == "file":
+        sparse = (m[REALSIZE],) if m[SEGMENTS] is not None else None
+        return tf.header(path, m[MODE], m[UID], m[GID], m[DLEN], m[MTIME],
+                         tf.TYPE_FILE, sparse=sparse)
+    if kind == "symlink":
+        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_SYMLINK,
+                         m[LINK])
+    if kind == "special":
+        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME],
+                         tf.typeflag_of(m[MODE]), rdev=m[RDEV])
+    return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_HARDLINK,
+                     m[LINK])
+
+
+class _Dirs:
+    """Source directory descriptors by relative path, opened without
+    following any symbolic link (a worker's copy of the plan does not hold
+    the directories found after it started)."""
+
+    def __init__(self, root_fd):
+        self.root_fd = root_fd
+        self.fds = {}
+
+    def get(self, rel):
+        fd = self.fds.get(rel)
+        if fd is None:
+            if len(self.fds) >= 64:
+                for old in self.fds.values():
+                    os.close(old)
+                self.fds.clear()
+            fd = self.fds[rel] = fsutil.open_dir(self.root_fd, rel)
+        return fd
 
 
 def _changed(path):
@@ -574,7 +618,6 @@ def add_archive(plan, path):
 def untar_plan(src, shard=(0, 1)):
     """A plan for 'untar': SRC's top-level *.tar files unpacked (in name
     order), everything else in SRC copied as by 'copy'."""
-    from . import plan as planmod
     import stat
 
     base = planmod.walk(src, shard)
