@@ -12,6 +12,7 @@ from . import fsutil
 from .errors import EXIT_NOSOURCE, StageError, from_oserror
 
 SPARSE_MIN = 64 * 1024  # smaller files are copied whole, holes or not
+S_ISREG = stat.S_ISREG
 
 
 class Entry:
@@ -165,8 +166,11 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
     try:
         with os.scandir(fd) as it:
             entries = sorted(it, key=lambda e: e.name)
+        files = plan.files
+        fsencode = os.fsencode
+        plain = n == 1 and not dirs_only  # no shards: every file is kept
         for e in entries:
-            name = os.fsencode(e.name)
+            name = fsencode(e.name)
             if dirs_only and not e.is_dir(follow_symlinks=False):
                 continue
             try:
@@ -175,6 +179,22 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
                 continue  # vanished since readdir
             except OSError as exc:
                 raise from_oserror(exc, fsutil.join(path, name)) from None
+            if plain and st.st_nlink == 1 and S_ISREG(st.st_mode):
+                # the common case, _add's work inline
+                f = File()
+                f.d = di
+                f.name = name
+                f.mode = st.st_mode
+                f.uid = st.st_uid
+                f.gid = st.st_gid
+                f.atime = st.st_atime_ns
+                f.mtime = st.st_mtime_ns
+                f.size = size = st.st_size
+                f.sparse = size >= SPARSE_MIN and st.st_blocks * 512 < size
+                f.key = f.src = None
+                f.skip = False
+                files.append(f)
+                continue
             _add(plan, di, d.rel, name, st, fd, k, n, groups)
     except OSError as exc:
         raise from_oserror(exc, path) from None
