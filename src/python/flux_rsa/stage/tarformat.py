@@ -146,18 +146,23 @@ def _rec_len(body):
     return len(_record(b"k", b"v" * (body - 4)))
 
 
-_PAX_MODE = b"%07o\0" % 0o644
 _SPACES = b"        "
 _MAGIC = b"ustar\x0000"
 _PAX_NAME = b"PaxHeaders/"
+_blocks = {}  # (mode, uid, gid, size, seconds, typeflag) -> (block, byte sum)
 
 
-def _block_sum(buf, pos):
-    """Sum of the 512 bytes of BUF at POS.  adler32's low half is 1 + the
-    byte sum modulo 65521, exact for 256 bytes (at most 65280)."""
-    view = memoryview(buf)
-    return ((zlib.adler32(view[pos:pos + 256]) & 0xFFFF)
-            + (zlib.adler32(view[pos + 256:pos + 512]) & 0xFFFF) - 2)
+def _block(mode, uid, gid, size, sec, typeflag):
+    """A ustar block without its name, with spaces for its checksum, and
+    the sum of its bytes; the blocks of one batch share most fields, so
+    these are kept (a few thousand at most)."""
+    if len(_blocks) >= 4096:
+        _blocks.clear()
+    block = _USTAR.pack(b"", b"%07o\0" % mode, b"%07o\0" % uid, b"%07o\0" % gid,
+                        b"%011o\0" % size, b"%011o\0" % sec, _SPACES, typeflag, b"",
+                        _MAGIC, b"", b"", _ZERO8, _ZERO8, b"")
+    got = _blocks[(mode, uid, gid, size, sec, typeflag)] = (block, sum(block))
+    return got
 
 
 def header_into(buf, pos, path, mode, uid, gid, size, mtime_ns, typeflag):
@@ -174,18 +179,24 @@ def header_into(buf, pos, path, mode, uid, gid, size, mtime_ns, typeflag):
     text = b"%d.%09d" % (sec, frac) if frac else b"%d" % sec
     data = (b"%d path=%b\n" % (_rec_len(len(path) + 7), path)
             + b"%d mtime=%b\n" % (_rec_len(len(text) + 8), text))
-    mtime = b"%011o\0" % sec
-    base = path.rsplit(b"/", 1)[-1] or b"."
-    _USTAR.pack_into(buf, pos, (_PAX_NAME + base)[:99], _PAX_MODE, _ZERO8, _ZERO8,
-                     b"%011o\0" % len(data), mtime, _SPACES, TYPE_PAX, b"", _MAGIC,
-                     b"", b"", _ZERO8, _ZERO8, b"")
-    buf[pos + 148:pos + 156] = b"%06o\0 " % _block_sum(buf, pos)
-    buf[pos + BLOCK:pos + BLOCK + len(data)] = data
-    at = pos + 2 * BLOCK
-    _USTAR.pack_into(buf, at, path[:100], b"%07o\0" % (mode & 0o7777),
-                     b"%07o\0" % uid, b"%07o\0" % gid, b"%011o\0" % size, mtime,
-                     _SPACES, typeflag, b"", _MAGIC, b"", b"", _ZERO8, _ZERO8, b"")
-    buf[at + 148:at + 156] = b"%06o\0 " % _block_sum(buf, at)
+    # each block: the shared part, then the name; a name of at most 100
+    # bytes sums to at most 25,500, so adler32's low half is 1 + its sum
+    block, total = (_blocks.get((0o644, 0, 0, len(data), sec, TYPE_PAX))
+                    or _block(0o644, 0, 0, len(data), sec, TYPE_PAX))
+    name = (_PAX_NAME + (path.rsplit(b"/", 1)[-1] or b"."))[:99]
+    end = pos + BLOCK
+    buf[pos:end] = block
+    buf[pos:pos + len(name)] = name
+    buf[pos + 148:pos + 156] = b"%06o\0 " % (total + (zlib.adler32(name) & 0xFFFF) - 1)
+    buf[end:end + len(data)] = data
+    pos = end + BLOCK
+    mode &= 0o7777
+    block, total = (_blocks.get((mode, uid, gid, size, sec, typeflag))
+                    or _block(mode, uid, gid, size, sec, typeflag))
+    name = path[:100]
+    buf[pos:pos + BLOCK] = block
+    buf[pos:pos + len(name)] = name
+    buf[pos + 148:pos + 156] = b"%06o\0 " % (total + (zlib.adler32(name) & 0xFFFF) - 1)
     return 3 * BLOCK
 
 
