@@ -97,3 +97,61 @@ def test_script_not_executable_exit_4(tmp_path):
     proc = stage("script", script, tmp_path / "ram", tmp_path)
     assert proc.returncode == 4
     assert "is not executable" in _one_line(proc)
+
+
+@root_only
+def test_tar_no_space_left_exit_3_no_archive_left(tmp_path):
+    src = make_tree(tmp_path / "src")
+    with open(os.path.join(src, b"big.dat"), "wb") as f:
+        f.write(os.urandom(3 << 20))
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "rsa-test", mnt], check=True)
+    try:
+        proc = stage("tar", src, mnt / "out")
+        assert proc.returncode == 3
+        line = _one_line(proc)
+        assert f"{mnt}/out/rsa-output.tar: No space left on device" in line
+        assert [p for p in (mnt / "out").iterdir()] == []  # no temp file left
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
+@root_only
+def test_tar_unreadable_file_or_directory_named_exit_4(tmp_path):
+    # run as nobody: a file and then a directory it may not read, among
+    # enough files for several batches; the error names the entry and
+    # nothing is left in the destination
+    import pwd
+    import shutil
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    base = tempfile.mkdtemp(dir="/tmp", prefix="rsa-test-")
+    try:
+        os.chmod(base, 0o755)
+        src = os.path.join(base, "src")
+        for d in ("a", "b"):
+            os.makedirs(os.path.join(src, d))
+            for i in range(600):
+                with open(os.path.join(src, d, f"f{i:03d}"), "wb") as f:
+                    f.write(b"x" * i)
+        secret = os.path.join(src, "b", "f300")
+        os.chmod(secret, 0o600)
+        out = os.path.join(base, "out")
+        os.mkdir(out)
+        os.chown(out, nobody.pw_uid, nobody.pw_gid)
+        proc = stage("tar", src, out, "--as-user", "nobody")
+        assert proc.returncode == 4, proc.stderr
+        line = _one_line(proc)
+        assert f"{secret}: Permission denied" in line
+        assert os.listdir(out) == []
+        os.chmod(secret, 0o644)
+        locked = os.path.join(src, "a", "locked")
+        os.mkdir(locked, 0o700)
+        proc = stage("tar", src, out, "--as-user", "nobody")
+        assert proc.returncode == 4, proc.stderr
+        assert f"{locked}: Permission denied" in _one_line(proc)
+        assert os.listdir(out) == []
+    finally:
+        shutil.rmtree(base)
