@@ -1,9 +1,11 @@
-"""Forked worker processes fed task numbers through a pipe.
+"""Forked worker processes fed task numbers through a pipe (run), or
+tasks made while they run through a socket (run_stream).
 
-Each worker runs ``handler(task_index)`` for the tasks it pulls, and may
-call ``report(files, nbytes)`` to publish progress.  The parent gets
-progress, per-task completion and the first failure.  Fork (not threads):
-small-file copying is Python-bound and the GIL would serialise it.
+Each worker runs ``handler(task_index)`` (run_stream: ``handler(task)``)
+for the tasks it pulls, and may call ``report(files, nbytes)`` to publish
+progress.  The parent gets progress, per-task completion and the first
+failure.  Fork (not threads): small-file copying is Python-bound and the
+GIL would serialise it.
 """
 
 import collections
