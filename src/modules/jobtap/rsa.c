@@ -79,6 +79,7 @@ struct rsa_job {
     double t_first;             /* first attempt (for start-timeout) */
     json_t *offer;              /* env to start with at once, or NULL */
     bool offer_used;            /* the job started with the offer */
+    bool ended;                 /* clean: no longer counted in rsa_jobs */
     struct rsa_conf *conf;
 };
 
@@ -98,8 +99,9 @@ static void rsa_job_destroy (void *arg)
         flux_watcher_destroy (job->hold_w);
         json_decref (job->attrs);
         json_decref (job->offer);
+        if (!job->ended)
+            rsa_jobs--;
         free (job);
-        rsa_jobs--;
         errno = saved_errno;
     }
 }
@@ -422,6 +424,10 @@ static int forward_cb (flux_plugin_t *p, const char *topic,
         return flux_jobtap_error (p, args, "rsa: unpacking %s: %s", topic,
                                   flux_plugin_arg_strerror (args));
     send_event (job, name, timestamp, context, NULL);
+    if (strcmp (name, "clean") == 0 && !job->ended) {
+        job->ended = true; /* inactive jobs are kept until purged */
+        rsa_jobs--;
+    }
     return 0;
 }
 
