@@ -16,6 +16,12 @@ def submitted(tracker, jobid, jobspec=JOBSPEC, t=1.0):
     return facts
 
 
+def queued(tracker, jobid, priority=16):
+    """Submitted, then given its priority: pending, as the plugin tells."""
+    submitted(tracker, jobid)
+    tracker.feed(jobid, "priority", 2.0, {"priority": priority})
+
+
 def listed(jobid, state=8, priority=16, t_submit=1.0, estimate=None):
     job = {"id": jobid, "state": state, "priority": priority, "t_submit": t_submit}
     if estimate is not None:
@@ -25,8 +31,7 @@ def listed(jobid, state=8, priority=16, t_submit=1.0, estimate=None):
 
 def test_the_queue_is_the_last_read_with_our_jobs_as_told():
     tr = Tracker()
-    submitted(tr, 1)
-    tr.feed(1, "priority", 2.0, {"priority": 16})
+    queued(tr, 1)
     queue = Queue(tr)
     queue.read([listed(1, priority=16, estimate=99.0), listed(5, priority=20, t_submit=0.5, estimate=50.0),
                 listed(4, state=16), listed(3, state=2)])  # RUN and DEPEND are not pending
@@ -44,8 +49,7 @@ def test_a_job_joins_the_queue_once_a_read_placed_it():
     tr = Tracker()
     queue = Queue(tr)
     queue.read([listed(7, priority=16, t_submit=0.5)])
-    submitted(tr, 1)
-    tr.feed(1, "priority", 2.0, {"priority": 16})
+    queued(tr, 1)
     assert [p.jobid for p in queue.pending()] == [7]  # 1 is not placed yet
     queue.read([listed(7, priority=16, t_submit=0.5), listed(1)])
     assert sorted(p.jobid for p in queue.pending()) == [1, 7]
@@ -55,8 +59,7 @@ def test_a_job_read_before_the_plugin_told_of_it_counts_once():
     tr = Tracker()
     queue = Queue(tr)
     queue.read([listed(1, priority=16, t_submit=1.0)])
-    submitted(tr, 1)
-    tr.feed(1, "priority", 2.0, {"priority": 16})
+    queued(tr, 1)
     assert [p.jobid for p in queue.pending()] == [1]
 
 
@@ -84,8 +87,7 @@ def test_start_and_finish_heard_twice_count_once():
 
 def test_a_job_that_never_got_resources_was_canceled():
     tr = Tracker()
-    submitted(tr, 1)
-    tr.feed(1, "priority", 2.0, {"priority": 16})
+    queued(tr, 1)
     tr.feed(1, "exception", 3.0, {"severity": 0, "type": "cancel"})
     events = tr.feed(1, "clean", 4.0, {})[2]
     assert [type(e) for e in events] == [E.Canceled]

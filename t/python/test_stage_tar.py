@@ -160,6 +160,15 @@ def test_headers_written_in_place_equal_the_built_ones():
     assert written > 100
 
 
+def gnu_extract(tmp_path):
+    """GNU tar's extraction of tmp_path/out/rsa-output.tar, in tmp_path/gnu."""
+    restored = tmp_path / "gnu"
+    restored.mkdir()
+    subprocess.run(["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
+                   check=True, stderr=subprocess.DEVNULL)
+    return restored
+
+
 def test_tar_long_names_and_deep_trees_round_trip(tmp_path):
     src = tmp_path / "src"
     deep = os.path.join(os.fsencode(src), *([b"d" * 50] * 7))
@@ -169,10 +178,7 @@ def test_tar_long_names_and_deep_trees_round_trip(tmp_path):
             f.write(name)
     os.utime(os.path.join(deep, b"short"), ns=(0, 1_234_567_890_123_456_789))
     stage("tar", src, tmp_path / "out", "--verify", "checksum", check=0)
-    restored = tmp_path / "gnu"
-    restored.mkdir()
-    subprocess.run(["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
-                   check=True, stderr=subprocess.DEVNULL)
+    restored = gnu_extract(tmp_path)
     assert rsync_diff(src, restored) == ""
     stage("untar", tmp_path / "out", tmp_path / "ram", check=0)
     assert rsync_diff(src, tmp_path / "ram") == ""
@@ -194,10 +200,7 @@ def test_tar_many_batches_and_a_big_file_between_small_ones(tmp_path):
             f.write(block[i:] + block[:i])
     os.link(src / "d2" / "f0001", src / "d0" / "z-link")
     stage("tar", src, tmp_path / "out", "--verify", "checksum", check=0)
-    restored = tmp_path / "gnu"
-    restored.mkdir()
-    subprocess.run(["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
-                   check=True, stderr=subprocess.DEVNULL)
+    restored = gnu_extract(tmp_path)
     assert rsync_diff(src, restored) == ""
     assert os.stat(restored / "d0" / "z-link").st_ino == \
         os.stat(restored / "d2" / "f0001").st_ino

@@ -47,17 +47,8 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
     workers = []
     ok = False
     try:
-        for _ in range(nworkers):
-            res_r, res_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # child
-                os.close(task_w)
-                os.close(res_r)
-                for w in workers:
-                    os.close(w.rfd)
-                _child(task_r, res_w, handler, setup, abort)
-            os.close(res_w)
-            workers.append(_Worker(pid, res_r))
+        _fork(workers, nworkers, lambda: os.close(task_w),
+              lambda res_w: _child(task_r, res_w, handler, setup, abort))
         os.close(task_r)
         task_r = -1
         tw, task_w = task_w, -1
@@ -68,6 +59,23 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
             if fd >= 0:
                 os.close(fd)
         _reap(workers, ok)
+
+
+def _fork(workers, nworkers, close_feed, child):
+    """Fork NWORKERS children, appended to WORKERS as they start.  A child
+    closes the parent's end of the task feed (CLOSE_FEED) and the result
+    pipes of its elders, then runs CHILD(its result pipe) (which exits)."""
+    for _ in range(nworkers):
+        res_r, res_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            close_feed()
+            os.close(res_r)
+            for w in workers:
+                os.close(w.rfd)
+            child(res_w)
+        os.close(res_w)
+        workers.append(_Worker(pid, res_r))
 
 
 # a task message of run_stream() is at most this large (the socket's send
@@ -91,18 +99,9 @@ def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None):
     workers = []
     ok = False
     try:
-        for _ in range(nworkers):
-            res_r, res_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # child
-                task_w.close()
-                os.close(res_r)
-                for w in workers:
-                    os.close(w.rfd)
-                _child(task_r.fileno(), res_w, handler, setup, abort,
-                       recv=_receiver(task_r))
-            os.close(res_w)
-            workers.append(_Worker(pid, res_r))
+        _fork(workers, nworkers, task_w.close,
+              lambda res_w: _child(task_r.fileno(), res_w, handler, setup, abort,
+                                   recv=_receiver(task_r)))
         task_r.close()
         feed, task_w = _StreamFeed(task_w, produce), None
         try:
