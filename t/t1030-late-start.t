@@ -37,6 +37,7 @@ test_expect_success 'it read data_in itself and wrote to the RAM disk' '
 	ls in >expect && test_cmp expect out/listing
 '
 test_expect_success 'the stage-in was stopped, the outputs staged out, all released' '
+	rsa_at_rest $id 60 &&
 	rsa_history $id >history &&
 	test_must_fail grep -E "READY|INUSE_IN" history &&
 	sed -n "/STOPPING/,\$p" history >tail &&
