@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from test_stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage
+from test_stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage, tmpfs
 
 
 def test_copy_matches_rsync_a(tmp_path):
@@ -207,16 +207,10 @@ def test_big_file_into_a_ram_disk_read_into_its_pages(tmp_path):
             for _ in range(size >> 20):
                 f.write(piece)
             f.write(piece[:size & ((1 << 20) - 1)])
-    mnt = tmp_path / "ram"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "rsa-test", mnt],
-                   check=True)
-    try:
+    with tmpfs(tmp_path / "ram", "256m") as mnt:
         stage("copy", src, mnt / "out", "--verify", "checksum", check=0)
         assert rsync_diff(src, mnt / "out") == ""
         assert os.path.getsize(mnt / "out" / "big1") == (64 << 20) + 12345
-    finally:
-        subprocess.run(["umount", mnt], check=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
@@ -224,11 +218,7 @@ def test_big_file_out_of_a_ram_disk_written_direct(tmp_path):
     # tmpfs -> disk: big files are written with O_DIRECT from the mapped
     # source, range by range; a size that is no multiple of a block checks
     # the tail, a sparse file the path that keeps holes
-    mnt = tmp_path / "ram"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "rsa-test", mnt],
-                   check=True)
-    try:
+    with tmpfs(tmp_path / "ram", "256m") as mnt:
         src = mnt / "out"
         src.mkdir()
         piece = os.urandom(1 << 20)
@@ -246,5 +236,3 @@ def test_big_file_out_of_a_ram_disk_written_direct(tmp_path):
         assert rsync_diff(src, dst) == ""
         assert os.path.getsize(dst / "big1") == (64 << 20) + 12345
         assert allocated(dst / "holes") <= 1 << 20
-    finally:
-        subprocess.run(["umount", mnt], check=True)

@@ -1,11 +1,10 @@
 """Failures: one line on stderr naming the path and cause, a distinct exit code."""
 
 import os
-import subprocess
 
 import pytest
 
-from test_stage_helpers import make_tree, stage
+from test_stage_helpers import make_tree, stage, tmpfs
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
 
@@ -40,10 +39,7 @@ def test_no_space_left_exit_3(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "big.dat").write_bytes(os.urandom(3 << 20))
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "rsa-test", mnt], check=True)
-    try:
+    with tmpfs(tmp_path / "small", "1m") as mnt:
         proc = stage("copy", src, mnt / "out")
         assert proc.returncode == 3
         line = _one_line(proc)
@@ -51,8 +47,6 @@ def test_no_space_left_exit_3(tmp_path):
         assert "rsa.capacity" in line
         assert not (mnt / "out" / "big.dat").exists()
         assert [p for p in (mnt / "out").iterdir()] == []  # no temp file left
-    finally:
-        subprocess.run(["umount", mnt], check=True)
 
 
 def test_verify_checksum_names_a_mismatch(tmp_path):
@@ -104,17 +98,12 @@ def test_tar_no_space_left_exit_3_no_archive_left(tmp_path):
     src = make_tree(tmp_path / "src")
     with open(os.path.join(src, b"big.dat"), "wb") as f:
         f.write(os.urandom(3 << 20))
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "rsa-test", mnt], check=True)
-    try:
+    with tmpfs(tmp_path / "small", "1m") as mnt:
         proc = stage("tar", src, mnt / "out")
         assert proc.returncode == 3
         line = _one_line(proc)
         assert f"{mnt}/out/rsa-output.tar: No space left on device" in line
         assert [p for p in (mnt / "out").iterdir()] == []  # no temp file left
-    finally:
-        subprocess.run(["umount", mnt], check=True)
 
 
 @root_only

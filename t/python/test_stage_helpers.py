@@ -1,5 +1,6 @@
 """Shared helpers for the stager tests (trees, running the command)."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -18,6 +19,18 @@ def stage(*args, user=None, check=None):
     if check is not None:
         assert proc.returncode == check, (proc.returncode, proc.stderr)
     return proc
+
+
+@contextlib.contextmanager
+def tmpfs(mnt, size):
+    """A tmpfs of SIZE (e.g. "1m") mounted on the new directory MNT (root
+    only), unmounted at the end."""
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "rsa-test", mnt], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], check=True)
 
 
 def rsync_diff(src, dst, root=False):

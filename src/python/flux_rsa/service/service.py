@@ -1,11 +1,12 @@
 """The RSA service: events of RSA jobs (from the jobtap plugin; from the
 job-manager journal only to catch up at load), reads of job-manager's
-queue and pool events in, core transitions, actions out.  Records go to the KVS in batched, asynchronous commits while their
-actions are sent at once: a commit can take seconds when job-manager keeps
-the KVS busy (a burst of cancels), and no action may wait for it.  After a
-crash a record can lag behind what the pool was asked to do; every action
-is idempotent and the restart reconciles both ways (orphan holders and
-stages are cancelled, in-flight requests are asked again).
+queue and pool events in, core transitions, actions out.  Records go to
+the KVS in batched, asynchronous commits while their actions are sent at
+once: a commit can take seconds when job-manager keeps the KVS busy (a
+burst of cancels), and no action may wait for it.  After a crash a record
+can lag behind what the pool was asked to do; every action is idempotent
+and the restart reconciles both ways (orphan holders and stages are
+cancelled, in-flight requests are asked again).
 """
 
 import collections

@@ -69,27 +69,15 @@ class Tally:
         self.bytes_copied = 0
 
 
-class _DirCache:
-    """Directory descriptors under one root, opened without following links."""
+class _DirCache(fsutil.DirCache):
+    """fsutil.DirCache by the plan's directory index."""
 
     def __init__(self, root_fd, plan):
-        self.root_fd = root_fd
+        super().__init__(root_fd)
         self.plan = plan
-        self.fds = {}
 
     def get(self, d):
-        fd = self.fds.get(d)
-        if fd is None:
-            if len(self.fds) >= 64:
-                self.close()
-            fd = fsutil.open_dir(self.root_fd, self.plan.dirs[d].rel)
-            self.fds[d] = fd
-        return fd
-
-    def close(self):
-        for fd in self.fds.values():
-            os.close(fd)
-        self.fds.clear()
+        return super().get(self.plan.dirs[d].rel)
 
 
 class Copier:

@@ -39,6 +39,28 @@ def open_dir(root_fd, rel):
     return fd
 
 
+class DirCache:
+    """Directory descriptors under one root by relative path, opened without
+    following any symbolic link; at most 64 kept open."""
+
+    def __init__(self, root_fd):
+        self.root_fd = root_fd
+        self.fds = {}
+
+    def get(self, rel):
+        fd = self.fds.get(rel)
+        if fd is None:
+            if len(self.fds) >= 64:
+                self.close()
+            fd = self.fds[rel] = open_dir(self.root_fd, rel)
+        return fd
+
+    def close(self):
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
 def tmp_name(tag, serial, pid=None):
     """A hidden temporary name; TAG says which shard made it."""
     return b"%s%s.%d.%d%s" % (TMP_PREFIX, tag, os.getpid() if pid is None else pid,

@@ -52,7 +52,7 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
         os.close(task_r)
         task_r = -1
         tw, task_w = task_w, -1
-        _parent(tw, workers, ntasks, on_message, poll, abort)
+        _parent(_Feed(tw, ntasks), workers, on_message, poll, abort)
         ok = True
     finally:
         for fd in (task_r, task_w):
@@ -104,13 +104,7 @@ def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None):
                                    recv=_receiver(task_r)))
         task_r.close()
         feed, task_w = _StreamFeed(task_w, produce), None
-        try:
-            _loop(feed, workers, on_message, poll, abort)
-        except BaseException:
-            abort[0] = 1
-            raise
-        finally:
-            feed.close()
+        _parent(feed, workers, on_message, poll, abort)
         ok = True
     finally:
         for sock in (task_r, task_w):
@@ -223,8 +217,9 @@ def _child(task_r, res_w, handler, setup, abort, recv=None):
         os._exit(code)
 
 
-def _parent(task_w, workers, ntasks, on_message, poll, abort):
-    feed = _Feed(task_w, ntasks)
+def _parent(feed, workers, on_message, poll, abort):
+    """Feed the workers and take their messages; on any failure tell them
+    to stop pulling tasks.  The feed is closed either way."""
     try:
         _loop(feed, workers, on_message, poll, abort)
     except BaseException:

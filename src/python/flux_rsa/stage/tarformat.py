@@ -40,14 +40,6 @@ def _record(key, value):
     return b"%d" % n + body
 
 
-def _octal(value, width):
-    """A NUL-terminated octal field, or None if VALUE does not fit."""
-    text = b"%0*o\0" % (width - 1, value)
-    if len(text) > width:
-        return None
-    return text
-
-
 def _ns(value):
     sec, frac = divmod(value, 1_000_000_000)
     if frac:
@@ -198,14 +190,6 @@ def header_into(buf, pos, path, mode, uid, gid, size, mtime_ns, typeflag):
     buf[pos:pos + len(name)] = name
     buf[pos + 148:pos + 156] = b"%06o\0 " % (total + (zlib.adler32(name) & 0xFFFF) - 1)
     return 3 * BLOCK
-
-
-def header_size(path, linkname=b""):
-    """Length of header() for short names without building it (the pax data
-    then always fits in one block); None when it must be built to know."""
-    if len(path) + len(linkname) < SHORT_PATHS:
-        return 3 * BLOCK
-    return None
 
 
 def sparse_map(segments):

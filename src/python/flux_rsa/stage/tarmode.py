@@ -284,7 +284,9 @@ class TarWriter:
 
     # ---- worker side -------------------------------------------------
     def _setup(self, send):
-        self.sdirs = _Dirs(self.src_root)
+        # by relative path: a worker's copy of the plan does not hold the
+        # directories found after it started
+        self.sdirs = fsutil.DirCache(self.src_root)
         self.out = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
 
     def _src_path(self, m):
@@ -446,26 +448,6 @@ def _header(m):
                          tf.typeflag_of(m[MODE]), rdev=m[RDEV])
     return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_HARDLINK,
                      m[LINK])
-
-
-class _Dirs:
-    """Source directory descriptors by relative path, opened without
-    following any symbolic link (a worker's copy of the plan does not hold
-    the directories found after it started)."""
-
-    def __init__(self, root_fd):
-        self.root_fd = root_fd
-        self.fds = {}
-
-    def get(self, rel):
-        fd = self.fds.get(rel)
-        if fd is None:
-            if len(self.fds) >= 64:
-                for old in self.fds.values():
-                    os.close(old)
-                self.fds.clear()
-            fd = self.fds[rel] = fsutil.open_dir(self.root_fd, rel)
-        return fd
 
 
 def _changed(path):
