@@ -1,0 +1,142 @@
+/* floor SRC DST NPROC: the least a per-file copy costs on this machine.
+ *
+ * Lists the directories of SRC, makes them under DST (which must exist),
+ * then copies every regular file with NPROC processes, each taking every
+ * NPROC-th directory (so no two processes create in one directory): open,
+ * read, create under the final name (O_EXCL), write, set the times, close.
+ * Nothing else: no temporary name, no ownership, no links, no check, no
+ * progress, no resume.  It is not a tool; bench/stage times it beside the
+ * stager and its peers to show what ratio any per-file copy can reach here.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char **dirs; /* relative to SRC, "." first, parents before children */
+static int ndirs, maxdirs;
+
+static void die(const char *what, const char *path)
+{
+    fprintf(stderr, "floor: %s %s: %m\n", what, path);
+    exit(1);
+}
+
+static int entry_type(int dfd, struct dirent *e)
+{
+    struct stat st;
+    if (e->d_type != DT_UNKNOWN)
+        return e->d_type;
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        die("stat", e->d_name);
+    return S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+}
+
+/* Each directory under SRC (breadth first), without a stat of any file. */
+static void walk(int src)
+{
+    for (int i = 0; i < ndirs; i++) {
+        int dfd = openat(src, dirs[i], O_RDONLY | O_DIRECTORY);
+        DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+        struct dirent *e;
+        if (!d)
+            die("open", dirs[i]);
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")
+                || entry_type(dfd, e) != DT_DIR)
+                continue;
+            if (ndirs == maxdirs) {
+                maxdirs *= 2;
+                if (!(dirs = realloc(dirs, maxdirs * sizeof(*dirs))))
+                    die("realloc", "");
+            }
+            if (asprintf(&dirs[ndirs++], "%s/%s", dirs[i], e->d_name) < 0)
+                die("asprintf", "");
+        }
+        closedir(d);
+    }
+}
+
+static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t size)
+{
+    struct stat st;
+    int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW);
+    if (in < 0 || fstat(in, &st) < 0)
+        die("open", name);
+    int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777);
+    if (out < 0)
+        die("create", name);
+    for (off_t left = st.st_size; left > 0;) { /* no read to find the end */
+        ssize_t n = read(in, buf, (size_t)left < size ? (size_t)left : size);
+        if (n <= 0)
+            die("read", name);
+        if (write(out, buf, n) != n)
+            die("write", name);
+        left -= n;
+    }
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    if (futimens(out, times) < 0)
+        die("futimens", name);
+    close(out);
+    close(in);
+}
+
+/* The regular files of every NPROC-th directory, from the P-th. */
+static void copy_share(int src, int dst, int p, int nproc)
+{
+    static char buf[1 << 20];
+    for (int i = p; i < ndirs; i += nproc) {
+        int sdir = openat(src, dirs[i], O_RDONLY | O_DIRECTORY);
+        int ddir = openat(dst, dirs[i], O_RDONLY | O_DIRECTORY);
+        DIR *d = sdir < 0 ? NULL : fdopendir(dup(sdir));
+        struct dirent *e;
+        if (!d || ddir < 0)
+            die("open", dirs[i]);
+        while ((e = readdir(d)))
+            if (entry_type(sdir, e) == DT_REG)
+                copy_file(sdir, ddir, e->d_name, buf, sizeof(buf));
+        closedir(d);
+        close(sdir);
+        close(ddir);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: floor SRC DST NPROC\n");
+        return 2;
+    }
+    int nproc = atoi(argv[3]);
+    int src = open(argv[1], O_RDONLY | O_DIRECTORY);
+    int dst = open(argv[2], O_RDONLY | O_DIRECTORY);
+    if (src < 0 || dst < 0)
+        die("open", argv[src < 0 ? 1 : 2]);
+    maxdirs = 1024;
+    if (!(dirs = malloc(maxdirs * sizeof(*dirs))))
+        die("malloc", "");
+    dirs[ndirs++] = ".";
+    walk(src);
+    umask(0);
+    for (int i = 1; i < ndirs; i++)
+        if (mkdirat(dst, dirs[i], 0755) < 0)
+            die("mkdir", dirs[i]);
+    for (int p = 0; p < nproc; p++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork", "");
+        if (pid == 0) {
+            copy_share(src, dst, p, nproc);
+            _exit(0);
+        }
+    }
+    int status, failed = 0;
+    while (wait(&status) > 0)
+        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    return failed;
+}
