@@ -7,7 +7,9 @@ import subprocess
 import time
 
 import pytest
+from hypothesis import given, strategies as st
 
+from flux_rsa.stage import copy as copymod, plan as planmod
 from test_stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage, tmpfs
 
 
@@ -236,3 +238,28 @@ def test_big_file_out_of_a_ram_disk_written_direct(tmp_path):
         assert rsync_diff(src, dst) == ""
         assert os.path.getsize(dst / "big1") == (64 << 20) + 12345
         assert allocated(dst / "holes") <= 1 << 20
+
+
+def test_two_workers_start_in_different_directories(tmp_path):
+    """Workers pull batches of 256 files in turn; with the batches
+    interleaved, the two batches in flight at any time come from far-apart
+    directories, never both from one."""
+    src = tmp_path / "src"
+    for d in range(4):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(600):
+            (src / f"d{d}" / f"f{i}").write_bytes(b"")
+    p = planmod.walk(os.fsencode(src))
+    tasks = copymod.interleave(copymod.make_tasks(p.files), 2)
+
+    def dirs(task):
+        return {p.files[i].d for i in range(task[1], task[2])}
+
+    assert sorted(tasks) == sorted(copymod.make_tasks(p.files))
+    for a, b in zip(tasks, tasks[1:]):
+        assert not dirs(a) & dirs(b), (a, b)
+
+
+@given(st.lists(st.integers(), max_size=300), st.integers(1, 9))
+def test_interleaving_keeps_every_task_once(tasks, n):
+    assert sorted(copymod.interleave(tasks, n)) == sorted(tasks)

