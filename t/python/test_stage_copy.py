@@ -241,9 +241,9 @@ def test_big_file_out_of_a_ram_disk_written_direct(tmp_path):
 
 
 def test_two_workers_start_in_different_directories(tmp_path):
-    """Workers pull batches of 256 files in turn; with the batches
-    interleaved, the two batches in flight at any time come from far-apart
-    directories, never both from one."""
+    """Workers pull batches of 256 files from one queue; interleaved, no
+    two batches next to each other in the queue share a directory, so two
+    workers pulling in turn create files in different directories."""
     src = tmp_path / "src"
     for d in range(4):
         (src / f"d{d}").mkdir(parents=True)
