@@ -68,7 +68,7 @@ def interleave(tasks, n):
     directories: two processes creating files in one directory queue for its
     lock (on bench/stage's dataset c out, interleaving took about 10% off
     the copy's time and 8% off its CPU time)."""
-    if n < 2 or len(tasks) < 2 * n:
+    if n < 2 or not tasks:
         return tasks
     k = -(-len(tasks) // n)
     runs = [tasks[i:i + k] for i in range(0, len(tasks), k)]
