@@ -87,25 +87,41 @@ class BadRequest(ValueError):
     pass
 
 
-def show(value, limit=60):
-    """A value as one short line: strings quoted and escaped (control
-    characters, text that is not UTF-8), long ones cut with their length."""
+#: values in messages are shown whole up to this many characters; longer
+#: ones keep their beginning and end, with their length
+SHOW_LIMIT = 1024
+
+
+def _elide(text, limit):
+    """The first and last ``limit // 2`` characters of a long ``text``."""
+    half = limit // 2
+    return text[:half], text[-half:]
+
+
+def show(value, limit=SHOW_LIMIT):
+    """A value as one line: strings quoted and escaped (control characters,
+    text that is not UTF-8); one longer than ``limit`` characters keeps its
+    beginning and end around "..." and says how long it is."""
     if isinstance(value, str):
-        if len(value) > limit:
-            return f"{repr(value[:limit])[:-1]}...' ({len(value)} characters)"
-        return repr(value)
+        if len(value) <= limit:
+            return repr(value)
+        head, tail = (repr(part) for part in _elide(value, limit))
+        if head[0] == tail[-1]:  # the same quotes: one quoted string
+            return f"{head[:-1]}...{tail[1:]} ({len(value)} characters)"
+        return f"{head}...{tail} ({len(value)} characters)"
     try:
         text = json.dumps(value, ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError):
         text = repr(value)
     if len(text) > limit:
-        return f"{text[:limit]}... ({len(text)} characters)"
+        head, tail = _elide(text, limit)
+        return f"{head}...{tail} ({len(text)} characters)"
     return text
 
 
 def _key(key):
     """A key as it may appear in a message (unknown keys can be anything)."""
-    if isinstance(key, str) and key.isprintable() and len(key) <= 60:
+    if isinstance(key, str) and key.isprintable() and len(key) <= SHOW_LIMIT:
         return key
     return show(key)
 
