@@ -148,6 +148,20 @@ CATALOG = [
     ("bad on_late", {"data_in": "{t}/in", "on_late": "never"}, f"rsa.on_late: 'never' is not allowed ({ON_LATE})"),
     ("on_late is true", {"data_in": "{t}/in", "on_late": True}, f"rsa.on_late: true is not allowed ({ON_LATE})"),
     ("bad verify", {"data_in": "{t}/in", "verify": "md5"}, f"rsa.verify: 'md5' is not allowed ({VERIFY})"),
+    # keys that mean nothing without others: refused, never ignored
+    ("delay alone", {"delay": 5},
+     "rsa.delay: 5 needs rsa.data_in and rsa.data_out too "
+     "(the staged inputs are dropped after the delay to make room for outputs)"),
+    ("delay without data_out", {"data_in": "{t}/in", "delay": "5m"},
+     "rsa.delay: '5m' needs rsa.data_out too (the staged inputs are dropped after the delay to make room for outputs)"),
+    ("verify alone", {"verify": "checksum"},
+     "rsa.verify: 'checksum' needs rsa.data_in or rsa.data_out too (it checks what is staged)"),
+    ("on_late alone", {"on_late": "wait"},
+     "rsa.on_late: 'wait' needs rsa.data_in, rsa.data_out or rsa.capacity too (without them the job gets no RAM disk)"),
+    ("stage_in=copy without data_in", {"data_out": "{t}/out", "stage_in": "copy"},
+     "rsa.stage_in: 'copy' needs rsa.data_in too (the directory the stage-in works on)"),
+    ("scratch capacity larger than the pool", {"capacity": "200M"},
+     "rsa.capacity: '200M' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)"),
     ("huge on_late", {"data_in": "{t}/in", "on_late": "w" * 100000},
      f"rsa.on_late: '{'w' * 512}...{'w' * 512}' (100000 characters) is not allowed ({ON_LATE})"),
 ]
@@ -249,4 +263,6 @@ def test_the_same_request_done_right_passes(tree, submitter):
     }
     assert check_request(good, submitter.pw_uid, pool=POOL) is None
     assert check_request({"data_in": f"{tree}/in", "capacity": "16G"}, submitter.pw_uid) is None  # pool unknown
-    assert check_request({"data_in": f"{tree}/outlink/", "delay": 0}, submitter.pw_uid) is None
+    assert check_request({"data_in": f"{tree}/outlink/", "data_out": f"{tree}/out", "delay": 0},
+                         submitter.pw_uid) is None
+    assert check_request({"capacity": "16M"}, submitter.pw_uid, pool=POOL) is None  # scratch only

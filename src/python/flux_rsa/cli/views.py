@@ -6,6 +6,8 @@ import flux.hostlist
 import flux.util
 from flux.job import JobID
 
+from flux_rsa.core import outputs
+from flux_rsa.core.record import Record
 from flux_rsa.core.units import format_size
 
 STATES_DONE = ("INITIAL", "INELIGIBLE", "DESTROYED")
@@ -135,7 +137,7 @@ def ineligible_row(jobid, userid, flux_state):
         "userid": userid,
         "job_state": job_state,
         "rsa_state": "INELIGIBLE",
-        "reason": "not an RSA job (no rsa.data_in or rsa.data_out)",
+        "reason": "not an RSA job (no rsa.data_in, rsa.data_out or rsa.capacity)",
         "request": {},
         "history": [],
     }
@@ -144,27 +146,18 @@ def ineligible_row(jobid, userid, flux_state):
 def wait_verdict(rec):
     """(exit code, message) once a job's outputs are settled, else None."""
     jobid = JobID(rec["jobid"]).f58
-    state = rec["rsa_state"]
-    if state == "INELIGIBLE":
-        return 0, f"not staged by the RSA ({rec.get('reason')})"
-    if state == "HELD" and rec.get("retry_pending"):
-        return None  # an automatic retry is coming
-    if state == "HELD":
+    word, why = outputs.outputs(Record.from_dict(rec))
+    if word == outputs.MOVING:
+        return None
+    if word == outputs.HELD:
         env_out = (rec.get("env") or {}).get("data_out")
         nodes = ",".join(rec.get("nodes") or [])
         return 1, (
-            f"stage-out failed: {rec.get('error')}; the outputs are kept on the RAM disk "
+            f"stage-out failed: {why}; the outputs are kept on the RAM disk "
             f"({nodes}:{env_out}); fix the cause and run `flux rsa retry {jobid}`, "
             f"or `flux rsa release {jobid}` to give them up"
         )
-    ended = rec["job_state"] in ("FINISHED", "CANCELED") and state in STATES_DONE
-    if not ended:
-        return None
-    if rec.get("output_home"):
-        return 0, f"outputs staged out to {rec['request'].get('data_out')}"
-    if rec.get("output_home") is False:
-        return 1, f"outputs not staged out: {rec.get('error')}"
-    return 0, "done (the job wrote to its persistent directories directly)"
+    return (1 if word == outputs.LOST else 0), why
 
 
 def elapsed(t):

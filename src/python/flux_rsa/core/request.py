@@ -253,22 +253,41 @@ def parse_request(attrs):
                 f"rsa.data_out: {show(data_out)} is inside rsa.data_in {show(data_in)} "
                 "(stage out to a directory outside the inputs)"
             )
-    stage_in = _method("stage_in", get("stage_in"))
-    stage_out = _method("stage_out", get("stage_out"))
-    for key, method, data in (("stage_in", stage_in, data_in), ("stage_out", stage_out, data_out)):
-        if method is not None and data is None:
-            what = "data_in" if key == "stage_in" else "data_out"
-            raise BadRequest(
-                f"rsa.{key}: {show(get(key))} needs rsa.{what} too "
-                f"(the directory the {key.replace('_', '-')} works on)"
-            )
-    return Request(
+    request = Request(
         data_in=data_in,
         data_out=data_out,
-        stage_in=stage_in,
-        stage_out=stage_out,
+        stage_in=_method("stage_in", get("stage_in")),
+        stage_out=_method("stage_out", get("stage_out")),
         delay=_delay(get("delay")) if get("delay") is not None else None,
         capacity=_capacity(get("capacity")) if get("capacity") is not None else None,
         on_late=get("on_late"),
         verify=get("verify", "size"),
     )
+    _check_needs(attrs, request)
+    return request
+
+
+#: keys that only mean something beside others: (ALL or ANY, the keys, why).
+#: A key set without them is refused: never silently ignored.
+NEEDS = {
+    "stage_in": ("all", ("data_in",), "the directory the stage-in works on"),
+    "stage_out": ("all", ("data_out",), "the directory the stage-out works on"),
+    "delay": ("all", ("data_in", "data_out"),
+              "the staged inputs are dropped after the delay to make room for outputs"),
+    "verify": ("any", ("data_in", "data_out"), "it checks what is staged"),
+    "on_late": ("any", ("data_in", "data_out", "capacity"), "without them the job gets no RAM disk"),
+}
+
+
+def _check_needs(attrs, request):
+    for key, (mode, others, why) in NEEDS.items():
+        if attrs.get(key) is None:
+            continue
+        missing = [k for k in others if getattr(request, k) is None]
+        if not missing or (mode == "any" and len(missing) < len(others)):
+            continue
+        if mode == "all":
+            named = " and ".join(f"rsa.{k}" for k in missing)
+        else:
+            named = ", ".join(f"rsa.{k}" for k in missing[:-1]) + f" or rsa.{missing[-1]}"
+        raise BadRequest(f"rsa.{key}: {show(attrs[key])} needs {named} too ({why})")

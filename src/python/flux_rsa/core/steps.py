@@ -33,6 +33,7 @@ def start_env(rec):
         data_out=rec.area(OUT_AREA) if on_ramdisk_out else None,
         staged_in=staged,
         out_on_ramdisk=on_ramdisk_out,
+        scratch=req.scratch,
     )
 
 
@@ -323,7 +324,11 @@ def late_timer(rec, ev):
 
 
 def late(rec, ev):
-    error = f"inputs not staged {rec.limits.late_timeout:g}s after the job was due to start: it uses data_in directly"
+    after = f"{rec.limits.late_timeout:g}s after the job was due to start"
+    if rec.request.scratch:
+        error = f"RAM disk not ready {after}: the job runs without one (RSA_RAMDISK unset)"
+    else:
+        error = f"inputs not staged {after}: it uses data_in directly"
     return _set(rec, failed=True, error=error), []
 
 

@@ -65,7 +65,7 @@ def answerable(rec):
 
 def uses_ramdisk(rec):
     env = rec.env
-    return env is not None and (env.staged_in or env.out_on_ramdisk)
+    return env is not None and (env.staged_in or env.out_on_ramdisk or env.scratch)
 
 
 def given(rec):
