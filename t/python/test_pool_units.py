@@ -132,11 +132,11 @@ def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
 @pytest.mark.parametrize("direction, method, src, dst, args", [
     ("in", None, "/p/in", "/ram/in", ["copy", "/p/in", "/ram/in"]),
     ("in", "tar", "/p/in", "/ram/in", ["untar", "/p/in", "/ram/in"]),
-    ("in", "/home/u/in.sh", "/p/in", "/ram/in", ["script", "/home/u/in.sh", "/ram/in", "/p/in"]),
+    ("in", "/home/u/in.sh", "/p/in", "/ram/in", ["script", "/home/u/in.sh", "/ram/in", "/p/in", "--direction", "in"]),
     ("out", None, "/ram/out", "/p/out", ["copy", "/ram/out", "/p/out"]),
     ("out", "tar", "/ram/out", "/p/out", ["tar", "/ram/out", "/p/out"]),
     ("out", "/home/u/out.sh", "/ram/out", "/p/out",
-     ["script", "/home/u/out.sh", "/ram/out", "/p/out"]),
+     ["script", "/home/u/out.sh", "/ram/out", "/p/out", "--direction", "out"]),
 ])
 def test_stage_command_maps_method_to_mode(direction, method, src, dst, args):
     cmd = jobspecs.stage_command("py", stage_request(direction, method, src, dst), workers=4)

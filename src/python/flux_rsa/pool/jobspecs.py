@@ -136,7 +136,7 @@ def stage_command(python, request, workers=0):
         args = ["untar", src, dst] if direction == "in" else ["tar", src, dst]
     else:
         ramdisk, data = (dst, src) if direction == "in" else (src, dst)
-        args = ["script", method, ramdisk, data]
+        args = ["script", method, ramdisk, data, "--direction", direction]
     options = ["--as-user", str(request["userid"]), "--progress-json",
                "--verify", request["verify"]]
     if workers:
