@@ -42,6 +42,20 @@ wait_screen() {
 	done
 }
 
+# wait until file $1 has a line matching extended regexp $2
+wait_file() {
+	_i=0
+	while ! grep -E -q "$2" "$1"; do
+		_i=$((_i + 1))
+		if test $_i -gt 600; then
+			echo "$1 never had /$2/:" >&2
+			cat "$1" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
 test_expect_success 'setup: inputs in four parts, a stage-in script that waits for gates' '
 	rsa_wait_pool 60 &&
 	mkdir in &&
@@ -79,16 +93,19 @@ test_expect_success 'STAGING_IN at 0%: a progress bar with rate and ETA under th
 test_expect_success 'one part in: 25%' '
 	touch gate1 &&
 	wait_screen status " 25\.0%" screen.2 &&
+	wait_file plain.out "STAGING_IN 25%" &&
 	grep -E "$f58 +ONDECK +STAGING_IN .* 25% 4M/16M" screen.2
 '
 test_expect_success 'two parts in: 50%' '
 	touch gate2 &&
 	wait_screen status " 50\.0%" screen.3 &&
+	wait_file plain.out "STAGING_IN 50%" &&
 	grep -E "STAGING_IN .* 50% 8M/16M" screen.3
 '
 test_expect_success 'three parts in: 75% (and flux rsa wait --progress shows it too)' '
 	touch gate3 &&
 	wait_screen status " 75\.0%" screen.4 &&
+	wait_file plain.out "STAGING_IN 75%" &&
 	grep -E "STAGING_IN .* 75% 12M/16M" screen.4 &&
 	wait_screen wait " 75\.0%" wait.4 &&
 	grep -E "$f58 +ONDECK +STAGING_IN" wait.4
@@ -113,7 +130,8 @@ test_expect_success 'the job runs and ends: both commands return, exit 0' '
 test_expect_success 'off a terminal: plain lines, one per change, no escape codes' '
 	wait &&
 	cat plain.out &&
-	grep -E "^[0-9:]{8} $f58 ONDECK STAGING_IN 25% 4M/16M" plain.out &&
+	grep -E "^[0-9:]{8} $f58 ONDECK STAGING_IN 25% 4M/16M [^ ]+/s ETA [0-9:]+$" plain.out &&
+	grep -E "^[0-9:]{8} $f58 ONDECK STAGING_IN 50% 8M/16M" plain.out &&
 	grep -E "^[0-9:]{8} $f58 ONDECK STAGING_IN 75% 12M/16M" plain.out &&
 	grep -E "^[0-9:]{8} $f58 ONDECK READY$" plain.out &&
 	grep -E "^[0-9:]{8} $f58 FINISHED DESTROYED$" plain.out &&
