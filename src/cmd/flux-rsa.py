@@ -7,6 +7,7 @@
 #   flux rsa retry JOBID           stage out a HELD job again
 #   flux rsa release JOBID         give up a HELD job's RAM disk
 #   flux rsa pool                  capacity and reservations per RSA node
+#   flux rsa timeline [JOBID...]   a Gantt picture of what the RSA did
 #   flux rsa drain|undrain NODES   (instance owner) new reservations avoid NODES
 #   flux rsa demo                  run sample jobs through the RSA
 ##############################################################
@@ -24,7 +25,7 @@ import flux.job
 import flux.util
 from flux.job import JobID
 
-from flux_rsa.cli import demo, views, watch
+from flux_rsa.cli import demo, timeline, views, watch
 
 LOGGER = logging.getLogger("flux-rsa")
 
@@ -198,6 +199,55 @@ def cmd_pool(args):
     fmt.print_items([views.PoolNode(n) for n in status.get("nodes", [])], no_header=args.no_header)
 
 
+def compute_jobs(h, rsa_hosts, since):
+    """Jobs that ran on compute nodes (not on RSA nodes) since ``since``:
+    {jobid, name, nodes, start, end}."""
+    attrs = ["t_run", "t_cleanup", "t_inactive", "nodelist", "name"]
+    try:
+        infos = flux.job.JobList(h, attrs=attrs, filters=["running", "inactive"], user="all",
+                                 since=since or 0.0, max_entries=10000).jobs()
+    except OSError:  # not the instance owner: your own jobs
+        infos = flux.job.JobList(h, attrs=attrs, filters=["running", "inactive"],
+                                 since=since or 0.0, max_entries=10000).jobs()
+    out = []
+    for info in infos:
+        nodes = [n for n in flux.hostlist.Hostlist(info.nodelist or "") if n not in rsa_hosts]
+        if info.t_run > 0 and nodes:
+            end = info.t_cleanup or info.t_inactive or time.time()
+            out.append({"jobid": int(info.id), "name": info.name, "nodes": nodes, "start": info.t_run, "end": end})
+    return out
+
+
+def cmd_timeline(args):
+    h = flux.Flux()
+    try:
+        since = flux.util.parse_datetime(args.since).timestamp() if args.since else None
+    except ValueError as exc:
+        raise SystemExit(f"flux-rsa: timeline: --since={args.since}: {exc} (give e.g. -1h, -30m or a date)") from None
+    path = args.output or "rsa-timeline.png"
+    if not args.json and os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
+        raise SystemExit(f"flux-rsa: timeline: -o {path}: the picture is written as .png, .svg or .pdf: "
+                         "name the file so")
+    recs = records(h, args.jobids)
+    if not args.jobids and not args.A:
+        recs = [r for r in recs if r["userid"] == os.getuid()]
+    pool = rpc(h, "rsa.pool", {})
+    rsa_hosts = {n["host"] for n in pool.get("nodes", [])}
+    pool_bytes = sum(n.get("total", 0) for n in pool.get("nodes", [])) or None
+    submits = [r["history"][0][0] for r in recs if r.get("history")]
+    compute = compute_jobs(h, rsa_hosts, since if since is not None else min(submits, default=0.0))
+    picture = timeline.data(recs, compute, pool_bytes, since, now=time.time())
+    if args.json:
+        print(json.dumps(picture))
+        return
+    try:
+        timeline.draw(picture, path, label=lambda jobid: JobID(jobid).f58)
+    except ImportError as exc:
+        raise SystemExit(f"flux-rsa: timeline: drawing needs matplotlib ({exc}; Debian: python3-matplotlib); "
+                         "--json prints what would be drawn") from None
+    print(f"flux-rsa: timeline of {len(picture['jobs'])} RSA job(s) written to {os.path.abspath(path)}")
+
+
 def cmd_drain(args, undrain=False):
     h = flux.Flux()
     for host in flux.hostlist.Hostlist(args.nodes):
@@ -272,6 +322,16 @@ def parse_args():
     p.add_argument("--wait", type=flux.util.parse_fsd, default=0, metavar="FSD", help="wait up to FSD for the pool to start")
     p.add_argument("--shutdown", action="store_true", help="stop the pool in order (instance owner; done at instance shutdown)")
     p.set_defaults(func=cmd_pool)
+
+    p = sub.add_parser("timeline", help="a Gantt picture of what the RSA did (PNG or SVG)")
+    p.add_argument("jobids", nargs="*", type=JobID, metavar="JOBID", help="default: all your RSA jobs on record")
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="the picture: FILE.png, FILE.svg or FILE.pdf (default rsa-timeline.png)")
+    p.add_argument("--since", metavar="WHEN", default=None,
+                   help="only jobs active since WHEN (e.g. -1h, -30m, a date)")
+    p.add_argument("-A", action="store_true", help="jobs of all users")
+    p.add_argument("--json", action="store_true", help="print what would be drawn, as JSON, and draw nothing")
+    p.set_defaults(func=cmd_timeline)
 
     p = sub.add_parser("drain", help="take RSA nodes out of new reservations (instance owner)")
     p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
