@@ -28,32 +28,25 @@ screen() {
 		tm capture-pane -p -t "$1"
 	fi
 }
-# wait until the screen of session $1 matches extended regexp $2; keep it in $3
-wait_screen() {
+# run COMMAND... every 0.1s until it succeeds (for 60s at most)
+retry() {
 	_i=0
-	while ! screen "$1" >"$3" || ! grep -E -q "$2" "$3"; do
+	until "$@"; do
 		_i=$((_i + 1))
-		if test $_i -gt 600; then
-			echo "session $1 never showed /$2/; its screen:" >&2
-			cat "$3" >&2
-			return 1
-		fi
+		test $_i -le 600 || return 1
 		sleep 0.1
 	done
 }
-
+shows() {
+	screen "$1" >"$3" && grep -E -q "$2" "$3"
+}
+# wait until the screen of session $1 matches extended regexp $2; keep it in $3
+wait_screen() {
+	retry shows "$@" || { echo "session $1 never showed /$2/:" >&2; cat "$3" >&2; false; }
+}
 # wait until file $1 has a line matching extended regexp $2
 wait_file() {
-	_i=0
-	while ! grep -E -q "$2" "$1"; do
-		_i=$((_i + 1))
-		if test $_i -gt 600; then
-			echo "$1 never had /$2/:" >&2
-			cat "$1" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
+	retry grep -E -q "$2" "$1" || { echo "$1 never had /$2/:" >&2; cat "$1" >&2; false; }
 }
 
 test_expect_success 'setup: inputs in four parts, a stage-in script that waits for gates' '
