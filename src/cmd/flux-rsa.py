@@ -64,6 +64,10 @@ def not_rsa(h, jobid, caller):
     return views.ineligible_row(int(jobid), info.userid, info.state)
 
 
+#: --user not given: the caller's jobs (the userid the service sees)
+MINE = object()
+
+
 def status_rows(h, args, missing=None):
     """The rows `flux rsa status` shows: records (and rows for named jobs
     the RSA does not manage), filtered; ``missing`` collects named jobs
@@ -82,7 +86,7 @@ def status_rows(h, args, missing=None):
             jobs.append(row)
     if args.jobids:  # named jobs are shown whoever owns them and whatever their state
         return jobs, [views.RsaJob(j) for j in jobs]
-    user = None if args.A else args.user
+    user = None if args.A else caller.get("userid") if args.user is MINE else args.user
     items = views.select([views.RsaJob(j) for j in jobs], args.filter, user, everything=args.all or args.A)
     kept = {int(i.id) for i in items}
     return [j for j in jobs if j["jobid"] in kept], items
@@ -91,7 +95,7 @@ def status_rows(h, args, missing=None):
 def check_status_args(args):
     try:
         args.filter = views.parse_states(args.filter) if args.filter else set()
-        args.user = views.parse_user(args.user) if args.user is not None else os.getuid()
+        args.user = views.parse_user(args.user) if args.user is not None else MINE
         if args.format == "json":
             args.json = True
         fmt = None if args.json else views.formatter(views.StatusFormat, "status", args.format, args.sort)
@@ -228,9 +232,10 @@ def cmd_timeline(args):
     if not args.json and os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
         raise SystemExit(f"flux-rsa: timeline: -o {path}: the picture is written as .png, .svg or .pdf: "
                          "name the file so")
-    recs = records(h, args.jobids)
+    answer = ask_status(h, args.jobids)
+    recs = answer["jobs"]
     if not args.jobids and not args.A:
-        recs = [r for r in recs if r["userid"] == os.getuid()]
+        recs = [r for r in recs if r["userid"] == answer.get("caller", {}).get("userid")]
     pool = rpc(h, "rsa.pool", {})
     rsa_hosts = {n["host"] for n in pool.get("nodes", [])}
     pool_bytes = sum(n.get("total", 0) for n in pool.get("nodes", [])) or None
