@@ -106,6 +106,7 @@ test_expect_success 'three parts in: 75% (and flux rsa wait --progress shows it 
 test_expect_success 'all in: READY, and no bar any more' '
 	touch gate4 &&
 	wait_screen status "$f58 +ONDECK +READY" screen.5 &&
+	wait_file plain.out "ONDECK READY$" &&
 	test_must_fail grep "stage-in " screen.5
 '
 test_expect_success 'the table was redrawn in place: one header, none in the scroll-back' '
