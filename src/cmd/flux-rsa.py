@@ -151,6 +151,10 @@ def cmd_pool(args):
         print(json.dumps(status))
         return
     views.print_pool(status, no_header=args.no_header)
+    unusable = (status.get("privilege") or {}).get("error")
+    if unusable:
+        print(f"flux-rsa: the RSA pool cannot make RAM disks (RSA jobs use their directories): "
+              f"{unusable}", file=sys.stderr)
 
 
 def cmd_drain(args, undrain=False):

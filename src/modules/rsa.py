@@ -28,7 +28,8 @@ class RsaModule(BrokerModule):
     def __init__(self, h, *args):
         super().__init__(h, *args)
         try:
-            policy = Policy.from_config(h.conf_get("rsa", default={}, update=True))
+            policy = Policy.from_config(h.conf_get("rsa", default={}, update=True),
+                                        imp=h.conf_get("exec.imp", default=""))
         except BadConfig as exc:
             self.log.error(f"rsa: {exc}")
             raise
@@ -91,7 +92,8 @@ class RsaModule(BrokerModule):
         def reload():
             conf = msg.payload.get("conf", msg.payload) if isinstance(msg.payload, dict) else {}
             try:
-                self.service.policy = Policy.from_config(conf.get("rsa", {}))
+                self.service.policy = Policy.from_config(conf.get("rsa", {}),
+                                                         imp=conf.get("exec", {}).get("imp", ""))
             except BadConfig as exc:
                 raise OSError(errno.EINVAL, str(exc)) from None
             return {}

@@ -35,6 +35,8 @@ SCHEMA = {
         "node-capacity": SIZE,
         "granule": SIZE,
         "provider": {"enum": ["tmpfs", "dir"], "description": '"tmpfs" or "dir"'},
+        "privilege": {"enum": ["auto", "direct", "imp"],
+                      "description": '"auto", "direct" or "imp" (through flux-imp run rsa)'},
         "ramdisk-root": {"type": "string", "pattern": "^/", "description": "an absolute directory on the RSA nodes"},
         "property": {"type": "string", "minLength": 1, "description": "the resource property of RSA nodes"},
         "queue": {"type": "string", "minLength": 1, "description": "the name of the queue of the RSA nodes"},
@@ -74,6 +76,8 @@ class Policy:
     node_capacity: int = 4 * 2**30
     granule: int = 2**30
     provider: str = "tmpfs"
+    privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
+    imp: str = ""  # the instance's [exec] imp (not an [rsa] key)
     ramdisk_root: str = "/var/lib/flux-rsa"
     node_property: str = "rsa"  # config key: property
     queue: str = ""  # the queue the pool is submitted to ("": the default queue)
@@ -87,7 +91,9 @@ class Policy:
     holder_timeout: float = 600.0
 
     @classmethod
-    def from_config(cls, table):
+    def from_config(cls, table, imp=""):
+        """The policy of an ``[rsa]`` table; ``imp`` is the instance's
+        ``[exec] imp`` (the IMP privileged operations may go through)."""
         table = {} if table is None else table
         try:
             jsonschema.validate(table, SCHEMA)
@@ -101,7 +107,7 @@ class Policy:
             elif SCHEMA["properties"][key] is DURATION:
                 value = _checked(parse_duration, value, key)
             values[name] = value
-        policy = cls(**values)
+        policy = cls(**values, imp=imp or "")
         if policy.granule <= 0:
             raise BadConfig(f"[rsa] granule: {table.get('granule')!r} must be larger than 0 (e.g. \"1G\")")
         if policy.node_capacity < policy.granule:

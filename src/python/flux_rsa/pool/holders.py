@@ -10,7 +10,7 @@ or its command failed to remove it) would keep the memory Fluxion now
 counts as free: the agent first runs a sweep on its first node, then sends
 ``holder-end`` (not when that node is down: nothing can run there).
 
-``keep()`` (pool shutdown with ``keep``) ends the holder with SIGUSR1: the
+``keep()`` (pool shutdown with ``keep``) ends the holder with SIGALRM: the
 RAM-disk command marks the RAM disk kept and exits without destroying it;
 ``holder-end`` then carries ``kept: PATH``.  A holder may also *adopt* a
 kept RAM disk (``adopt``): it runs on that RAM disk's node and takes it
@@ -31,11 +31,10 @@ from flux.hostlist import Hostlist
 
 from flux_rsa.pool import jgf, jobspecs, protocol
 from flux_rsa.pool.subjob import Subjob, _ignore
+from flux_rsa.ramdisk.hold import KEEP_SIGNAL
 
 CANCEL_REASON = "flux-rsa: reservation released"
 KEEP_REASON = "flux-rsa: pool shut down, RAM disk kept"
-#: the RAM-disk command keeps its RAM disk on this signal (see ramdisk.hold)
-KEEP_SIGNAL = signal.SIGUSR1
 
 
 class Holder(Subjob):
@@ -197,7 +196,7 @@ class Holder(Subjob):
                                       "nothing could remove what is left there (a later "
                                       "pool's start-up sweep does)")
             else:
-                js = jobspecs.sweep(self.agent.python, self.agent.policy,
+                js = jobspecs.sweep(self.agent.via, self.agent.policy,
                                     self.agent.environment, rank=first)
                 self.sweeper = Sweeper(self.agent, js, self.update)
                 return

@@ -297,6 +297,10 @@ class Service:
         if self.keeper is not None:
             self.keeper.ready(info)
         self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
+        unusable = (info.get("privilege") or {}).get("error")
+        if unusable:
+            self.log.error(f"rsa: the RSA pool cannot make RAM disks, RSA jobs use their "
+                           f"directories: {unusable}")
         self.pool.up(info)
         for host, reason in self.drained.items():
             self.pool.call(protocol.DRAIN, {"host": host, "reason": reason})
