@@ -52,7 +52,8 @@ rsa_wait_state() {
 	while test "$(rsa_state "$1")" != "$2"; do
 		_i=$((_i + 1))
 		if test $_i -gt $_max; then
-			echo "job $1 is $(rsa_state "$1"), not $2, after ${3:-30}s" >&2
+			echo "job $1 is $(rsa_state "$1"), not $2, after ${3:-30}s; its record:" >&2
+			flux rsa status -a -o json "$1" >&2
 			return 1
 		fi
 		sleep 0.1
