@@ -21,6 +21,7 @@ mkdir -p conf "$ROOTDIR" && chmod 755 conf "$ROOTDIR"
 cat >conf/rsa.toml <<EOF
 [rsa]
 ramdisk-root = "$ROOTDIR"
+provider = "tmpfs"
 stage-retries = 0
 EOF
 chmod 644 conf/rsa.toml

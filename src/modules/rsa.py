@@ -60,7 +60,7 @@ class RsaModule(BrokerModule):
     @request_handler("start")
     def start_request(self, msg):
         def ack():
-            self.service.on_start(int(msg.payload["id"]))
+            self.service.on_start(int(msg.payload["id"]), msg.payload.get("ranks", ""))
             return {}
 
         self._reply(msg, ack)

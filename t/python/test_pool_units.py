@@ -30,6 +30,8 @@ def parsed(js, owner=0):
 
 POLICY = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
                 provider="tmpfs")
+SPAN = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
+              provider="glusterfs", fs_host="{host}-ib")
 
 # what a nested instance on two RSA nodes sees: its own ranks, parent's names
 POOL_R = {"version": 1, "execution": {
@@ -84,18 +86,26 @@ def test_granted_is_counted_from_a_jobs_R():
     (128 * MiB, (2, 16)),
 ])
 def test_holder_layout(need, layout):
-    assert jobspecs.layout(need, POLICY, 2) == layout
+    assert jobspecs.layout(need, SPAN, 2) == layout
 
 
 def test_holder_layout_refuses_more_than_the_pool():
     with pytest.raises(jobspecs.Unfit, match=r"need 138412032 bytes \(33 granules of 4194304\) "
                        r"is more than the pool holds: 2 node\(s\) x 67108864 bytes"):
-        jobspecs.layout(132 * MiB, POLICY, 2)
+        jobspecs.layout(132 * MiB, SPAN, 2)
+
+
+def test_a_provider_that_cannot_span_never_gets_more_than_a_node():
+    assert jobspecs.layout(64 * MiB, POLICY, 2) == (1, 16)
+    with pytest.raises(jobspecs.Unfit, match="more than one RSA node holds .* provider tmpfs "
+                                             "cannot span nodes"):
+        jobspecs.layout(64 * MiB + 1, POLICY, 2)
 
 
 def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
-    js = jobspecs.holder(Via("/usr/bin/python3"), POLICY, 1234, 2, 100 * MiB, 1001, 2,
-                         {"A": "1", "RSA_INSTANCE_TMP": "/tmp/x"})
+    js = jobspecs.holder(Via("/usr/bin/python3"), SPAN, 1234, 2, 100 * MiB, 1001, 2,
+                         {"A": "1", "RSA_INSTANCE_TMP": "/tmp/x"}, port=24100,
+                         secret="S" * 32)
     d = js.jobspec
     (node,) = d["resources"]
     assert (node["type"], node["count"]) == ("node", 2)
@@ -107,9 +117,18 @@ def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
     assert command == ["/usr/bin/python3", "-m", "flux_rsa.privileged"]
     assert variables == {
         "RSA_OP": "hold", "RSA_ROOT": "/ram", "RSA_NAME": "1234.2",
-        "RSA_SIZE": str(13 * 4 * MiB), "RSA_OWNER": "1001", "RSA_PROVIDER": "tmpfs",
-        "RSA_JOBID": "1234", "RSA_GEN": "2"}
-    assert parsed(js).values["SIZE"] == 13 * 4 * MiB
+        "RSA_SIZE": str(13 * 4 * MiB), "RSA_OWNER": "1001", "RSA_PROVIDER": "glusterfs",
+        "RSA_JOBID": "1234", "RSA_GEN": "2", "RSA_PORT": "24100", "RSA_SECRET": "S" * 32,
+        "RSA_FS_HOST": "{host}-ib"}
+    # each task adds its rank and the job's nodes
+    request = parsed({**js.jobspec, "attributes": {"system": {"environment": {
+        **variables, "RSA_TASK_RANK": "1", "RSA_NODES": "rsa0,rsa1"}}}})
+    assert request.values["SIZE"] == 13 * 4 * MiB  # on each node
+    from flux_rsa.ramdisk import parallel
+
+    volume = parallel.volume_of("1234.2", 1234, 2, request["NODES"], request["FS_HOST"],
+                                request["PORT"], request["SECRET"])
+    assert volume.servers == ("rsa0-ib:24100", "rsa1-ib:24101") and volume.user == "rsa-1234-2"
     system = d["attributes"]["system"]
     assert system["job"]["name"] == "rsa-hold-1234-2"
     assert system["shell"]["options"]["cpu-affinity"] == "off"

@@ -36,7 +36,7 @@ def test_a_good_request_is_parsed_into_typed_values():
 
 def test_only_the_operations_of_the_fixed_set():
     text = refused({"RSA_OP": "shell"}, r"RSA_OP='shell': not an operation")
-    assert "known: hold, purge" in text
+    assert "known: hold, attach, detach, purge" in text
     refused({}, "RSA_OP is not set")
 
 

@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import pwd
+import secrets
 import signal
 import sys
 import time
@@ -38,6 +39,7 @@ from flux_rsa.pool import graph, jgf, jobspecs, protocol
 from flux_rsa.pool.holders import Holder
 from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
+from flux_rsa.pool.ports import Ports, PortsExhausted
 from flux_rsa.pool.stages import Discard, Measure, Purge, SimulatedStage, Stage
 from flux_rsa.privileged import caller
 
@@ -62,6 +64,7 @@ class Agent:
         self.simulate = policy.simulate_rate > 0
         self.topic = topic
         self.via = caller.choose(python, policy.privilege, policy.imp, os.getuid())
+        self.ports = Ports(*policy.port_range())  # of holders spanning nodes
         self.unusable = None  # why privileged operations cannot run here, or None
         self.environment = dict(os.environ)
         self.log = log
@@ -189,6 +192,8 @@ class Agent:
         if isinstance(subjob, Purge):
             self.purges.pop(subjob.key, None)
             return
+        if isinstance(subjob, Holder):
+            self.ports.give(subjob.key)
         table = {Holder: self.holders, Stage: self.stages, SimulatedStage: self.stages,
                  Measure: self.measures}[type(subjob)]
         ended = self.ended[type(subjob)]
@@ -327,10 +332,18 @@ class Agent:
                 self.holders[key] = self._adopting_holder(p)
             else:
                 self._refuse_over_kept(p)
+                port = secret = None
+                if self.policy.spans:
+                    nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
+                    try:
+                        port = self.ports.take(key, nodes)
+                    except PortsExhausted as exc:
+                        raise protocol.BadRequest(f"{protocol.topic(protocol.HOLD)}: {exc}") from None
+                    secret = secrets.token_urlsafe(24)
                 js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                      p["userid"], len(self.hosts), self.environment,
-                                     rank=self._preferred_rank(p))
-                self.holders[key] = Holder(self, js, *key)
+                                     rank=self._preferred_rank(p), port=port, secret=secret)
+                self.holders[key] = Holder(self, js, *key, port=port, secret=secret)
         elif holder.done():
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error(),
                         kept=holder.kept_path())
@@ -561,7 +574,8 @@ class Agent:
                           "reserved": reserved, "free": total - reserved, "holders": holders,
                           **self.nodes.describe(rank)})
         return {"nodes": nodes, "granule": g, "notifications_pending": self.notifier.pending(),
-                "simulate_rate": self.policy.simulate_rate, "privilege": self.privilege()}
+                "simulate_rate": self.policy.simulate_rate, "provider": self.policy.provider,
+                "privilege": self.privilege()}
 
 
 def _json(text):

@@ -65,6 +65,12 @@ def layout(need, policy, nnodes):
     granules = max(1, math.ceil(need / policy.granule))
     per_node = policy.node_granules
     nodes = math.ceil(granules / per_node)
+    if nodes > 1 and not policy.spans:
+        raise Unfit(
+            f"need {need} bytes is more than one RSA node holds ({per_node * policy.granule} "
+            f"bytes) and provider {policy.provider} cannot span nodes (lower rsa.capacity, or "
+            "set [rsa] provider = \"glusterfs\")"
+        )
     if nodes > nnodes:
         raise Unfit(
             f"need {need} bytes ({granules} granules of {policy.granule}) is more than the "
@@ -87,14 +93,17 @@ def adopt_granules(need, kept_bytes, policy):
     return granules
 
 
-def holder_task(via, policy, jobid, gen, size, userid, adopt=None):
+def holder_task(via, policy, jobid, gen, size, userid, adopt=None, port=None, secret=None):
+    """``size``: bytes on each node.  A RAM disk over several nodes also
+    gets the first brick's port and the volume's secret."""
+    spanning = {"port": port, "secret": secret, "fs_host": policy.fs_host} if policy.spans else {}
     return via.command("hold", root=policy.ramdisk_root, name=ramdisk_name(jobid, gen),
                        size=size, owner=userid, provider=policy.provider, jobid=jobid, gen=gen,
-                       adopt=adopt)
+                       adopt=adopt, **spanning)
 
 
 def holder(via, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
-           adopt_rank=None, adopt_bytes=0, rank=None):
+           adopt_rank=None, adopt_bytes=0, rank=None, port=None, secret=None):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
     first node's builds the RAM disk, the others only hold capacity).
     Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big) places the
@@ -104,7 +113,8 @@ def holder(via, policy, jobid, gen, need, userid, nnodes, environment, adopt=Non
         nodes, granules = layout(need, policy, nnodes)
     else:
         nodes, granules = 1, adopt_granules(need, adopt_bytes, policy)
-    task = holder_task(via, policy, jobid, gen, granules * policy.granule, userid, adopt)
+    task = holder_task(via, policy, jobid, gen, granules * policy.granule, userid, adopt,
+                       port, secret)
     jobspec = _jobspec(task, holder_name(jobid, gen), environment, nodes=nodes,
                        memory=granules, rank=adopt_rank if adopt_rank is not None else rank)
     if policy.simulate_rate > 0:

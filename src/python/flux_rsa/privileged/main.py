@@ -70,14 +70,19 @@ def direct(environ=None):
 
 def task_facts(environ, imp):
     """``environ`` with what only the running task knows, for a hold: its
-    rank in the holder job and (through the IMP, which passes no Flux
-    variables on) its node's name as the pool knows it."""
+    rank in the holder job, the job's nodes (a RAM disk over several nodes)
+    and (through the IMP, which passes no Flux variables on) its node's
+    name as the pool knows it."""
     env = dict(environ)
     if env.get(f"{PREFIX}OP") != "hold":
         return env
     rank = env.get("FLUX_TASK_RANK")
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:
         env[f"{PREFIX}TASK_RANK"] = rank
+    if env.get(f"{PREFIX}PROVIDER") == "glusterfs" and f"{PREFIX}NODES" not in env:
+        from flux_rsa.ramdisk.hold import job_nodes
+
+        env[f"{PREFIX}NODES"] = ",".join(job_nodes())
     if imp and env.get(f"{PREFIX}TASK_RANK", "0") == "0" and f"{PREFIX}HOST" not in env:
         from flux_rsa.ramdisk.hold import node_name
 

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from flux_rsa.ramdisk import layout
+from flux_rsa.ramdisk import glusterfs, layout, parallel, volfiles
 from flux_rsa.ramdisk.hold import hold
 from flux_rsa.ramdisk.purge import purge
 from flux_rsa.ramdisk.sweep import sweep
@@ -30,9 +30,31 @@ def _fail(message, prog=RAMDISK_PROG):
 
 
 def _hold(r):
+    volume = None
+    if r["PROVIDER"] == "glusterfs":
+        volume = parallel.volume_of(r["NAME"], r.get("JOBID"), r.get("GEN"), r["NODES"],
+                                    r["FS_HOST"], r["PORT"], r["SECRET"])
     return hold(r["ROOT"], r["NAME"], r["SIZE"], r["OWNER"], r["PROVIDER"], prog=RAMDISK_PROG,
                 jobid=r.get("JOBID"), gen=r.get("GEN"), adopt=r.get("ADOPT"),
-                rank=r.get("TASK_RANK", 0), host=r.get("HOST"))
+                rank=r.get("TASK_RANK", 0), host=r.get("HOST"), volume=volume)
+
+
+def _attach(r):
+    volume = volfiles.Volume(r["NAME"], r["SERVERS"], r["USER"], r["SECRET"])
+    try:
+        os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
+        glusterfs.attach(volume, os.path.join(r["ROOT"], r["NAME"]), r["RANK"])
+    except (OSError, glusterfs.GlusterError) as exc:
+        return _fail(f"attach {os.path.join(r['ROOT'], r['NAME'])}: {exc}")
+    return 0
+
+
+def _detach(r):
+    try:
+        glusterfs.detach(os.path.join(r["ROOT"], r["NAME"]), r["RANK"])
+    except (OSError, glusterfs.GlusterError) as exc:
+        return _fail(f"detach {os.path.join(r['ROOT'], r['NAME'])}: {exc}")
+    return 0
 
 
 def _purge(r):
@@ -106,7 +128,8 @@ def _check(r):
 
 
 RUN = {"hold": _hold, "purge": _purge, "discard": _discard, "sweep": _sweep,
-       "stage": _stage, "measure": _measure, "check": _check}
+       "stage": _stage, "measure": _measure, "check": _check, "attach": _attach,
+       "detach": _detach}
 
 
 def run(request):

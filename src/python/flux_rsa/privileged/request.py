@@ -24,7 +24,10 @@ PREFIX = "RSA_"
 #: a RAM disk's name under the root, e.g. 1234.1 (no "/", no leading ".")
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-PROVIDERS = ("tmpfs", "dir")
+PROVIDERS = ("tmpfs", "dir", "glusterfs")
+SECRET = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+FS_HOST = re.compile(r"^[A-Za-z0-9._-]*(\{host\}[A-Za-z0-9._-]*)?$")
+SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[0-9]{1,5}$")
 MODES = ("copy", "tar", "untar", "script")
 VERIFY = ("size", "checksum", "none")
 
@@ -94,6 +97,37 @@ def host(var, value):
     return value
 
 
+def secret(var, value):
+    if not SECRET.match(value or ""):
+        raise Refused(f"{var}: not a volume secret (16 to 128 letters, digits, '_' or '-'; "
+                      "its value is not shown)")
+    return value
+
+
+def fs_host(var, value):
+    if not value or not FS_HOST.match(value):
+        raise Refused(f"{var}={value!r}: not an address pattern (a host name or address, "
+                      "{host} standing for the RSA node's name)")
+    return value
+
+
+def _listing(var, value, pattern, what):
+    items = value.split(",") if value else []
+    bad = [item for item in items if not pattern.match(item)]
+    if not items or bad:
+        raise Refused(f"{var}={value!r}: not a comma-separated list of {what}"
+                      + (f" ({bad[0]!r})" if bad else ""))
+    return tuple(items)
+
+
+def hosts(var, value):
+    return _listing(var, value, HOST, "host names")
+
+
+def servers(var, value):
+    return _listing(var, value, SERVER, "HOST:PORT")
+
+
 def one_of(choices):
     def check(var, value):
         if value not in choices:
@@ -124,9 +158,18 @@ OPS = {
         {"ROOT": exact_path, "NAME": name, "SIZE": positive, "OWNER": number,
          "PROVIDER": one_of(PROVIDERS)},
         {"JOBID": number, "GEN": number, "ADOPT": exact_path, "TASK_RANK": number,
-         "HOST": host},
+         "HOST": host,
+         # a RAM disk over several RSA nodes (provider glusterfs): the holder's
+         # nodes, the first brick's port (brick i: PORT + i), the volume's secret
+         "NODES": hosts, "PORT": positive, "SECRET": secret, "FS_HOST": fs_host},
         for_owner=True,
         what="build (or adopt) the RAM disk ROOT/NAME, keep it until signalled, destroy or keep it"),
+    "attach": Spec(
+        {"ROOT": exact_path, "NAME": name, "USER": name, "SERVERS": servers, "SECRET": secret,
+         "RANK": number},
+        what="mount the job's RAM disk at ROOT/NAME on this compute node"),
+    "detach": Spec({"ROOT": exact_path, "NAME": name, "RANK": number},
+                   what="unmount the job's RAM disk at ROOT/NAME on this compute node"),
     "purge": Spec({"ROOT": exact_path, "PATH": exact_path}, {"LINK": path},
                   what="drop the staged inputs ROOT/NAME/in, leave a link to LINK"),
     "discard": Spec({"ROOT": exact_path, "PATH": exact_path},
@@ -208,7 +251,26 @@ def ramdisk_of(root, value, var, areas=()):
     return os.path.join(root, parts[0])
 
 
+#: the variables a RAM disk over several RSA nodes needs
+SPANNING = ("NODES", "PORT", "SECRET", "FS_HOST", "TASK_RANK")
+
+
 def _check_hold(r):
+    spanning = [v for v in SPANNING if r.get(v) is not None]
+    if r["PROVIDER"] == "glusterfs":
+        missing = [v for v in SPANNING if r.get(v) is None]
+        if missing:
+            raise Refused(f"{PREFIX}PROVIDER=glusterfs needs {PREFIX}{missing[0]} (and "
+                          f"{', '.join(PREFIX + v for v in SPANNING)})")
+        if r["TASK_RANK"] >= len(r["NODES"]):
+            raise Refused(f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
+                          f"{len(r['NODES'])} node(s) ({PREFIX}NODES)")
+        if r["PORT"] + len(r["NODES"]) > 65536:
+            raise Refused(f"{PREFIX}PORT={r['PORT']}: brick ports run past 65535")
+        if r.get("ADOPT") is not None:
+            raise Refused(f"{PREFIX}ADOPT: a glusterfs RAM disk cannot be adopted (it is not kept)")
+    elif [v for v in spanning if v != "TASK_RANK"]:
+        raise Refused(f"{PREFIX}{spanning[0]} is only for {PREFIX}PROVIDER=glusterfs")
     if r.get("ADOPT") is not None:
         ramdisk_of(r["ROOT"], r["ADOPT"], "ADOPT")
         if r.get("JOBID") is None:

@@ -69,24 +69,35 @@ def site_table(conf_dir):
     return table
 
 
-def ramdisk_root(conf_dir):
-    """The site's RAM-disk root (``[rsa] ramdisk-root``, default as the service's)."""
-    root = site_table(conf_dir).get("ramdisk-root", DEFAULT_ROOT)
+#: operations on compute nodes act under [rsa] mount-root (default: ramdisk-root)
+ON_COMPUTE_NODES = ("attach", "detach")
+
+
+def site_root(conf_dir, key="ramdisk-root"):
+    """The site's RAM-disk root (``[rsa] ramdisk-root``, default as the
+    service's), or where compute nodes attach (``[rsa] mount-root``)."""
+    table = site_table(conf_dir)
+    root = table.get("ramdisk-root", DEFAULT_ROOT)
+    if key == "mount-root":
+        root = table.get("mount-root") or root
     if not isinstance(root, str) or not root.startswith("/"):
-        raise Refused(f"[rsa] ramdisk-root = {root!r} in {conf_dir} is not an absolute path")
+        raise Refused(f"[rsa] {key} = {root!r} in {conf_dir} is not an absolute path")
     return os.path.normpath(root)
 
 
 def check(request, conf_dir):
     """Raise Refused unless ``request`` acts as root only under the site's
-    RAM-disk root, and that root is a directory only root can change."""
+    RAM-disk root (on compute nodes: its mount root), and that root is a
+    directory only root can change."""
     root = request.get("ROOT")
     if root is None:
         return
-    site = ramdisk_root(conf_dir)
+    key = "mount-root" if request.op in ON_COMPUTE_NODES else "ramdisk-root"
+    site = site_root(conf_dir, key)
     if root != site:
-        raise Refused(f"{PREFIX}ROOT={root!r}: not the site's RAM-disk root {site!r} "
-                      f"([rsa] ramdisk-root in {conf_dir}): root acts nowhere else")
+        what = "RAM-disk root" if key == "ramdisk-root" else "RAM-disk mount root"
+        raise Refused(f"{PREFIX}ROOT={root!r}: not the site's {what} {site!r} "
+                      f"([rsa] {key} in {conf_dir}): root acts nowhere else")
     parent = os.path.dirname(root)
     secure_path(parent, "the parent of the RAM-disk root")
     if os.path.lexists(root):

@@ -32,6 +32,19 @@ def _print(event, **fields):
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
+def job_nodes():
+    """The names of this job's nodes in rank order (task i runs on node i
+    of a holder: one task per node), from the job's R."""
+    import flux
+    import flux.job
+    from flux.hostlist import Hostlist
+
+    h = flux.Flux()
+    jobid = flux.job.JobID(os.environ["FLUX_JOB_ID"])
+    R = flux.job.job_info_lookup(h, jobid, keys=["R"]).get_decode()["R"]
+    return list(Hostlist(R["execution"]["nodelist"]))
+
+
 def node_name():
     """This node's name as the pool instance's R gives it (in a nested
     instance that need not be the machine's host name); the machine's host
@@ -69,12 +82,19 @@ def block_signals():
 
 
 def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None, gen=None,
-         adopt=None, rank=0, host=None):
+         adopt=None, rank=0, host=None, volume=None):
     """Build (or adopt) the RAM disk on task ``rank`` 0 (the others only
     hold capacity), report it, keep it until signalled.  ``host``: this
-    node's name for a kept marker (default: asked from Flux at keep time)."""
+    node's name for a kept marker (default: asked from Flux at keep time).
+    A provider that spans nodes (``volume``: the volfiles.Volume) has every
+    task hold its node's share (ramdisk.parallel)."""
     signals = STOP_SIGNALS | {KEEP_SIGNAL}
     block_signals()
+    if volume is not None:
+        from flux_rsa.ramdisk import parallel
+
+        return parallel.hold(root, name, size, owner, rank, volume, jobid=jobid, gen=gen,
+                             prog=prog)
     if rank != 0:
         signal.sigwait(signals)
         return 0
