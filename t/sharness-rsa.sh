@@ -52,7 +52,8 @@ rsa_wait_state() {
 	while test "$(rsa_state "$1")" != "$2"; do
 		_i=$((_i + 1))
 		if test $_i -gt $_max; then
-			echo "job $1 is $(rsa_state "$1"), not $2, after ${3:-30}s" >&2
+			echo "job $1 is $(rsa_state "$1"), not $2, after ${3:-30}s; its record:" >&2
+			flux rsa status -a -o json "$1" >&2
 			return 1
 		fi
 		sleep 0.1
@@ -127,10 +128,19 @@ rsa_pool() {
 	FLUX_URI_RESOLVE_LOCAL=t flux proxy "$(rsa_pool_id)" "$@"
 }
 
-# RAM disks currently mounted or present under the test ramdisk root
+# RAM disks (and their bricks) present under the test ramdisk root, RAM
+# disks attached under its mount root, and anything mounted under either
 rsa_ramdisks() {
-	find "$RSA_INSTANCE_TMP/ramdisk" -mindepth 1 -maxdepth 2 -name "*.*" 2>/dev/null
-	grep " $RSA_INSTANCE_TMP/ramdisk" /proc/mounts | awk '{print $2}'
+	find "$RSA_INSTANCE_TMP/ramdisk" "$RSA_INSTANCE_TMP/mnt" -mindepth 1 -maxdepth 2 \
+		-name "*.*" 2>/dev/null
+	findmnt -n -l -o TARGET | grep -F -e "$RSA_INSTANCE_TMP/ramdisk/" -e "$RSA_INSTANCE_TMP/mnt/"
+}
+
+# the RSA pool's RAM-disk provider (tmpfs, glusterfs, dir)
+rsa_provider() {
+	flux rsa pool -o json | flux python -c "
+import json, sys
+print(json.load(sys.stdin).get(\"provider\") or \"\")"
 }
 
 # gated stage scripts: they wait for "$PWD/<name>.open" (rsa_open <name>),

@@ -201,6 +201,10 @@ def cmd_pool(args):
         print(json.dumps(status))
         return
     fmt.print_items([views.PoolNode(n) for n in status.get("nodes", [])], no_header=args.no_header)
+    unusable = (status.get("privilege") or {}).get("error")
+    if unusable:
+        print(f"flux-rsa: the RSA pool cannot make RAM disks (RSA jobs use their directories): "
+              f"{unusable}", file=sys.stderr)
 
 
 def compute_jobs(h, rsa_hosts, since):

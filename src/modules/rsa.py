@@ -28,7 +28,8 @@ class RsaModule(BrokerModule):
     def __init__(self, h, *args):
         super().__init__(h, *args)
         try:
-            policy = Policy.from_config(h.conf_get("rsa", default={}, update=True))
+            policy = Policy.from_config(h.conf_get("rsa", default={}, update=True),
+                                        imp=h.conf_get("exec.imp", default=""))
         except BadConfig as exc:
             self.log.error(f"rsa: {exc}")
             raise
@@ -59,7 +60,7 @@ class RsaModule(BrokerModule):
     @request_handler("start")
     def start_request(self, msg):
         def ack():
-            self.service.on_start(int(msg.payload["id"]))
+            self.service.on_start(int(msg.payload["id"]), msg.payload.get("ranks", ""))
             return {}
 
         self._reply(msg, ack)
@@ -108,7 +109,8 @@ class RsaModule(BrokerModule):
         def reload():
             conf = msg.payload.get("conf", msg.payload) if isinstance(msg.payload, dict) else {}
             try:
-                self.service.policy = Policy.from_config(conf.get("rsa", {}))
+                self.service.policy = Policy.from_config(conf.get("rsa", {}),
+                                                         imp=conf.get("exec", {}).get("imp", ""))
             except BadConfig as exc:
                 raise OSError(errno.EINVAL, str(exc)) from None
             return {}

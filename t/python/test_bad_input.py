@@ -23,7 +23,7 @@ ROOT = os.geteuid() == 0
 TEST_USER = "rsa-check-test"
 
 # a pool of 2 RSA nodes of 64M in 4M granules, as in t/rsa-instance
-POOL = Pool(Policy(node_capacity=64 << 20, granule=4 << 20), nodes=2)
+POOL = Pool(Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs"), nodes=2)
 
 IN = "an absolute path to a directory to stage in"
 OUT = "an absolute path to a directory to stage out to"
@@ -266,3 +266,12 @@ def test_the_same_request_done_right_passes(tree, submitter):
     assert check_request({"data_in": f"{tree}/outlink/", "data_out": f"{tree}/out", "delay": 0},
                          submitter.pw_uid) is None
     assert check_request({"capacity": "16M"}, submitter.pw_uid, pool=POOL) is None  # scratch only
+
+
+def test_capacity_beyond_one_node_is_refused_when_ramdisks_cannot_span(tree, submitter):
+    one_node = Pool(Policy(node_capacity=64 << 20, granule=4 << 20, provider="tmpfs"), nodes=2)
+    attrs = {"data_in": f"{tree}/in", "capacity": "65M"}
+    assert check_request(attrs, submitter.pw_uid, pool=one_node) == (
+        "rsa.capacity: '65M' is more than one RSA node holds (64M), and this site's RAM disks "
+        "cannot span nodes ([rsa] provider = \"tmpfs\"): ask for at most 64M")
+    assert check_request(dict(attrs, capacity="64M"), submitter.pw_uid, pool=one_node) is None

@@ -36,10 +36,20 @@ def test_bad_config_is_refused_with_the_key_and_value(table, message):
 
 
 def test_capacity_follows_the_proportion_rule_in_whole_granules():
-    p = Policy.from_config({"proportion": 4, "node-capacity": "64M", "granule": "4M"})
+    p = Policy.from_config({"proportion": 4, "node-capacity": "64M", "granule": "4M",
+                            "provider": "glusterfs"})
     assert p.need(8, parse_request({"data_in": "/a"})) == 128 << 20  # 2 RSA nodes
     assert p.need(1, parse_request({"data_in": "/a"})) == 16 << 20  # a quarter node
     assert p.need(1, parse_request({"data_in": "/a", "capacity": "5M"})) == 8 << 20  # rounded up
+
+
+def test_a_provider_that_cannot_span_nodes_is_charged_one_node_at_most():
+    p = Policy.from_config({"proportion": 4, "node-capacity": "64M", "granule": "4M"})
+    assert p.provider == "tmpfs" and not p.spans
+    assert p.need(8, parse_request({"data_in": "/a"})) == 64 << 20  # not 2 nodes: one
+    assert p.need(1, parse_request({"data_in": "/a"})) == 16 << 20
+    assert p.limits().cap == 64 << 20
+    assert Policy.from_config({"provider": "glusterfs"}).limits().cap == 0
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from flux_rsa.core.ondeck import Pending, plan, select
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
 
-POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 3, "lookahead": 60})
+POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 3, "lookahead": 60,
+                             "provider": "glusterfs"})
 NODES = ["rsa0", "rsa1"]
 MB = 2**20
 

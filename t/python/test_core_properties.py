@@ -10,7 +10,10 @@ release).  Whatever the order, the invariants of the issue must hold:
 * every reservation ends released: once the job has ended and the world has
   delivered everything, the record is at rest and no holder is alive;
 * a RAM disk holding output is never destroyed before a successful
-  stage-out or an explicit release.
+  stage-out or an explicit release;
+* a RAM disk the compute nodes attach (one spanning RSA nodes): the job
+  starts on it only once it is attached, and it is detached before the
+  stage-out reads it, before it is destroyed and before the record rests.
 """
 
 import dataclasses
@@ -48,9 +51,15 @@ class Holder:
 class World:
     """Flux and the pool, for one job, answering the core's actions."""
 
-    def __init__(self, request):
+    def __init__(self, request, spanning=False):
         self.t = 0.0
+        self.spanning = spanning
         self.rec = admit(1, 1000, 1, parse_request(request), POLICY, self.t)
+        self.attaching = False  # an Attach the world has not answered
+        self.detaching = False
+        self.mounted = False  # the RAM disk is mounted on the compute nodes
+        self.attach_gen = None  # the reservation whose RAM disk is (being) attached
+        self.mount_path = None
         self.holders = {}  # gen -> Holder, live ones only
         self.stages = {}  # seq -> stopping?
         self.timers = set()
@@ -85,12 +94,16 @@ class World:
         elif isinstance(act, A.CancelHolder):
             if self.output_written and not self.output_safe and not self.world_fault:
                 raise AssertionError("RAM disk with un-staged output destroyed")
+            if self.mounted or self.attaching:
+                assert act.gen != self.attach_gen, "RAM disk destroyed while attached"
             holder = self.holders.get(act.gen)
             if holder is not None:
                 holder.cancelled = True
         elif isinstance(act, A.StartStage):
             holder = self.holders.get(self.rec.gen)
             assert holder is not None and holder.built and not holder.cancelled, "stage without a RAM disk"
+            if act.direction == "out":
+                assert not self.mounted and not self.attaching, "stage-out while compute nodes hold the RAM disk"
             self.stages[act.seq] = False
         elif isinstance(act, A.StopStage):
             if act.seq in self.stages:
@@ -100,8 +113,22 @@ class World:
             self.replies += 1
             if act.env is not None and act.env.staged_in:
                 assert self.rec.gen in self.staged_ok, "staged inputs offered without a stage-in"
+            if self.spanning and act.env is not None and act.env.ramdisk:
+                assert self.mounted and self.mount_path == act.env.ramdisk, \
+                    "a job started on a RAM disk its nodes have not attached"
             self.reply = act.env if act.env is not None else Env()
+        elif isinstance(act, A.Attach):
+            holder = self.holders.get(self.rec.gen)
+            assert holder is not None and holder.built, "attach without a RAM disk"
+            assert act.ranks == (0, 1) and act.volume, act
+            self.attaching = True
+            self.attach_gen = self.rec.gen
+            self.mount_path = f"{act.root}/{act.name}"
+        elif isinstance(act, A.Detach):
+            assert self.mounted, "detach of what is not attached"
+            self.detaching = True
         elif isinstance(act, A.Offer):
+            assert not self.spanning, "an offer for a RAM disk the compute nodes must attach"
             assert self.rec.rsa_state is S.READY and act.env.ramdisk, "an offer without staged inputs"
             if self.started is None and not self.starting:
                 self.offer = act.env
@@ -123,7 +150,11 @@ class World:
             if self.offer is not None and self.started is None:
                 out.append((3, ("take-offer",)))
             elif self.started is None and self.offer_start is None:
-                out.append((2, E.Starting(0)))
+                out.append((2, E.Starting(0, ranks=(0, 1))))
+        if self.attaching:
+            out += [(6, ("attach-ok",)), (1, ("attach-fail",))]
+        if self.detaching:
+            out += [(6, ("detached",)), (1, ("detach-fail",))]
         if self.withdrawals:
             out.append((4, ("withdrawn",)))
         if self.offer_start is not None:
@@ -169,6 +200,14 @@ class World:
                 pass
             return self.run(choice)
         kind = choice[0]
+        if kind in ("attach-ok", "attach-fail"):
+            self.attaching = False
+            self.mounted = kind == "attach-ok"
+            return self.run(E.Attached(0, self.mounted, None if self.mounted else "rank 1: boom"))
+        if kind in ("detached", "detach-fail"):
+            self.detaching = self.mounted = False
+            ok = kind == "detached"
+            return self.run(E.Detached(0, ok, None if ok else "rank 1: still busy"))
         if kind == "retry-timer":
             self.timers.discard("retry")
             return self.run(E.RetryStage(0))
@@ -204,7 +243,9 @@ class World:
             if phase == "start":
                 return self.run(E.HolderStarted(0, gen_or_seq))
             holder.built = True
-            return self.run(E.RamdiskBuilt(0, gen_or_seq, f"/rd/1.{gen_or_seq}"))
+            volume = {"name": f"1.{gen_or_seq}", "servers": ["rsa0:24000"], "user": "u",
+                      "secret": "s" * 16} if self.spanning else None
+            return self.run(E.RamdiskBuilt(0, gen_or_seq, f"/rd/1.{gen_or_seq}", volume))
         if kind in ("holder-end", "holder-fault"):
             holder = self.holders.pop(gen_or_seq)
             if kind == "holder-fault" and not holder.cancelled:
@@ -240,7 +281,7 @@ class World:
             if rec.job_state is J.RUNNING and self.started is not None:
                 self.run(E.Finished(0))
                 continue
-            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok", "retry-timer", "withdrawn", "offer-start-seen")]
+            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok", "retry-timer", "withdrawn", "offer-start-seen", "attach-ok", "detached")]
             if pending:
                 self.apply(pending[0])
                 continue
@@ -254,10 +295,10 @@ class World:
         raise AssertionError("the world never settles")
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(request=st.sampled_from(REQUESTS), data=st.data())
-def test_random_orders_keep_the_invariants(request, data):
-    world = World(request)
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request=st.sampled_from(REQUESTS), spanning=st.booleans(), data=st.data())
+def test_random_orders_keep_the_invariants(request, spanning, data):
+    world = World(request, spanning)
     for _ in range(data.draw(st.integers(min_value=0, max_value=80), label="steps")):
         choices = world.weighted()
         if not choices:
@@ -269,6 +310,7 @@ def test_random_orders_keep_the_invariants(request, data):
     assert rec.rsa_state in AT_REST
     assert not world.holders, "a holder outlived its job"
     assert not world.stages, "a stage outlived its job"
+    assert not world.mounted and not world.attaching and not world.detaching, "still attached"
     if world.starting and rec.job_state is J.FINISHED:
         assert world.replies >= 1 or world.started is not None, "start request never answered"
     if world.output_written and not world.world_fault:

@@ -10,9 +10,28 @@ flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not
 
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jgf, jobspecs, protocol  # noqa: E402
+from flux_rsa.privileged import ops, request  # noqa: E402
+from flux_rsa.privileged.caller import Via  # noqa: E402
+
+PY = Via("py")
+IMP = Via("py", "imp", "/usr/libexec/flux/flux-imp")
+
+
+def task(js):
+    """(command, RSA_* variables) of a subjob's task."""
+    d = js.jobspec if hasattr(js, "jobspec") else js
+    env = d["attributes"]["system"]["environment"]
+    return d["tasks"][0]["command"], {k: v for k, v in env.items() if k.startswith("RSA_")}
+
+
+def parsed(js, owner=0):
+    """The request the entry point reads from a subjob (it must accept it)."""
+    return request.parse(task(js)[1], owner)
 
 POLICY = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
                 provider="tmpfs")
+SPAN = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
+              provider="glusterfs", fs_host="{host}-ib")
 
 # what a nested instance on two RSA nodes sees: its own ranks, parent's names
 POOL_R = {"version": 1, "execution": {
@@ -67,17 +86,26 @@ def test_granted_is_counted_from_a_jobs_R():
     (128 * MiB, (2, 16)),
 ])
 def test_holder_layout(need, layout):
-    assert jobspecs.layout(need, POLICY, 2) == layout
+    assert jobspecs.layout(need, SPAN, 2) == layout
 
 
 def test_holder_layout_refuses_more_than_the_pool():
     with pytest.raises(jobspecs.Unfit, match=r"need 138412032 bytes \(33 granules of 4194304\) "
                        r"is more than the pool holds: 2 node\(s\) x 67108864 bytes"):
-        jobspecs.layout(132 * MiB, POLICY, 2)
+        jobspecs.layout(132 * MiB, SPAN, 2)
+
+
+def test_a_provider_that_cannot_span_never_gets_more_than_a_node():
+    assert jobspecs.layout(64 * MiB, POLICY, 2) == (1, 16)
+    with pytest.raises(jobspecs.Unfit, match="more than one RSA node holds .* provider tmpfs "
+                                             "cannot span nodes"):
+        jobspecs.layout(64 * MiB + 1, POLICY, 2)
 
 
 def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
-    js = jobspecs.holder("/usr/bin/python3", POLICY, 1234, 2, 100 * MiB, 1001, 2, {"A": "1"})
+    js = jobspecs.holder(Via("/usr/bin/python3"), SPAN, 1234, 2, 100 * MiB, 1001, 2,
+                         {"A": "1", "RSA_INSTANCE_TMP": "/tmp/x"}, port=24100,
+                         secret="S" * 32)
     d = js.jobspec
     (node,) = d["resources"]
     assert (node["type"], node["count"]) == ("node", 2)
@@ -85,28 +113,49 @@ def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
     assert slot["type"] == "slot" and slot["count"] == 1
     assert {r["type"]: r["count"] for r in slot["with"]} == {"core": 1, "memory": 13}
     assert d["tasks"][0]["count"] == {"per_slot": 1}
-    assert d["tasks"][0]["command"] == [
-        "/usr/bin/python3", "-m", "flux_rsa.ramdisk", "hold", "--provider", "tmpfs",
-        "--root", "/ram", "--name", "1234.2", "--size", str(13 * 4 * MiB), "--owner", "1001",
-        "--jobid", "1234", "--gen", "2"]
+    command, variables = task(js)
+    assert command == ["/usr/bin/python3", "-m", "flux_rsa.privileged"]
+    assert variables == {
+        "RSA_OP": "hold", "RSA_ROOT": "/ram", "RSA_NAME": "1234.2",
+        "RSA_SIZE": str(13 * 4 * MiB), "RSA_OWNER": "1001", "RSA_PROVIDER": "glusterfs",
+        "RSA_JOBID": "1234", "RSA_GEN": "2", "RSA_PORT": "24100", "RSA_SECRET": "S" * 32,
+        "RSA_FS_HOST": "{host}-ib"}
+    # each task adds its rank and the job's nodes
+    request = parsed({**js.jobspec, "attributes": {"system": {"environment": {
+        **variables, "RSA_TASK_RANK": "1", "RSA_NODES": "rsa0,rsa1"}}}})
+    assert request.values["SIZE"] == 13 * 4 * MiB  # on each node
+    from flux_rsa.ramdisk import parallel
+
+    volume = parallel.volume_of("1234.2", 1234, 2, request["NODES"], request["FS_HOST"],
+                                request["PORT"], request["SECRET"])
+    assert volume.servers == ("rsa0-ib:24100", "rsa1-ib:24101") and volume.user == "rsa-1234-2"
     system = d["attributes"]["system"]
     assert system["job"]["name"] == "rsa-hold-1234-2"
     assert system["shell"]["options"]["cpu-affinity"] == "off"
     assert system["shell"]["options"]["exit-on-error"] == 1
-    assert system["environment"] == {"A": "1"} and system["cwd"] == "/"
+    # the agent's own RSA_* variables never reach the entry point
+    assert system["environment"] == {"A": "1", **variables} and system["cwd"] == "/"
     assert "exec" not in system and "constraints" not in system
 
 
+def test_through_the_imp_a_task_runs_flux_imp_run_rsa():
+    js = jobspecs.holder(IMP, POLICY, 1234, 2, 8 * MiB, 1001, 2, {})
+    command, variables = task(js)
+    assert command == ["py", "-m", "flux_rsa.privileged", "--imp", "/usr/libexec/flux/flux-imp"]
+    assert variables["RSA_OP"] == "hold"
+
+
 def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
-    js = jobspecs.holder("py", POLICY, 1234, 3, 10 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
+    js = jobspecs.holder(PY, POLICY, 1234, 3, 10 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
                          adopt_rank=1, adopt_bytes=24 * MiB).jobspec
     (node,) = js["resources"]
     assert node["count"] == 1
     assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {"core": 1, "memory": 6}
     assert js["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
-    command = js["tasks"][0]["command"]
-    assert command[command.index("--adopt") + 1] == "/ram/1234.1"
-    assert command[command.index("--size") + 1] == str(24 * MiB)
+    _, variables = task(js)
+    assert variables["RSA_ADOPT"] == "/ram/1234.1"
+    assert variables["RSA_SIZE"] == str(24 * MiB)
+    assert parsed(js).values["ADOPT"] == "/ram/1234.1"
     # a bigger need grows it; more than a node holds is refused
     assert jobspecs.adopt_granules(40 * MiB, 24 * MiB, POLICY) == 10
     with pytest.raises(jobspecs.Unfit, match="more than a node holds"):
@@ -116,12 +165,12 @@ def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
 def test_a_simulated_holder_is_a_test_execution_job_until_killed():
     sim = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
                  simulate_rate=100 * MiB)
-    holder = jobspecs.holder("py", sim, 1, 1, 8 * MiB, 1001, 2, {})
+    holder = jobspecs.holder(PY, sim, 1, 1, 8 * MiB, 1001, 2, {})
     assert holder.jobspec["attributes"]["system"]["exec"] == {"test": {}}  # until killed
     assert "exit-on-error" not in holder.jobspec["attributes"]["system"]["shell"]["options"]
     assert jobspecs.simulated(holder)
-    assert not jobspecs.simulated(jobspecs.holder("py", POLICY, 1, 1, 8 * MiB, 1001, 2, {}))
-    assert not jobspecs.simulated(jobspecs.stage("py", stage_request("in", None), 0, {}))
+    assert not jobspecs.simulated(jobspecs.holder(PY, POLICY, 1, 1, 8 * MiB, 1001, 2, {}))
+    assert not jobspecs.simulated(jobspecs.stage(PY, POLICY, stage_request("in", None), 0, {}))
 
 
 def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
@@ -130,50 +179,51 @@ def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
 
 
 @pytest.mark.parametrize("direction, method, src, dst, args", [
-    ("in", None, "/p/in", "/ram/in", ["copy", "/p/in", "/ram/in"]),
-    ("in", "tar", "/p/in", "/ram/in", ["untar", "/p/in", "/ram/in"]),
-    ("in", "/home/u/in.sh", "/p/in", "/ram/in", ["script", "/home/u/in.sh", "/ram/in", "/p/in", "--direction", "in"]),
-    ("out", None, "/ram/out", "/p/out", ["copy", "/ram/out", "/p/out"]),
-    ("out", "tar", "/ram/out", "/p/out", ["tar", "/ram/out", "/p/out"]),
-    ("out", "/home/u/out.sh", "/ram/out", "/p/out",
-     ["script", "/home/u/out.sh", "/ram/out", "/p/out", "--direction", "out"]),
+    ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
+    ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
+    ("in", "/home/u/in.sh", "/p/in", "/ram/1.1/in",
+     ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"]),
+    ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
+    ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
+    ("out", "/home/u/out.sh", "/ram/1.1/out", "/p/out",
+     ["script", "/home/u/out.sh", "/ram/1.1/out", "/p/out", "--direction", "out"]),
 ])
-def test_stage_command_maps_method_to_mode(direction, method, src, dst, args):
-    cmd = jobspecs.stage_command("py", stage_request(direction, method, src, dst), workers=4)
-    assert cmd == ["py", "-m", "flux_rsa.stage", *args, "--as-user", "1001", "--progress-json",
-                   "--verify", "size", "--workers", "4"]
+def test_stage_maps_method_to_the_stagers_mode(direction, method, src, dst, args):
+    js = jobspecs.stage(PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4)
+    assert ops.stage_argv(parsed(js)) == [*args, "--progress-json", "--verify", "size",
+                                          "--workers", "4"]
+    assert parsed(js).values["OWNER"] == 1001
 
 
 def test_stage_jobspec_runs_on_the_given_rank():
-    js = jobspecs.stage("py", stage_request("in", None), 1, {})
+    js = jobspecs.stage(PY, POLICY, stage_request("in", None), 1, {})
     system = js.jobspec["attributes"]["system"]
     assert system["constraints"] == {"ranks": ["1"]}
     assert system["job"]["name"] == "rsa-stage-7-3"
-    assert "--workers" not in js.jobspec["tasks"][0]["command"]  # 0: the stager decides
+    assert "RSA_WORKERS" not in task(js)[1]  # 0: the stager decides
     (node,) = js.jobspec["resources"]
     assert node["count"] == 1 and node["with"][0]["with"] == [{"type": "core", "count": 1}]
 
 
 def test_sweep_jobspec_on_every_node_or_one_rank():
-    every = jobspecs.sweep("py", POLICY, {}, nodes=2).jobspec
+    every = jobspecs.sweep(PY, POLICY, {}, nodes=2).jobspec
     assert every["resources"][0]["count"] == 2
     assert "constraints" not in every["attributes"]["system"]
-    assert every["tasks"][0]["command"] == ["py", "-m", "flux_rsa.ramdisk", "sweep", "/ram"]
-    one = jobspecs.sweep("py", POLICY, {}, rank=1).jobspec
+    assert task(every)[1] == {"RSA_OP": "sweep", "RSA_ROOT": "/ram"}
+    one = jobspecs.sweep(PY, POLICY, {}, rank=1).jobspec
     assert one["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
 
 
 def test_measure_and_discard_jobspecs():
-    m = jobspecs.measure("py", {"jobid": 5, "seq": 2, "path": "/p/in", "userid": 1001}, {})
-    assert m.jobspec["tasks"][0]["command"] == ["py", "-m", "flux_rsa.pool.measure", "/p/in",
-                                                "--as-user", "1001"]
+    m = jobspecs.measure(PY, {"jobid": 5, "seq": 2, "path": "/p/in", "userid": 1001}, {})
+    assert task(m)[1] == {"RSA_OP": "measure", "RSA_PATH": "/p/in", "RSA_OWNER": "1001"}
     assert m.jobspec["attributes"]["system"]["job"]["name"] == "rsa-measure-5-2"
     assert "constraints" not in m.jobspec["attributes"]["system"]  # any pool node
-    d = jobspecs.discard("py", "/ram/5.1", 1, {}).jobspec
-    assert d["tasks"][0]["command"] == ["py", "-m", "flux_rsa.ramdisk", "discard", "/ram/5.1"]
+    d = jobspecs.discard(PY, POLICY, "/ram/5.1", 1, {}).jobspec
+    assert task(d)[1] == {"RSA_OP": "discard", "RSA_ROOT": "/ram", "RSA_PATH": "/ram/5.1"}
     assert d["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
-    sweep = jobspecs.sweep("py", POLICY, {}, nodes=2, report_kept=True).jobspec
-    assert sweep["tasks"][0]["command"][-1] == "--report-kept"
+    sweep = jobspecs.sweep(PY, POLICY, {}, nodes=2, report_kept=True).jobspec
+    assert parsed(sweep).values["REPORT_KEPT"] is True
 
 
 def test_memory_paths_name_fluxions_vertices():
@@ -183,11 +233,12 @@ def test_memory_paths_name_fluxions_vertices():
     assert "/cluster0/rsa7/memory15" in paths[1]
 
 
-def test_purge_command():
-    assert jobspecs.purge_command("py", "/ram/1.1/in", "/p/in") == [
-        "py", "-m", "flux_rsa.ramdisk", "purge", "/ram/1.1/in", "--link", "/p/in"]
-    assert jobspecs.purge_command("py", "/ram/1.1/in", None) == [
-        "py", "-m", "flux_rsa.ramdisk", "purge", "/ram/1.1/in"]
+def test_purge_jobspec():
+    js = jobspecs.purge(PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": "/p/in"}, 0, {})
+    assert task(js)[1] == {"RSA_OP": "purge", "RSA_ROOT": "/ram", "RSA_PATH": "/ram/1.1/in",
+                           "RSA_LINK": "/p/in"}
+    js = jobspecs.purge(PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {})
+    assert "RSA_LINK" not in task(js)[1]
 
 
 @pytest.mark.parametrize("method, payload, message", [

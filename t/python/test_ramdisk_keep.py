@@ -1,4 +1,4 @@
-"""Kept RAM disks: hold ends on SIGUSR1 keeping the RAM disk; sweeps leave
+"""Kept RAM disks: hold ends on SIGALRM keeping the RAM disk; sweeps leave
 it alone; ``hold --adopt`` takes it over; ``discard`` removes it."""
 
 import json
@@ -36,8 +36,8 @@ def marker(path):
 
 
 def keep(proc):
-    """SIGUSR1: the hold ends, keeping its RAM disk; its 'kept' line."""
-    proc.send_signal(signal.SIGUSR1)
+    """SIGALRM: the hold ends, keeping its RAM disk; its 'kept' line."""
+    proc.send_signal(signal.SIGALRM)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     (line,) = out.splitlines()

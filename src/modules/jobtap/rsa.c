@@ -3,7 +3,9 @@
  * For each job that asks for RSA (attributes.system.rsa in its jobspec):
  *
  *  - at RUN it starts a prolog named "rsa" and tells the rsa service
- *    (rsa.start, rank 0) that the job is about to start;
+ *    (rsa.start {id, userid, ranks}, rank 0) that the job is about to
+ *    start on those broker ranks (the service may attach the RAM disk
+ *    there first);
  *  - the service answers later with job-manager.rsa.answer {id, env}: the
  *    plugin posts "rsa-ready" (what the job shell puts in RSA_RAMDISK,
  *    RSA_DATA_IN, RSA_DATA_OUT) and finishes the prolog;
@@ -39,6 +41,7 @@
  *   retry          seconds between attempts (1)
  */
 
+#define _GNU_SOURCE /* asprintf */
 #if HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -77,6 +80,7 @@ struct rsa_job {
     flux_watcher_t *retry_w;    /* next rsa.start attempt */
     flux_watcher_t *hold_w;     /* max-hold watchdog */
     double t_first;             /* first attempt (for start-timeout) */
+    char *ranks;                /* the job's broker ranks (an idset), from R */
     json_t *offer;              /* env to start with at once, or NULL */
     bool offer_used;            /* the job started with the offer */
     bool ended;                 /* clean: no longer counted in rsa_jobs */
@@ -99,6 +103,7 @@ static void rsa_job_destroy (void *arg)
         flux_watcher_destroy (job->hold_w);
         json_decref (job->attrs);
         json_decref (job->offer);
+        free (job->ranks);
         if (!job->ended)
             rsa_jobs--;
         free (job);
@@ -218,9 +223,10 @@ static int send_start (struct rsa_job *job)
                                   "rsa.start",
                                   0,
                                   0,
-                                  "{s:I s:i}",
+                                  "{s:I s:i s:s}",
                                   "id", job->id,
-                                  "userid", (int)job->userid))
+                                  "userid", (int)job->userid,
+                                  "ranks", job->ranks ? job->ranks : ""))
         || flux_future_then (job->f, -1., start_continuation, job) < 0) {
         flux_future_destroy (job->f);
         job->f = NULL;
@@ -337,6 +343,31 @@ static void queue_moved (void)
     }
 }
 
+/* The broker ranks of R (R_lite's idsets joined with commas), or NULL. */
+static char *R_ranks (json_t *R)
+{
+    json_t *R_lite = json_object_get (json_object_get (R, "execution"),
+                                      "R_lite");
+    json_t *entry;
+    size_t i;
+    char *ranks = NULL;
+
+    json_array_foreach (R_lite, i, entry) {
+        const char *idset = json_string_value (json_object_get (entry, "rank"));
+        char *more;
+        if (!idset)
+            continue;
+        if (asprintf (&more, "%s%s%s", ranks ? ranks : "", ranks ? "," : "",
+                      idset) < 0) {
+            free (ranks);
+            return NULL;
+        }
+        free (ranks);
+        ranks = more;
+    }
+    return ranks;
+}
+
 /* job.state.run (every job): hold an RSA job's start until the service
  * answers */
 static int run_cb (flux_plugin_t *p, const char *topic,
@@ -360,6 +391,9 @@ static int run_cb (flux_plugin_t *p, const char *topic,
             flux_log_error (h, "rsa: %s: posting rsa-ready", job->idf58);
         return 0;
     }
+    json_t *R = NULL;
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s?o}", "R", &R) == 0)
+        job->ranks = R_ranks (R);
     if (flux_jobtap_prolog_start (p, PROLOG_NAME) < 0)
         return flux_jobtap_error (p, args, "rsa: prolog_start failed");
     job->phase = HOLDING;

@@ -23,14 +23,21 @@ class Pool:
 
     @property
     def largest(self):
-        return self.nodes * self.node_bytes
+        return self.nodes * self.node_bytes if self.policy.spans else self.node_bytes
 
 
 def _too_big(attrs, req, pool):
     if pool is None or req.capacity is None:
         return None
-    if pool.policy.need(1, req) <= pool.largest:
+    if req.capacity <= pool.largest:
         return None
+    if not pool.policy.spans:
+        return (
+            f"rsa.capacity: {show(attrs['capacity'])} is more than one RSA node holds "
+            f"({format_size(pool.node_bytes)}), and this site's RAM disks cannot span nodes "
+            f"([rsa] provider = \"{pool.policy.provider}\"): ask for at most "
+            f"{format_size(pool.node_bytes)}"
+        )
     return (
         f"rsa.capacity: {show(attrs['capacity'])} is more than the RSA pool can ever hold "
         f"(at most {format_size(pool.largest)}: {pool.nodes} RSA node(s) x "

@@ -59,6 +59,26 @@ class Measure(Action):
 
 
 @dataclass(frozen=True)
+class Attach(Action):
+    """Attach the RAM disk ``volume`` at ``root``/``name`` on each of the
+    job's compute nodes ``ranks``; answered by Attached."""
+
+    ranks: tuple
+    root: str
+    name: str
+    volume: dict
+
+
+@dataclass(frozen=True)
+class Detach(Action):
+    """Detach ``root``/``name`` from each of ``ranks``; answered by Detached."""
+
+    ranks: tuple
+    root: str
+    name: str
+
+
+@dataclass(frozen=True)
 class StopStage(Action):
     seq: int
 

@@ -13,6 +13,8 @@ import jsonschema
 from flux_rsa.core.units import parse_duration, parse_size
 
 SIZE = {"type": ["string", "integer"], "description": 'a size such as "16G"'}
+#: RAM-disk providers, and whether one RAM disk may span several RSA nodes
+PROVIDERS = {"tmpfs": False, "dir": False, "glusterfs": True}
 DURATION = {"type": ["string", "number"], "description": 'a duration such as "5m"'}
 
 SCHEMA = {
@@ -34,7 +36,17 @@ SCHEMA = {
         "stage-rate": SIZE,
         "node-capacity": SIZE,
         "granule": SIZE,
-        "provider": {"enum": ["tmpfs", "dir"], "description": '"tmpfs" or "dir"'},
+        "provider": {"enum": list(PROVIDERS),
+                     "description": '"tmpfs", "dir" or "glusterfs" (spans RSA nodes)'},
+        "mount-root": {"type": "string", "pattern": "^/",
+                       "description": "an absolute directory on compute nodes"},
+        "fs-host": {"type": "string", "pattern": "^[A-Za-z0-9._-]*(\\{host\\}[A-Za-z0-9._-]*)?$",
+                    "description": 'the address of an RSA node\'s file-system server, "{host}" '
+                                   'standing for its name (e.g. "{host}-ib0")'},
+        "fs-ports": {"type": "string", "pattern": "^[0-9]+-[0-9]+$",
+                     "description": 'a range of TCP ports such as "24100-24999"'},
+        "privilege": {"enum": ["auto", "direct", "imp"],
+                      "description": '"auto", "direct" or "imp" (through flux-imp run rsa)'},
         "ramdisk-root": {"type": "string", "pattern": "^/", "description": "an absolute directory on the RSA nodes"},
         "property": {"type": "string", "minLength": 1, "description": "the resource property of RSA nodes"},
         "queue": {"type": "string", "minLength": 1, "description": "the name of the queue of the RSA nodes"},
@@ -74,6 +86,11 @@ class Policy:
     node_capacity: int = 4 * 2**30
     granule: int = 2**30
     provider: str = "tmpfs"
+    mount_root: str = ""  # where compute nodes attach RAM disks ("": ramdisk_root)
+    fs_host: str = "{host}"  # how clients reach an RSA node's file-system server
+    fs_ports: str = "24100-24999"  # ports for file-system servers, a block per holder
+    privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
+    imp: str = ""  # the instance's [exec] imp (not an [rsa] key)
     ramdisk_root: str = "/var/lib/flux-rsa"
     node_property: str = "rsa"  # config key: property
     queue: str = ""  # the queue the pool is submitted to ("": the default queue)
@@ -87,7 +104,9 @@ class Policy:
     holder_timeout: float = 600.0
 
     @classmethod
-    def from_config(cls, table):
+    def from_config(cls, table, imp=""):
+        """The policy of an ``[rsa]`` table; ``imp`` is the instance's
+        ``[exec] imp`` (the IMP privileged operations may go through)."""
         table = {} if table is None else table
         try:
             jsonschema.validate(table, SCHEMA)
@@ -101,9 +120,13 @@ class Policy:
             elif SCHEMA["properties"][key] is DURATION:
                 value = _checked(parse_duration, value, key)
             values[name] = value
-        policy = cls(**values)
+        policy = cls(**values, imp=imp or "")
         if policy.granule <= 0:
             raise BadConfig(f"[rsa] granule: {table.get('granule')!r} must be larger than 0 (e.g. \"1G\")")
+        low, _, high = policy.fs_ports.partition("-")
+        if not 0 < int(low) <= int(high) < 65536:
+            raise BadConfig(f"[rsa] fs-ports: {policy.fs_ports!r} must be LOW-HIGH with "
+                            "0 < LOW <= HIGH < 65536")
         if policy.node_capacity < policy.granule:
             raise BadConfig(
                 f"[rsa] node-capacity: {table.get('node-capacity', policy.node_capacity)!r} is smaller "
@@ -125,6 +148,8 @@ class Policy:
             holder_timeout=self.holder_timeout,
             headroom=self.headroom,
             granule=self.granule,
+            cap=0 if self.spans else self.node_bytes,
+            mount_root=self.mount_root,
         )
 
     def ineligible(self, nnodes, request):
@@ -146,13 +171,36 @@ class Policy:
         delay = self.delay if request.delay is None else request.delay
         return dataclasses.replace(request, on_late=on_late, delay=delay)
 
+    @property
+    def spans(self):
+        """Can one RAM disk span several RSA nodes with this provider?"""
+        return PROVIDERS[self.provider]
+
+    @property
+    def node_bytes(self):
+        """The most one RSA node holds for RAM disks (whole granules)."""
+        return self.node_granules * self.granule
+
+    @property
+    def attach_root(self):
+        """Where compute nodes attach RAM disks that need it."""
+        return self.mount_root or self.ramdisk_root
+
     def need(self, nnodes, request):
-        """Bytes of RAM disk to reserve, in whole granules (at least one)."""
+        """Bytes of RAM disk to reserve, in whole granules (at least one).
+        A provider that cannot span RSA nodes is charged at most one node's
+        worth: a job cannot use more (rsa.capacity above it is refused at
+        submit)."""
         if request.capacity is not None:
             want = request.capacity
         else:
             want = nnodes * self.node_capacity / self.proportion
-        return max(1, math.ceil(want / self.granule)) * self.granule
+        need = max(1, math.ceil(want / self.granule)) * self.granule
+        return need if self.spans else min(need, self.node_bytes)
+
+    def port_range(self):
+        low, _, high = self.fs_ports.partition("-")
+        return int(low), int(high)
 
     def sizes_from_input(self, request):
         """True when the reservation is sized from the measured data_in."""

@@ -39,6 +39,8 @@ class Revoke(Event):
 class Starting(Event):
     """job-manager is about to start the job and asks what to give it."""
 
+    ranks: tuple = ()  # its compute nodes (broker ranks)
+
 
 @dataclass(frozen=True)
 class Finished(Event):
@@ -69,6 +71,25 @@ class HolderStarted(Event):
 class RamdiskBuilt(Event):
     gen: int
     path: str
+    volume: Optional[dict] = None  # what compute nodes attach (a RAM disk spanning nodes)
+
+
+@dataclass(frozen=True)
+class Attached(Event):
+    """The RAM disk was attached on every compute node of the job (or not:
+    ``error`` names the node and why; nothing stays attached then)."""
+
+    ok: bool
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Detached(Event):
+    """The RAM disk was detached from the job's compute nodes (``error``: a
+    node where it could not be)."""
+
+    ok: bool
+    error: Optional[str] = None
 
 
 @dataclass(frozen=True)

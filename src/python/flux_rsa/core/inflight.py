@@ -6,7 +6,7 @@ import dataclasses
 
 from flux_rsa.core import actions as A
 from flux_rsa.core import steps
-from flux_rsa.core.states import PRE_RUN, JobState, RsaState
+from flux_rsa.core.states import PRE_RUN, JobState, Mount, RsaState
 
 S = RsaState
 
@@ -20,6 +20,10 @@ def reissue(rec):
         return [A.Offer(rec.jobid, env=steps.start_env(rec))]
     if rec.measure == "asked":
         return [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
+    if rec.mount is Mount.ATTACHING:
+        return steps.attach(rec, None)[1]
+    if rec.mount is Mount.DETACHING:
+        return steps.detach(rec, None)[1]
     if state in (S.REQUESTED, S.ASSIGNED, S.BOOTING):
         return [A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)]
     if state is S.TEARDOWN:

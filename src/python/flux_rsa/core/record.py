@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from flux_rsa.core.states import JobState, RsaState
+from flux_rsa.core.states import JobState, Mount, RsaState
 
 #: the RAM disk's layout: inputs and outputs live side by side
 IN_AREA = "in"
@@ -63,6 +63,11 @@ class Env:
     out_on_ramdisk: bool = False  # data_out points at the RAM disk
     scratch: bool = False  # a RAM disk to work in, nothing staged either way
 
+    @property
+    def on_ramdisk(self):
+        """The job works on its RAM disk: staged inputs, output area or scratch."""
+        return self.staged_in or self.out_on_ramdisk or self.scratch
+
     def to_dict(self):
         return dataclasses.asdict(self)
 
@@ -95,6 +100,8 @@ class Limits:
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
     headroom: float = 0.0  # >0: the reservation is data_in's size times this
     granule: int = 4 * 2**20  # reservations are whole granules
+    cap: int = 0  # >0: the most one reservation may hold (a provider that cannot span nodes)
+    mount_root: str = ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -154,19 +161,36 @@ class Record:
     restages: int = 0  # stage-ins started beyond the first
     output_home: Optional[bool] = None  # None until stage-out ends
     reused: Optional[str] = None  # inputs copied from this replica, not data_in
+    volume: Optional[dict] = None  # what compute nodes attach (a RAM disk spanning nodes)
+    ranks: tuple = ()  # the job's compute nodes (broker ranks), from its start
+    mount: Mount = Mount.NONE  # the RAM disk on the compute nodes
+    mount_path: Optional[str] = None  # where the compute nodes attach(ed) it
     history: tuple = field(default=())  # Transition values, oldest first
 
     @property
     def final(self):
         from flux_rsa.core.states import AT_REST, ENDED
 
-        return self.job_state in ENDED and self.rsa_state in AT_REST
+        return (self.job_state in ENDED and self.rsa_state in AT_REST
+                and self.mount in (Mount.NONE, Mount.FAILED))
 
     def area(self, name):
-        """Path of an area (IN_AREA or OUT_AREA) on the current RAM disk."""
+        """Path of an area (IN_AREA or OUT_AREA) on the current RAM disk,
+        as the RSA nodes (the stager) see it."""
         if self.ramdisk is None:
             return None
         return f"{self.ramdisk}/{name}"
+
+    @property
+    def job_ramdisk(self):
+        """The RAM disk as the job's compute nodes see it: where they attach
+        it (``[rsa] mount-root``), else the RSA nodes' path."""
+        if self.ramdisk is None or self.volume is None or not self.limits.mount_root:
+            return self.ramdisk
+        return f"{self.limits.mount_root.rstrip('/')}/{self.ramdisk.rsplit('/', 1)[-1]}"
+
+    def job_area(self, name):
+        return None if self.ramdisk is None else f"{self.job_ramdisk}/{name}"
 
     def times(self):
         """First time each rsa-state was entered: {state name: t}."""
@@ -208,6 +232,10 @@ class Record:
             "restages": self.restages,
             "output_home": self.output_home,
             "reused": self.reused,
+            "volume": self.volume,
+            "ranks": list(self.ranks),
+            "mount": self.mount.value,
+            "mount_path": self.mount_path,
             "history": [tr.to_list() for tr in self.history],
         }
         return d
@@ -246,5 +274,9 @@ class Record:
             restages=d.get("restages", 0),
             output_home=d.get("output_home"),
             reused=d.get("reused"),
+            volume=d.get("volume"),
+            ranks=tuple(d.get("ranks", ())),
+            mount=Mount(d.get("mount", "")),
+            mount_path=d.get("mount_path"),
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

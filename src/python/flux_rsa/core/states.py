@@ -43,6 +43,20 @@ class RsaState(enum.Enum):
         return self.value
 
 
+class Mount(enum.Enum):
+    """The RAM disk on the job's compute nodes, for a provider whose RAM
+    disk they attach (a parallel file system mounted where the job runs)."""
+
+    NONE = ""  # not attached (or no need)
+    ATTACHING = "attaching"  # in flight: attach on every compute node
+    ATTACHED = "attached"  # mounted on every compute node
+    DETACHING = "detaching"  # in flight: detach on every compute node
+    FAILED = "failed"  # attach failed: the job uses its directories
+
+    def __str__(self):
+        return self.value
+
+
 J = JobState
 S = RsaState
 

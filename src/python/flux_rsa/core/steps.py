@@ -8,7 +8,7 @@ import math
 
 from flux_rsa.core import actions as A
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import RAMDISK_UP, RsaState
+from flux_rsa.core.states import RAMDISK_UP, Mount, RsaState
 
 S = RsaState
 
@@ -22,15 +22,17 @@ def start_env(rec):
     the RAM disk if one exists, persistent storage otherwise (thesis 3.2.1:
     a job that starts before its stage-in is done reads data_in directly)."""
     req = rec.request
-    usable = rec.rsa_state in RAMDISK_UP and not rec.revoked
+    usable = rec.rsa_state in RAMDISK_UP and not rec.revoked and rec.mount is not Mount.FAILED
     if not usable or rec.ramdisk is None:
         return Env(data_in=req.data_in, data_out=req.data_out)
     staged = rec.rsa_state is S.READY and req.has_stage_in
     on_ramdisk_out = req.has_stage_out
+    if not staged and not on_ramdisk_out and not req.scratch:  # nothing of it is for the job
+        return Env(data_in=req.data_in, data_out=req.data_out)
     return Env(
-        ramdisk=rec.ramdisk,
-        data_in=rec.area(IN_AREA) if staged else req.data_in,
-        data_out=rec.area(OUT_AREA) if on_ramdisk_out else None,
+        ramdisk=rec.job_ramdisk,
+        data_in=rec.job_area(IN_AREA) if staged else req.data_in,
+        data_out=rec.job_area(OUT_AREA) if on_ramdisk_out else None,
         staged_in=staged,
         out_on_ramdisk=on_ramdisk_out,
         scratch=req.scratch,
@@ -62,6 +64,8 @@ def sized(rec, ev):
         return _set(rec, measure="", error=error), []
     granule = rec.limits.granule
     need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
+    if rec.limits.cap:
+        need = min(need, rec.limits.cap)
     return _set(rec, measure="", need=need, input_bytes=ev.nbytes), []
 
 
@@ -74,11 +78,44 @@ def take_holder(rec, ev):
 
 
 def take_ramdisk(rec, ev):
-    return _set(rec, ramdisk=ev.path), []
+    return _set(rec, ramdisk=ev.path, volume=ev.volume), []
 
 
 def forget_holder(rec, ev):
-    return _set(rec, nodes=(), granted=0, ramdisk=None), []
+    return _set(rec, nodes=(), granted=0, ramdisk=None, volume=None), []
+
+
+# --- the RAM disk on the compute nodes -----------------------------------------
+
+
+def attach(rec, ev):
+    root, _, name = rec.job_ramdisk.rpartition("/")
+    return _set(rec, mount=Mount.ATTACHING, mount_path=rec.job_ramdisk), [
+        A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)]
+
+
+def attached(rec, ev):
+    """Attached everywhere, or nowhere: the job then uses its directories
+    and the note says which node failed."""
+    if ev.ok:
+        return _set(rec, mount=Mount.ATTACHED), []
+    error = f"the RAM disk could not be attached where the job runs ({ev.error}): it uses its directories"
+    return _set(rec, mount=Mount.FAILED, error=error), [A.PostEvent(rec.jobid, "error", {"error": error})]
+
+
+def detach(rec, ev):
+    """The RAM disk may be gone already (its holder lost): the compute nodes
+    still let go of their mount."""
+    root, _, name = rec.mount_path.rpartition("/")
+    return _set(rec, mount=Mount.DETACHING), [
+        A.Detach(rec.jobid, ranks=rec.ranks, root=root, name=name)]
+
+
+def detached(rec, ev):
+    if ev.ok:
+        return _set(rec, mount=Mount.NONE, mount_path=None), []
+    return _set(rec, mount=Mount.NONE, mount_path=None,
+                error=f"detaching the RAM disk: {ev.error}"), []
 
 
 def lost(rec, ev):
@@ -336,7 +373,7 @@ def take_env(rec, ev):
     """The job's own eventlog says what it was given: that is the truth
     (a job that started with our offer keeps its RAM disk)."""
     env = ev.env if ev.env is not None else rec.env
-    uses = env is not None and (env.staged_in or env.out_on_ramdisk)
+    uses = env is not None and env.on_ramdisk
     return _set(rec, env=env, start_pending=False, started=True, offer="",
                 revoked=rec.revoked and not uses), []
 
@@ -386,7 +423,7 @@ def starting(rec, ev):
     """job-manager holds the job until we answer; on_late=wait may make it
     wait for the inputs, never longer than the site's late timeout."""
     first = not rec.start_pending and rec.env is None
-    rec = _set(rec, start_pending=True, revoked=False, offer="")
+    rec = _set(rec, start_pending=True, revoked=False, offer="", ranks=ev.ranks or rec.ranks)
     if first and rec.request.on_late == "wait" and rec.rsa_state is not S.INELIGIBLE:
         return late_timer(rec, ev)
     return rec, []

@@ -20,7 +20,7 @@ from collections import namedtuple
 
 from flux_rsa.core import events as E
 from flux_rsa.core import steps as do
-from flux_rsa.core.states import HOLDING, PRE_RUN, JobState, RsaState
+from flux_rsa.core.states import HOLDING, PRE_RUN, JobState, Mount, RsaState
 
 J = JobState
 S = RsaState
@@ -65,7 +65,7 @@ def answerable(rec):
 
 def uses_ramdisk(rec):
     env = rec.env
-    return env is not None and (env.staged_in or env.out_on_ramdisk or env.scratch)
+    return env is not None and env.on_ramdisk
 
 
 def given(rec):
@@ -128,8 +128,59 @@ def revoked(rec):
 
 
 def offerable(rec):
-    """Staged and pending, nothing offered yet: offer the start env."""
-    return not rec.offer and not rec.revoked and not rec.start_pending and not rec.failed
+    """Staged and pending, nothing offered yet: offer the start env (not
+    when the compute nodes must attach the RAM disk first)."""
+    return (not rec.offer and not rec.revoked and not rec.start_pending and not rec.failed
+            and rec.volume is None)
+
+
+def attached_here(rec):
+    """The compute nodes have attached the RAM disk the job would be given
+    (not the one of a reservation lost meanwhile)."""
+    return rec.mount is Mount.ATTACHED and rec.mount_path == rec.job_ramdisk
+
+
+def attach_first(rec):
+    """The job is to start on a RAM disk its compute nodes must attach, and
+    they have not yet."""
+    if rec.volume is None or rec.mount is Mount.FAILED or attached_here(rec):
+        return False
+    return do.start_env(rec).on_ramdisk
+
+
+def attach_now(rec):
+    """Its answer is due and needs the RAM disk attached: attach it."""
+    due = (rec.rsa_state is S.READY and pending(rec)) or answerable(rec)
+    return due and rec.mount is Mount.NONE and attach_first(rec)
+
+
+def ready_answer(rec):
+    return pending(rec) and not attach_first(rec)
+
+
+def answer(rec):
+    return answerable(rec) and not attach_first(rec)
+
+
+def needless_mount(rec):
+    """The RAM disk is attached on compute nodes that no longer need it:
+    the job is over, it was given its directories after all, or it waits
+    to start on a new RAM disk (the attached one was lost)."""
+    if rec.mount is not Mount.ATTACHED:
+        return False
+    over = rec.job_state in (J.FINISHED, J.CANCELED)
+    unused = rec.env is not None and not uses_ramdisk(rec)
+    stale = rec.start_pending and rec.mount_path != rec.job_ramdisk
+    return over or unused or stale
+
+
+def given_unmounted(rec):
+    return given(rec) and unmounted(rec)
+
+
+def unmounted(rec):
+    """Nothing of the RAM disk is (being) attached on compute nodes."""
+    return rec.mount in (Mount.NONE, Mount.FAILED)
 
 
 def give_back(rec):
@@ -246,6 +297,11 @@ EVENT_ROWS = {
         Row(states(S.TEARDOWN), always, SAME, (do.cancel_holder, do.rearm)),
     ],
     E.Release: [Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))],
+    # the RAM disk on the compute nodes (the mount sub-machine)
+    E.Attached: [Row(ANY, lambda rec, ev: rec.mount is Mount.ATTACHING, SAME, (do.attached,)),
+                 Row(ANY, always, SAME, ())],
+    E.Detached: [Row(ANY, lambda rec, ev: rec.mount is Mount.DETACHING, SAME, (do.detached,)),
+                 Row(ANY, always, SAME, ())],
 }
 
 # --- PASS_ROWS: the scheduler pass (thesis Appendix A, Figures 3.2-3.5) ------
@@ -258,15 +314,17 @@ GIVE_BACK = states(S.REQUESTED, S.ASSIGNED, S.BOOTING, S.BOOTED, S.READY, S.ABOR
 PASS_ROWS = [
     # -- a starting job gets its answer (thesis job-start.sh) --
     PassRow(RUN, states(S.INELIGIBLE), pending, SAME, (do.reply,)),
-    PassRow(RUN, states(S.READY), pending, SAME, (do.reply,)),
-    PassRow(RUN, ANY, answerable, SAME, (do.reply,)),
+    # ... on a RAM disk its compute nodes attach: attach first
+    PassRow(RUN, ANY, attach_now, SAME, (do.attach,)),
+    PassRow(RUN, states(S.READY), ready_answer, SAME, (do.reply,)),
+    PassRow(RUN, ANY, answer, SAME, (do.reply,)),
     # -- a running job uses what it was given (Figure 3.4) --
     PassRow(RUN, states(S.READY), staged_in, S.INUSE_IN, (do.delay_timer,)),
     PassRow(RUN, states(S.READY, S.BOOTED), out_only, S.INUSE_OUT, ()),
     PassRow(RUN, states(S.STAGING_IN), out_only, S.STOPPING, (do.stop_stage,)),
     PassRow(RUN, states(S.ABORTED), out_only, S.INUSE_OUT, (do.purge_input,)),
     PassRow(RUN, states(S.STAGING_IN), given, S.STOPPING, (do.stop_stage,)),
-    PassRow(RUN, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, given, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(RUN, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, given_unmounted, S.TEARDOWN, (do.cancel_holder,)),
     # -- sizing from data_in (headroom): measure it first --
     PassRow(PRE_RUN | RUN, states(S.INITIAL), measure_wanted, SAME, (do.measure,)),
     # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
@@ -283,8 +341,10 @@ PASS_ROWS = [
     PassRow(frozenset({J.DEMOTED}), GIVE_BACK, give_back, S.TEARDOWN, (do.cancel_holder,)),
     PassRow(frozenset({J.DEMOTED}), states(S.DESTROYED), can_stage, S.INITIAL, (do.reset,)),
     # -- the job is over (Figure 3.5, thesis job-finish.sh) --
-    PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), out_on_ramdisk, S.STAGING_OUT, (do.stage_out,)),
+    # its compute nodes let go of the RAM disk before anything reads or ends it
+    PassRow(frozenset(J), ANY, needless_mount, SAME, (do.detach,)),
+    PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), lambda r: out_on_ramdisk(r) and unmounted(r), S.STAGING_OUT, (do.stage_out,)),
     PassRow(frozenset({J.FINISHED}), states(S.HELD), auto_retry, S.STAGING_OUT, (do.auto_retry_out, do.stage_out)),
     PassRow(ENDED, states(S.STAGING_IN), always, S.STOPPING, (do.stop_stage,)),
-    PassRow(ENDED, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, always, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(ENDED, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, unmounted, S.TEARDOWN, (do.cancel_holder,)),
 ]

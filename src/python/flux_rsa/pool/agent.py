@@ -20,6 +20,8 @@ import dataclasses
 import errno
 import json
 import os
+import pwd
+import secrets
 import signal
 import sys
 import time
@@ -29,6 +31,7 @@ import flux
 import flux.constants
 import flux.job
 import flux.kvs
+from flux.conf_builtin import conf_builtin_get
 from flux.job import JobID
 
 from flux_rsa.core.config import Policy
@@ -36,7 +39,9 @@ from flux_rsa.pool import graph, jgf, jobspecs, protocol
 from flux_rsa.pool.holders import Holder
 from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
+from flux_rsa.pool.ports import Ports, PortsExhausted
 from flux_rsa.pool.stages import Discard, Measure, Purge, SimulatedStage, Stage
+from flux_rsa.privileged import caller
 
 #: ended holders, stages and measures remembered for `list` and repeats
 KEEP_ENDED = 1000
@@ -58,7 +63,9 @@ class Agent:
         self.policy = policy
         self.simulate = policy.simulate_rate > 0
         self.topic = topic
-        self.python = python
+        self.via = caller.choose(python, policy.privilege, policy.imp, os.getuid())
+        self.ports = Ports(*policy.port_range())  # of holders spanning nodes
+        self.unusable = None  # why privileged operations cannot run here, or None
         self.environment = dict(os.environ)
         self.log = log
         self.pool_jobid = int(JobID(h.attr_get("jobid")))
@@ -85,6 +92,11 @@ class Agent:
         self.nodes = Nodes(self, self.hosts)
         t_graph = time.monotonic() - t0
         if not self.simulate:
+            self.unusable = caller.problem(self.via, conf_builtin_get("confdir"),
+                                           pwd.getpwuid(os.getuid()).pw_name)
+        if self.unusable:
+            log(f"RAM disks cannot be made: {self.unusable}; RSA jobs use their directories")
+        elif not self.simulate:
             self.sweep()
         self.nodes.watch()
         self.parent.service_register(protocol.SERVICE).get()
@@ -113,12 +125,16 @@ class Agent:
                 "pool_cores": p.pool_cores, "provider": p.provider,
                 "ramdisk_root": p.ramdisk_root, "service": protocol.SERVICE,
                 "notify": self.topic, "uri": self.h.attr_get("local-uri"),
-                "simulate_rate": p.simulate_rate}
+                "simulate_rate": p.simulate_rate, "privilege": self.privilege()}
+
+    def privilege(self):
+        """How privileged operations run here, and why they cannot (or None)."""
+        return {**self.via.describe(), "error": self.unusable}
 
     def sweep(self):
         """Remove RAM disks a crashed pool left behind, on every node, and
         learn the kept ones."""
-        js = jobspecs.sweep(self.python, self.policy, self.environment, nodes=len(self.hosts),
+        js = jobspecs.sweep(self.via, self.policy, self.environment, nodes=len(self.hosts),
                             report_kept=True)
         jobid = flux.job.submit(self.h, js)
         try:
@@ -176,6 +192,8 @@ class Agent:
         if isinstance(subjob, Purge):
             self.purges.pop(subjob.key, None)
             return
+        if isinstance(subjob, Holder):
+            self.ports.give(subjob.key)
         table = {Holder: self.holders, Stage: self.stages, SimulatedStage: self.stages,
                  Measure: self.measures}[type(subjob)]
         ended = self.ended[type(subjob)]
@@ -299,19 +317,33 @@ class Agent:
             raise protocol.BadRequest("the pool is shutting down (rsa-pool.shutdown); "
                                       "send the request to the next pool")
 
+    def _cannot(self, what):
+        return f"{what}: {self.unusable}"
+
     def do_hold(self, msg, p):
         key = (p["jobid"], p["gen"])
         holder = self.holders.get(key)
-        if holder is None:
+        if holder is None and self.unusable:
+            self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1],
+                        error=self._cannot("no RAM disk can be made"), kept=None)
+        elif holder is None:
             self._refuse_if_stopping()
             if p["adopt"] is not None:
                 self.holders[key] = self._adopting_holder(p)
             else:
                 self._refuse_over_kept(p)
-                js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
+                port = secret = None
+                if self.policy.spans:
+                    nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
+                    try:
+                        port = self.ports.take(key, nodes)
+                    except PortsExhausted as exc:
+                        raise protocol.BadRequest(f"{protocol.topic(protocol.HOLD)}: {exc}") from None
+                    secret = secrets.token_urlsafe(24)
+                js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                      p["userid"], len(self.hosts), self.environment,
-                                     rank=self._preferred_rank(p))
-                self.holders[key] = Holder(self, js, *key)
+                                     rank=self._preferred_rank(p), port=port, secret=secret)
+                self.holders[key] = Holder(self, js, *key, port=port, secret=secret)
         elif holder.done():
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error(),
                         kept=holder.kept_path())
@@ -346,7 +378,7 @@ class Agent:
         path = p["adopt"].rstrip("/")
         where = f"{protocol.topic(protocol.HOLD)}: adopt={path!r}"
         if self.simulate:  # nothing was kept for real: place it as any holder
-            js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
+            js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                  p["userid"], len(self.hosts), self.environment)
             return Holder(self, js, p["jobid"], p["gen"], adopt=path)
         kept = self.kept.get(path)
@@ -372,7 +404,7 @@ class Agent:
         if kept["rank"] in self.nodes.down:
             raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
         granules = jobspecs.adopt_granules(p["need"], kept["bytes"], self.policy)
-        js = jobspecs.holder(self.python, self.policy, p["jobid"], p["gen"], p["need"],
+        js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                              p["userid"], len(self.hosts), self.environment, adopt=path,
                              adopt_rank=kept["rank"], adopt_bytes=kept["bytes"])
         return Holder(self, js, p["jobid"], p["gen"], adopt=path, adopt_rank=kept["rank"],
@@ -393,13 +425,17 @@ class Agent:
         rank = self.nodes.rank_of(p["nodes"][0], "nodes[0]")
         key = (p["jobid"], p["seq"])
         stage = self.stages.get(key)
-        if stage is None:
+        if stage is None and self.unusable:
+            self.notify(protocol.STAGE_END, jobid=key[0], seq=key[1], ok=False,
+                        error=self._cannot("cannot stage"), reused=None)
+        elif stage is None:
             self._refuse_if_stopping()
             if self.simulate:
                 seconds = p["size"] / self.policy.simulate_rate
                 self.stages[key] = SimulatedStage(self, *key, seconds)
                 return {}
-            js = jobspecs.stage(self.python, p, rank, self.environment, self.policy.stage_workers)
+            js = jobspecs.stage(self.via, self.policy, p, rank, self.environment,
+                                self.policy.stage_workers)
             self.stages[key] = Stage(self, js, *key)
         elif stage.ended:
             self.notify(protocol.STAGE_END, **stage.end_fields())
@@ -422,9 +458,12 @@ class Agent:
         if self.simulate:  # nothing was staged for real: done at once
             self.notify(protocol.PURGE_END, jobid=p["jobid"], ok=True, error=None)
             return {}
-        if p["jobid"] not in self.purges:
+        if self.unusable:
+            self.notify(protocol.PURGE_END, jobid=p["jobid"], ok=False,
+                        error=self._cannot("cannot drop the inputs"))
+        elif p["jobid"] not in self.purges:
             self._refuse_if_stopping()
-            js = jobspecs.purge(self.python, p, rank, self.environment)
+            js = jobspecs.purge(self.via, self.policy, p, rank, self.environment)
             self.purges[p["jobid"]] = Purge(self, js, p["jobid"])
         return {}
 
@@ -435,9 +474,12 @@ class Agent:
                         files=0, error=None)
             return {}
         measure = self.measures.get(key)
-        if measure is None:
+        if measure is None and self.unusable:
+            self.notify(protocol.MEASURE_END, jobid=key[0], seq=key[1], ok=False, bytes=0,
+                        files=0, error=self._cannot("cannot measure"))
+        elif measure is None:
             self._refuse_if_stopping()
-            js = jobspecs.measure(self.python, p, self.environment)
+            js = jobspecs.measure(self.via, p, self.environment)
             self.measures[key] = Measure(self, js, *key)
         elif measure.ended:
             self.notify(protocol.MEASURE_END, jobid=key[0], seq=key[1], **measure.outcome())
@@ -458,11 +500,14 @@ class Agent:
         if kept is None or self.simulate:
             self.kept.pop(path, None)  # unknown or already gone: nothing to do
             self.notify(protocol.DISCARD_END, path=path, ok=True, error=None)
+        elif self.unusable:
+            self.notify(protocol.DISCARD_END, path=path, ok=False,
+                        error=self._cannot("cannot remove it"))
         elif path not in self.discards:
             self._refuse_if_stopping()
             if kept["rank"] in self.nodes.down:
                 raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
-            js = jobspecs.discard(self.python, path, kept["rank"], self.environment)
+            js = jobspecs.discard(self.via, self.policy, path, kept["rank"], self.environment)
             self.discards[path] = Discard(self, js, path)
         return {}
 
@@ -529,7 +574,8 @@ class Agent:
                           "reserved": reserved, "free": total - reserved, "holders": holders,
                           **self.nodes.describe(rank)})
         return {"nodes": nodes, "granule": g, "notifications_pending": self.notifier.pending(),
-                "simulate_rate": self.policy.simulate_rate}
+                "simulate_rate": self.policy.simulate_rate, "provider": self.policy.provider,
+                "privilege": self.privilege()}
 
 
 def _json(text):

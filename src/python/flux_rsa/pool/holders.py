@@ -10,7 +10,7 @@ or its command failed to remove it) would keep the memory Fluxion now
 counts as free: the agent first runs a sweep on its first node, then sends
 ``holder-end`` (not when that node is down: nothing can run there).
 
-``keep()`` (pool shutdown with ``keep``) ends the holder with SIGUSR1: the
+``keep()`` (pool shutdown with ``keep``) ends the holder with SIGALRM: the
 RAM-disk command marks the RAM disk kept and exits without destroying it;
 ``holder-end`` then carries ``kept: PATH``.  A holder may also *adopt* a
 kept RAM disk (``adopt``): it runs on that RAM disk's node and takes it
@@ -31,17 +31,19 @@ from flux.hostlist import Hostlist
 
 from flux_rsa.pool import jgf, jobspecs, protocol
 from flux_rsa.pool.subjob import Subjob, _ignore
+from flux_rsa.ramdisk import parallel
+from flux_rsa.ramdisk.hold import KEEP_SIGNAL
 
 CANCEL_REASON = "flux-rsa: reservation released"
 KEEP_REASON = "flux-rsa: pool shut down, RAM disk kept"
-#: the RAM-disk command keeps its RAM disk on this signal (see ramdisk.hold)
-KEEP_SIGNAL = signal.SIGUSR1
 
 
 class Holder(Subjob):
     def __init__(self, agent, jobspec, jobid, gen, adopt=None, adopt_rank=None,
-                 adopt_granules=0):
+                 adopt_granules=0, port=None, secret=None):
         self.key = (jobid, gen)
+        self.port = port  # first brick's port, when the RAM disk spans nodes
+        self.secret = secret
         self.sent = set()
         self.path = None
         self.asked = False
@@ -80,6 +82,14 @@ class Holder(Subjob):
         if self.started:
             return "started"
         return "allocated" if self.R else "pending"
+
+    def volume(self):
+        """What compute nodes mount, for a RAM disk over several nodes."""
+        if self.port is None or self.simulated:
+            return None
+        jobid, gen = self.key
+        return parallel.volume_of(jobspecs.ramdisk_name(jobid, gen), jobid, gen, self.nodes,
+                                  self.agent.policy.fs_host, self.port, self.secret).to_dict()
 
     def release(self):
         """The service asked for this holder to go."""
@@ -187,7 +197,8 @@ class Holder(Subjob):
                                                    jobspecs.ramdisk_name(jobid, gen))
         if self.path and protocol.HOLDER_START in self.sent and self._once(protocol.RAMDISK_BUILT):
             self.agent.adopted(self)
-            self.agent.notify(protocol.RAMDISK_BUILT, jobid=jobid, gen=gen, path=self.path)
+            self.agent.notify(protocol.RAMDISK_BUILT, jobid=jobid, gen=gen, path=self.path,
+                              volume=self.volume())
         if not self.ended:
             return
         if self._needs_sweep() and self.sweeper is None and self.sweep_skipped is None:
@@ -197,7 +208,7 @@ class Holder(Subjob):
                                       "nothing could remove what is left there (a later "
                                       "pool's start-up sweep does)")
             else:
-                js = jobspecs.sweep(self.agent.python, self.agent.policy,
+                js = jobspecs.sweep(self.agent.via, self.agent.policy,
                                     self.agent.environment, rank=first)
                 self.sweeper = Sweeper(self.agent, js, self.update)
                 return

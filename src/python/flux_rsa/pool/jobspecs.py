@@ -1,7 +1,10 @@
-"""Jobspecs and command lines of the pool's subjobs, as plain values.
+"""Jobspecs of the pool's subjobs, as plain values.
 
 Holders ask Fluxion for RAM-disk capacity as memory granules; stage, purge
-and sweep jobs run a command on given nodes.  Every slot has a core (a
+and sweep jobs run a command on given nodes.  Every task runs one
+operation of the privileged entry point (``flux_rsa.privileged``): its
+``RSA_*`` variables are in the job's environment, and ``via`` says whether
+the task runs it itself or through ``flux-imp run rsa``.  Every slot has a core (a
 memory-only slot is matched but never runs, and leaks its memory) and every
 job runs with cpu-affinity off (the pool's cores are virtual).
 The subjobs' output stays in the KVS, where the agent follows it.
@@ -16,10 +19,8 @@ import math
 
 from flux.job import JobspecV1
 
-#: the stager and RAM-disk commands, after the Python interpreter
-STAGER = ("-m", "flux_rsa.stage")
-RAMDISK = ("-m", "flux_rsa.ramdisk")
-MEASURE = ("-m", "flux_rsa.pool.measure")
+from flux_rsa.privileged.caller import subjob_environment
+
 OUTPUT_BATCH = 0.05
 
 
@@ -64,6 +65,12 @@ def layout(need, policy, nnodes):
     granules = max(1, math.ceil(need / policy.granule))
     per_node = policy.node_granules
     nodes = math.ceil(granules / per_node)
+    if nodes > 1 and not policy.spans:
+        raise Unfit(
+            f"need {need} bytes is more than one RSA node holds ({per_node * policy.granule} "
+            f"bytes) and provider {policy.provider} cannot span nodes (lower rsa.capacity, or "
+            "set [rsa] provider = \"glusterfs\")"
+        )
     if nodes > nnodes:
         raise Unfit(
             f"need {need} bytes ({granules} granules of {policy.granule}) is more than the "
@@ -86,18 +93,17 @@ def adopt_granules(need, kept_bytes, policy):
     return granules
 
 
-def holder_command(python, policy, jobid, gen, size, userid, adopt=None):
-    command = [python, *RAMDISK, "hold", "--provider", policy.provider,
-               "--root", policy.ramdisk_root, "--name", ramdisk_name(jobid, gen),
-               "--size", str(size), "--owner", str(userid),
-               "--jobid", str(jobid), "--gen", str(gen)]
-    if adopt is not None:
-        command += ["--adopt", adopt]
-    return command
+def holder_task(via, policy, jobid, gen, size, userid, adopt=None, port=None, secret=None):
+    """``size``: bytes on each node.  A RAM disk over several nodes also
+    gets the first brick's port and the volume's secret."""
+    spanning = {"port": port, "secret": secret, "fs_host": policy.fs_host} if policy.spans else {}
+    return via.command("hold", root=policy.ramdisk_root, name=ramdisk_name(jobid, gen),
+                       size=size, owner=userid, provider=policy.provider, jobid=jobid, gen=gen,
+                       adopt=adopt, **spanning)
 
 
-def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
-           adopt_rank=None, adopt_bytes=0, rank=None):
+def holder(via, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
+           adopt_rank=None, adopt_bytes=0, rank=None, port=None, secret=None):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
     first node's builds the RAM disk, the others only hold capacity).
     Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big) places the
@@ -107,9 +113,9 @@ def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=
         nodes, granules = layout(need, policy, nnodes)
     else:
         nodes, granules = 1, adopt_granules(need, adopt_bytes, policy)
-    command = holder_command(python, policy, jobid, gen, granules * policy.granule, userid,
-                             adopt)
-    jobspec = _jobspec(command, holder_name(jobid, gen), environment, nodes=nodes,
+    task = holder_task(via, policy, jobid, gen, granules * policy.granule, userid, adopt,
+                       port, secret)
+    jobspec = _jobspec(task, holder_name(jobid, gen), environment, nodes=nodes,
                        memory=granules, rank=adopt_rank if adopt_rank is not None else rank)
     if policy.simulate_rate > 0:
         _simulate(jobspec)
@@ -122,69 +128,57 @@ def holder(python, policy, jobid, gen, need, userid, nnodes, environment, adopt=
 # --- stage, purge, sweep -----------------------------------------------------
 
 
-def stage_command(python, request, workers=0):
-    """The stager's command line for a ``stage`` request (see protocol).
-
-    The script always gets the RAM-disk directory first and the data
-    directory second (thesis Appendix U), whichever way the data goes.
-    """
+def stage_task(via, policy, request, workers=0):
+    """The stage operation for a ``stage`` request (see protocol).  A user
+    script always gets the RAM-disk directory first and the data directory
+    second (thesis Appendix U), whichever way the data goes."""
     direction, method = request["direction"], request["method"]
-    src, dst = request["src"], request["dst"]
     if method is None:
-        args = ["copy", src, dst]
+        mode = "copy"
     elif method == "tar":
-        args = ["untar", src, dst] if direction == "in" else ["tar", src, dst]
+        mode = "untar" if direction == "in" else "tar"
     else:
-        ramdisk, data = (dst, src) if direction == "in" else (src, dst)
-        args = ["script", method, ramdisk, data, "--direction", direction]
-    options = ["--as-user", str(request["userid"]), "--progress-json",
-               "--verify", request["verify"]]
-    if workers:
-        options += ["--workers", str(workers)]
-    if request.get("replica") and method is None and direction == "in":
-        options += ["--replica", request["replica"]]
-    return [python, *STAGER, *args, *options]
+        mode = "script"
+    return via.command("stage", root=policy.ramdisk_root, direction=direction, mode=mode,
+                       src=request["src"], dst=request["dst"], owner=request["userid"],
+                       script=method if mode == "script" else None, verify=request["verify"],
+                       workers=workers or None,
+                       replica=request.get("replica") if mode == "copy" and direction == "in"
+                       else None)
 
 
-def stage(python, request, rank, environment, workers=0):
+def stage(via, policy, request, rank, environment, workers=0):
     """Stage subjob on pool rank ``rank`` (the holder's first node)."""
-    return _jobspec(stage_command(python, request, workers),
+    return _jobspec(stage_task(via, policy, request, workers),
                     stage_name(request["jobid"], request["seq"]), environment, rank=rank)
 
 
-def purge_command(python, path, data_in):
-    link = [] if data_in is None else ["--link", data_in]
-    return [python, *RAMDISK, "purge", path, *link]
+def purge_task(via, policy, path, data_in):
+    return via.command("purge", root=policy.ramdisk_root, path=path, link=data_in)
 
 
-def purge(python, request, rank, environment):
-    return _jobspec(purge_command(python, request["path"], request["data_in"]),
+def purge(via, policy, request, rank, environment):
+    return _jobspec(purge_task(via, policy, request["path"], request["data_in"]),
                     purge_name(request["jobid"]), environment, rank=rank)
 
 
-def sweep(python, policy, environment, nodes=1, rank=None, report_kept=False):
+def sweep(via, policy, environment, nodes=1, rank=None, report_kept=False):
     """Remove leftover RAM disks: one task on each of ``nodes`` nodes, or on
     pool rank ``rank``.  ``report_kept``: print the kept ones as JSON."""
-    command = [python, *RAMDISK, "sweep", policy.ramdisk_root]
-    if report_kept:
-        command.append("--report-kept")
-    return _jobspec(command, "rsa-sweep", environment, nodes=nodes, rank=rank)
+    task = via.command("sweep", root=policy.ramdisk_root, report_kept=report_kept or None)
+    return _jobspec(task, "rsa-sweep", environment, nodes=nodes, rank=rank)
 
 
-def measure_command(python, path, userid):
-    return [python, *MEASURE, path, "--as-user", str(userid)]
-
-
-def measure(python, request, environment):
+def measure(via, request, environment):
     """Measure subjob, on any pool node (they all see persistent storage)."""
-    return _jobspec(measure_command(python, request["path"], request["userid"]),
-                    measure_name(request["jobid"], request["seq"]), environment)
+    task = via.command("measure", path=request["path"], owner=request["userid"])
+    return _jobspec(task, measure_name(request["jobid"], request["seq"]), environment)
 
 
-def discard(python, path, rank, environment):
+def discard(via, policy, path, rank, environment):
     """Remove the kept RAM disk ``path`` on pool rank ``rank``."""
-    return _jobspec([python, *RAMDISK, "discard", path], discard_name(path), environment,
-                    rank=rank)
+    task = via.command("discard", root=policy.ramdisk_root, path=path)
+    return _jobspec(task, discard_name(path), environment, rank=rank)
 
 
 # --- common shape --------------------------------------------------------------
@@ -202,7 +196,8 @@ def simulated(jobspec):
 
 
 
-def _jobspec(command, name, environment, nodes=1, memory=None, rank=None):
+def _jobspec(task, name, environment, nodes=1, memory=None, rank=None):
+    command, variables = task
     slot = [{"type": "core", "count": 1}]
     if memory:
         slot.append({"type": "memory", "count": memory})
@@ -220,6 +215,6 @@ def _jobspec(command, name, environment, nodes=1, memory=None, rank=None):
         # does, which need not be what its brokers call themselves (job
         # ingest checks host names against the brokers' hostlist)
         jobspec.setattr("system.constraints", {"ranks": [str(rank)]})
-    jobspec.environment = dict(environment)
+    jobspec.environment = {**subjob_environment(environment), **variables}
     jobspec.cwd = "/"
     return jobspec

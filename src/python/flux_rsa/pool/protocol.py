@@ -54,7 +54,9 @@ NOTIFY_FIELDS = {
                  "ramdisk_root", "service", "notify", "uri", "simulate_rate"),
     HOLDER_ALLOC: ("jobid", "gen", "nodes", "granted"),
     HOLDER_START: ("jobid", "gen"),
-    RAMDISK_BUILT: ("jobid", "gen", "path"),
+    # volume: what compute nodes mount (servers, user, secret) when the RAM
+    # disk spans nodes (provider glusterfs), else null
+    RAMDISK_BUILT: ("jobid", "gen", "path", "volume"),
     HOLDER_END: ("jobid", "gen", "error", "kept"),
     STAGE_PROGRESS: ("jobid", "seq", "progress"),
     STAGE_END: ("jobid", "seq", "ok", "error", "reused"),

@@ -5,7 +5,7 @@ import sys
 
 from flux_rsa.core.units import parse_size
 from flux_rsa.ramdisk import layout, providers
-from flux_rsa.ramdisk.hold import hold
+from flux_rsa.ramdisk.hold import hold, task_rank
 from flux_rsa.ramdisk.purge import purge
 from flux_rsa.ramdisk.sweep import sweep
 
@@ -66,7 +66,7 @@ def main(argv=None):
         if args.adopt is not None and args.jobid is None:
             return _fail("hold --adopt needs --jobid (whose kept RAM disk it is)")
         return hold(args.root, args.name, args.size, args.owner, args.provider, prog=PROG,
-                    jobid=args.jobid, gen=args.gen, adopt=args.adopt)
+                    jobid=args.jobid, gen=args.gen, adopt=args.adopt, rank=task_rank())
     if args.command == "discard":
         try:
             if layout.discard(args.path):

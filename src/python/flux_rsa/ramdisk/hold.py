@@ -4,10 +4,12 @@ In a holder job every node runs one task; the task on the first node
 (``FLUX_TASK_RANK`` 0, or no Flux at all) builds the RAM disk, the others
 only keep the node's capacity reserved until the job is cancelled.
 
-SIGTERM, SIGINT or SIGHUP end the hold and destroy the RAM disk.  SIGUSR1
+SIGTERM, SIGINT or SIGHUP end the hold and destroy the RAM disk.  SIGALRM
 (``KEEP_SIGNAL``) ends it *keeping* the RAM disk: its marker says kept, on
 which node, for which job, and ``{"event": "kept", ...}`` is printed; a
-later holder can take it over with ``--adopt PATH``.
+later holder can take it over with ``--adopt PATH``.  (Not SIGUSR1: between
+a holder and this process ``flux-imp run`` forwards TERM, INT, HUP and ALRM
+as they are, but turns USR1 into SIGKILL.)
 """
 
 import json
@@ -19,7 +21,7 @@ import sys
 from flux_rsa.ramdisk import layout
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-KEEP_SIGNAL = signal.SIGUSR1
+KEEP_SIGNAL = signal.SIGALRM
 
 
 def _say(line):
@@ -28,6 +30,19 @@ def _say(line):
 
 def _print(event, **fields):
     print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def job_nodes():
+    """The names of this job's nodes in rank order (task i runs on node i
+    of a holder: one task per node), from the job's R."""
+    import flux
+    import flux.job
+    from flux.hostlist import Hostlist
+
+    h = flux.Flux()
+    jobid = flux.job.JobID(os.environ["FLUX_JOB_ID"])
+    R = flux.job.job_info_lookup(h, jobid, keys=["R"]).get_decode()["R"]
+    return list(Hostlist(R["execution"]["nodelist"]))
 
 
 def node_name():
@@ -54,13 +69,33 @@ def node_name():
         return socket.gethostname()
 
 
+def task_rank():
+    """This task's rank in its holder job (0 outside a job)."""
+    return int(os.environ.get("FLUX_TASK_RANK", "0"))
+
+
+def block_signals():
+    """Block the signals that end a hold, first of all: one arriving while
+    the RAM disk is built is kept and ends the wait at once, so nothing is
+    ever left behind."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS | {KEEP_SIGNAL})
+
+
 def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None, gen=None,
-         adopt=None):
-    # block the signals first: one arriving while we build is kept and
-    # ends the wait at once, so nothing is ever left behind
+         adopt=None, rank=0, host=None, volume=None):
+    """Build (or adopt) the RAM disk on task ``rank`` 0 (the others only
+    hold capacity), report it, keep it until signalled.  ``host``: this
+    node's name for a kept marker (default: asked from Flux at keep time).
+    A provider that spans nodes (``volume``: the volfiles.Volume) has every
+    task hold its node's share (ramdisk.parallel)."""
     signals = STOP_SIGNALS | {KEEP_SIGNAL}
-    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    if os.environ.get("FLUX_TASK_RANK", "0") != "0":
+    block_signals()
+    if volume is not None:
+        from flux_rsa.ramdisk import parallel
+
+        return parallel.hold(root, name, size, owner, rank, volume, jobid=jobid, gen=gen,
+                             prog=prog)
+    if rank != 0:
         signal.sigwait(signals)
         return 0
     try:
@@ -77,7 +112,7 @@ def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None,
     sig = signal.sigwait(signals)
     try:
         if sig == KEEP_SIGNAL:
-            marker = layout.keep(path, node_name())
+            marker = layout.keep(path, host or node_name())
             _print("kept", path=path, host=marker["host"], size=marker["size"])
         else:
             layout.destroy(path)

@@ -78,7 +78,7 @@ def read_marker(path):
     return marker if isinstance(marker, dict) and marker.get("name") else None
 
 
-def _write_marker(path, marker):
+def write_marker(path, marker):
     tmp = os.path.join(path, MARKER + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as f:
@@ -121,37 +121,56 @@ def _ids_from_name(name):
     return None, None
 
 
-def build(root, name, size, owner, provider, jobid=None, gen=None):
-    """Make the RAM disk ROOT/NAME for uid ``owner``; return its path."""
-    path = path_of(root, name)
+def claim(path):
+    """Make way for a new RAM disk at ``path``: refuse what is not ours, a
+    kept one or one whose holder runs; remove a dead holder's leftover."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    if not os.path.lexists(path):
+        return
+    old = read_marker(path)
+    if old is None:
+        raise RamdiskError(f"{path} exists and is not a flux-rsa RAM disk (remove it or "
+                           "choose another [rsa] ramdisk-root)")
+    if old.get("kept"):
+        raise RamdiskError(f"{path} is a kept RAM disk of job {old.get('jobid')}: adopt it "
+                           "(rsa-pool.hold adopt) or discard it (rsa-pool.discard) first")
+    if holder_alive(old):
+        raise RamdiskError(f"{path} is still held by process {old['pid']}")
+    destroy(path)
+
+
+def new_marker(name, provider, size, owner, jobid=None, gen=None, **fields):
+    """The marker of a RAM disk this process builds and holds."""
     uid, gid = owner_ids(owner)
-    make = providers.get(provider)
-    os.makedirs(root, mode=0o755, exist_ok=True)
-    if os.path.lexists(path):
-        old = read_marker(path)
-        if old is None:
-            raise RamdiskError(f"{path} exists and is not a flux-rsa RAM disk (remove it or "
-                               "choose another [rsa] ramdisk-root)")
-        if old.get("kept"):
-            raise RamdiskError(f"{path} is a kept RAM disk of job {old.get('jobid')}: adopt it "
-                               "(rsa-pool.hold adopt) or discard it (rsa-pool.discard) first")
-        if holder_alive(old):
-            raise RamdiskError(f"{path} is still held by process {old['pid']}")
-        destroy(path)
     if jobid is None or gen is None:
         jobid, gen = _ids_from_name(name)
-    marker = {"name": name, "provider": provider, "size": int(size), "owner": uid,
-              "group": gid, "jobid": jobid, "gen": gen, "kept": False, **_holder_fields()}
+    return {"name": name, "provider": provider, "size": int(size), "owner": uid,
+            "group": gid, "jobid": jobid, "gen": gen, "kept": False, **fields,
+            **_holder_fields()}
+
+
+def make_areas(path, marker):
+    """The job owner's in/ and out/ (mode 0700) in the RAM disk at ``path``."""
+    for area in (IN_AREA, OUT_AREA):
+        sub = os.path.join(path, area)
+        os.mkdir(sub, 0o700)
+        os.chown(sub, marker["owner"], marker["group"])
+
+
+def build(root, name, size, owner, provider, jobid=None, gen=None):
+    """Make the RAM disk ROOT/NAME for uid ``owner`` on this node; return
+    its path."""
+    path = path_of(root, name)
+    marker = new_marker(name, provider, size, owner, jobid, gen)
+    make = providers.get(provider)
+    claim(path)
     try:
         os.mkdir(path, 0o755)
-        _write_marker(path, marker)
+        write_marker(path, marker)
         make.create(path, size)
         os.chmod(path, 0o755)
-        _write_marker(path, marker)
-        for area in (IN_AREA, OUT_AREA):
-            sub = os.path.join(path, area)
-            os.mkdir(sub, 0o700)
-            os.chown(sub, uid, gid)
+        write_marker(path, marker)
+        make_areas(path, marker)
     except (OSError, providers.ProviderError) as exc:
         try:
             destroy(path)
@@ -169,7 +188,7 @@ def keep(path, host):
         raise RamdiskError(f"cannot keep {path}: no {MARKER} marker")
     marker.update(kept=True, host=host, kept_at=time.time())
     try:
-        _write_marker(path, marker)
+        write_marker(path, marker)
     except OSError as exc:
         raise RamdiskError(f"cannot keep {path}: writing its marker: {exc}") from None
     return marker
@@ -205,7 +224,7 @@ def adopt(path, jobid, size, owner):
             marker["size"] = int(size)
         marker.update(kept=False, **_holder_fields())
         marker.pop("kept_at", None)
-        _write_marker(path, marker)
+        write_marker(path, marker)
     except (OSError, providers.ProviderError) as exc:
         raise RamdiskError(f"cannot adopt {path}: {exc}") from None
     return marker
@@ -232,7 +251,7 @@ def destroy(path):
             raise RamdiskError(f"{path} has no {MARKER} marker: not removing what flux-rsa did not make")
         return
     try:
-        providers.get(marker.get("provider")).destroy(path)
+        providers.get(marker.get("provider")).destroy(path, marker)
         remove(path)
     except (OSError, providers.ProviderError) as exc:
         raise RamdiskError(f"cannot remove {path}: {exc}") from None

@@ -1,28 +1,43 @@
-"""Providers: how a RAM disk's space is made and given back.
+"""Providers: how a RAM disk is made, reached and given back.
 
-A provider is a triple of functions selected by name:
+A provider has four steps, all run as root (through the privileged entry
+point at a site):
 
-* ``create(path, size)`` turns the empty directory ``path`` into storage
-  of ``size`` bytes (``path`` exists, root-owned, holding only the marker);
-* ``destroy(path)`` gives the space back and leaves ``path`` an ordinary
-  directory (or gone) that the caller removes;
-* ``resize(path, size)`` grows the storage at ``path`` to ``size`` bytes
-  (when a kept RAM disk is adopted for a larger reservation).
+* **create**, on each RSA node of the reservation (holder task ``i`` of
+  ``n``): makes this node's share of the storage; the first node also
+  makes the RAM disk the stager sees at ``ROOT/NAME`` (with the owner's
+  ``in/`` and ``out/``);
+* **attach**, on each compute node of the job before it starts: makes the
+  RAM disk reachable at the path the job is given (``RSA_RAMDISK``);
+* **detach**, on each compute node after the job ends and before the
+  stage-out reads the data;
+* **destroy**, on each RSA node when the reservation ends.
 
-``tmpfs`` (default) mounts a tmpfs of the granted size: needs root.
-``dir`` is a plain directory without a size limit, for unprivileged test
-installs.  A RAM disk spanning several RSA nodes as one namespace needs a
-parallel file system (e.g. BeeOND, GekkoFS) started across the nodes: add
-a provider here whose create/destroy start and stop it; until then the
-other nodes of a spanning reservation hold capacity only.
+and says whether one RAM disk may span several RSA nodes (``spans``) and
+whether compute nodes attach it (``attaches``; else the site makes the
+RAM-disk root reachable from compute nodes itself, e.g. an NFS export).
+
+Shipped:
+
+* ``tmpfs`` (default): one node; a tmpfs of the reserved size (root);
+* ``dir``: one node; a plain directory, no size limit (unprivileged tests);
+* ``glusterfs``: spans nodes; one GlusterFS volume over a tmpfs brick per
+  node, mounted by the stager and by every compute node (``glusterfs.py``,
+  ``parallel.py``).
+
+Single-node providers are triples of functions over a path:
+``create(path, size)`` turns the empty root-owned directory ``path``
+(holding only the marker) into storage of ``size`` bytes;
+``destroy(path, marker)`` gives the space back and leaves ``path`` an
+ordinary directory that the caller removes; ``resize(path, size)`` grows
+it (when a kept RAM disk is adopted by a larger reservation).
 """
 
 import ctypes
 import errno
 import os
-from collections import namedtuple
-
-Provider = namedtuple("Provider", "create destroy resize")
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -36,21 +51,44 @@ class ProviderError(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    create: Callable
+    destroy: Callable
+    resize: Optional[Callable] = None
+    spans: bool = False
+    attaches: bool = False
+
+
 def _check(rc, what, path):
     if rc != 0:
         err = ctypes.get_errno()
         raise ProviderError(f"{what} {path}: {os.strerror(err)}") from OSError(err, os.strerror(err))
 
 
-def create_tmpfs(path, size):
+def umount(path):
+    """Unmount what is mounted at ``path``; lazily (MNT_DETACH) when busy."""
+    rc = _libc.umount2(os.fsencode(path), 0)
+    if rc != 0 and ctypes.get_errno() == errno.EBUSY:
+        rc = _libc.umount2(os.fsencode(path), MNT_DETACH)
+    _check(rc, "umount", path)
+
+
+def mount_tmpfs(path, size, mode=0o755):
     if os.geteuid() != 0:
         raise ProviderError(
             f"cannot mount a tmpfs at {path}: provider tmpfs needs root (this runs as uid "
-            f"{os.geteuid()}); run the pool as root or set [rsa] provider = \"dir\" for a test install"
+            f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] privilege = "
+            "\"imp\"), or set [rsa] provider = \"dir\" for a test install"
         )
-    options = f"size={int(size)},mode=0755".encode()
+    options = f"size={int(size)},mode={mode:04o}".encode()
     rc = _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options)
     _check(rc, f"mount tmpfs (size={size})", path)
+
+
+def create_tmpfs(path, size):
+    mount_tmpfs(path, size)
 
 
 def resize_tmpfs(path, size):
@@ -62,30 +100,43 @@ def resize_tmpfs(path, size):
     _check(rc, f"remount tmpfs (size={size})", path)
 
 
-def destroy_tmpfs(path):
+def destroy_tmpfs(path, marker=None):
     """Unmount every tmpfs stacked at ``path``; lazily when busy."""
     while os.path.ismount(path):
-        rc = _libc.umount2(os.fsencode(path), 0)
-        if rc != 0 and ctypes.get_errno() == errno.EBUSY:
-            rc = _libc.umount2(os.fsencode(path), MNT_DETACH)
-        _check(rc, "umount", path)
+        umount(path)
 
 
 def create_dir(path, size):
     del path, size  # a plain directory: nothing to set up, no size limit
 
 
-def destroy_dir(path):
-    del path  # the caller removes the tree
+def destroy_dir(path, marker=None):
+    del path, marker  # the caller removes the tree
 
 
 def resize_dir(path, size):
     del path, size  # no size limit
 
 
+def destroy_glusterfs(path, marker):
+    from flux_rsa.ramdisk import parallel
+
+    try:
+        parallel.destroy(path, marker)
+    except (OSError, parallel.GlusterError) as exc:
+        raise ProviderError(str(exc)) from None
+
+
+def _create_spanning(path, size):
+    raise ProviderError(f"{path}: a glusterfs RAM disk is built by its holder's tasks "
+                        "(ramdisk.parallel), not as one directory")
+
+
 PROVIDERS = {
-    "tmpfs": Provider(create_tmpfs, destroy_tmpfs, resize_tmpfs),
-    "dir": Provider(create_dir, destroy_dir, resize_dir),
+    "tmpfs": Provider("tmpfs", create_tmpfs, destroy_tmpfs, resize_tmpfs),
+    "dir": Provider("dir", create_dir, destroy_dir, resize_dir),
+    "glusterfs": Provider("glusterfs", _create_spanning, destroy_glusterfs, spans=True,
+                          attaches=True),
 }
 
 

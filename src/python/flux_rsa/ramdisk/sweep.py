@@ -10,7 +10,7 @@ each is printed as one JSON line ``{"event": "kept", "path", "jobid",
 import json
 import os
 
-from flux_rsa.ramdisk import layout
+from flux_rsa.ramdisk import layout, parallel
 
 
 def sweep(root, say=print, report_kept=False):
@@ -26,6 +26,7 @@ def sweep(root, say=print, report_kept=False):
     for entry in entries:
         if not entry.is_dir(follow_symlinks=False):
             continue
+        parallel.unmount_stale(entry.path)
         marker = layout.read_marker(entry.path)
         if marker is None:
             continue

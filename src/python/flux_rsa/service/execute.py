@@ -13,10 +13,11 @@ URGENCY_EXPEDITE = 31  # highest urgency the instance owner may set
 
 
 class Executor:
-    def __init__(self, h, log, pool, timers, active):
+    def __init__(self, h, log, pool, timers, active, mounts=None):
         self.h = h
         self.log = log
         self.pool = pool
+        self.mounts = mounts  # service.mounts.Mounts: the job's compute nodes
         self.timers = timers  # timers(StartTimer action)
         self.active = active  # active(jobid) -> bool
         self.table = {
@@ -32,6 +33,8 @@ class Executor:
             A.PostEvent: self.post_event,
             A.Offer: self.offer,
             A.Withdraw: self.withdraw,
+            A.Attach: lambda a: self.mounts.attach(a),
+            A.Detach: lambda a: self.mounts.detach(a),
         }
         self.deliver = None  # deliver(jobid, event): Withdrawn answers go back to the core
         self.retries = {}  # jobid -> timer of a withdrawal to ask again

@@ -13,10 +13,13 @@ import collections
 import dataclasses
 import errno
 import json
+import os
+import sys
 import time
 
 import flux.job
 import flux.kvs
+from flux.idset import IDset
 from flux.job import JournalConsumer
 
 from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, parse_request, process, settle
@@ -26,8 +29,10 @@ from flux_rsa.core import inflight, ondeck, rates, reuse
 from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
+from flux_rsa.privileged import caller
 from flux_rsa.service.afterstaged import Waiters
 from flux_rsa.service.execute import Executor
+from flux_rsa.service.mounts import Mounts
 from flux_rsa.service.jobs import UNSURE, Queue, Tracker, ended_from_eventlog
 from flux_rsa.service.pool import PoolLink
 
@@ -85,6 +90,15 @@ def memory_kb(field, default=None):
     return default
 
 
+def shown(rec):
+    """A record as `flux rsa status` shows it: without the secret that lets
+    a client mount its RAM disk."""
+    d = rec.to_dict()
+    if d.get("volume"):
+        d["volume"] = {k: v for k, v in d["volume"].items() if k != "secret"}
+    return d
+
+
 def timer_event(action, t):
     """The core event a StartTimer action asked for."""
     if action.name == "delay":
@@ -106,7 +120,8 @@ class Service:
         self.tracker = Tracker()
         self.store = store.Store(h, log)
         self.pool = PoolLink(h, log)
-        self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active)
+        self.mounts = Mounts(h, log, self.via, self.withdrawn)
+        self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active, self.mounts)
         self.execute.deliver = self.withdrawn
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
@@ -123,7 +138,7 @@ class Service:
         self.again_w_armed = False
         self.reads = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, queue read sent -> pass done
         self.again_w = h.timer_watcher_create(QUERY_GAP, self._again)
-        self.starts = set()  # start requests for jobs not seen yet
+        self.starts = {}  # start requests for jobs not seen yet: jobid -> ranks
         self.replayed = False
         self.flush_armed = False
         self.flush_w = h.timer_watcher_create(0.0, self._flush)
@@ -192,8 +207,8 @@ class Service:
         rec, actions = settle(rec, E.Event(t))  # e.g. measure data_in for sizing
         self.commit(None, rec, actions)
         if facts.jobid in self.starts:
-            self.starts.discard(facts.jobid)
-            self.apply(facts.jobid, E.Starting(t))
+            ranks = self.starts.pop(facts.jobid)
+            self.apply(facts.jobid, E.Starting(t, ranks=ranks))
 
     # --- the journal ---
 
@@ -301,6 +316,10 @@ class Service:
         if self.keeper is not None:
             self.keeper.ready(info)
         self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
+        unusable = (info.get("privilege") or {}).get("error")
+        if unusable:
+            self.log.error(f"rsa: the RSA pool cannot make RAM disks, RSA jobs use their "
+                           f"directories: {unusable}")
         self.pool.up(info)
         for host, reason in self.drained.items():
             self.pool.call(protocol.DRAIN, {"host": host, "reason": reason})
@@ -361,12 +380,20 @@ class Service:
 
     # --- job-manager asks ---
 
-    def on_start(self, jobid):
+    def on_start(self, jobid, ranks=""):
+        """job-manager asks what to start the job with; ``ranks``: the
+        broker ranks it runs on (an idset string)."""
         self.intake = time.time()
+        ranks = tuple(IDset(ranks)) if ranks else ()
         if jobid in self.records:
-            self.apply(jobid, E.Starting(time.time()))
+            self.apply(jobid, E.Starting(time.time(), ranks=ranks))
         else:
-            self.starts.add(jobid)
+            self.starts[jobid] = ranks
+
+    def via(self):
+        """How privileged operations run for the current policy."""
+        return caller.choose(sys.executable, self.policy.privilege, self.policy.imp,
+                             os.getuid())
 
     # --- timers ---
 
@@ -601,7 +628,7 @@ class Service:
 
     def status(self, jobids, userid, owner):
         recs = [self.records[j] for j in jobids if j in self.records] if jobids else list(self.records.values())
-        return [r.to_dict() for r in recs if self.visible(r, userid, owner)]
+        return [shown(r) for r in recs if self.visible(r, userid, owner)]
 
     def when_staged(self, jobid, answer):
         """``answer(payload or OSError)`` once job ``jobid``'s outputs are

@@ -21,7 +21,7 @@ PROGRESS = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
 EVENT = {
     P.HOLDER_ALLOC: lambda t, m: E.HolderAllocated(t, m["gen"], tuple(m["nodes"]), m["granted"]),
     P.HOLDER_START: lambda t, m: E.HolderStarted(t, m["gen"]),
-    P.RAMDISK_BUILT: lambda t, m: E.RamdiskBuilt(t, m["gen"], m["path"]),
+    P.RAMDISK_BUILT: lambda t, m: E.RamdiskBuilt(t, m["gen"], m["path"], m.get("volume")),
     P.HOLDER_END: lambda t, m: E.HolderEnded(t, m["gen"], m.get("error")),
     P.STAGE_PROGRESS: lambda t, m: E.StageProgress(
         t, m["seq"], Progress(**{k: (m.get("progress") or {}).get(k, 0) for k in PROGRESS})

@@ -1,0 +1,37 @@
+"""Ports of the file-system servers of RAM disks that span RSA nodes.
+
+Each such holder gets a block of consecutive ports, one per node (brick
+``i`` listens on ``base + i``), from ``[rsa] fs-ports``; no two live
+holders share a port, so bricks of different jobs never collide on a node
+(nor on one machine in a test instance).  Pure bookkeeping.
+"""
+
+
+class PortsExhausted(RuntimeError):
+    pass
+
+
+class Ports:
+    def __init__(self, low, high):
+        self.low, self.high = low, high
+        self.blocks = {}  # key -> (base, count)
+
+    def take(self, key, count):
+        """A free block of ``count`` ports for ``key`` (the same one again if
+        it has one already); raises PortsExhausted."""
+        if key in self.blocks:
+            return self.blocks[key][0]
+        base = self.low
+        for used, n in sorted(self.blocks.values()):
+            if base + count <= used:
+                break
+            base = max(base, used + n)
+        if base + count - 1 > self.high:
+            raise PortsExhausted(
+                f"no {count} free ports left in [rsa] fs-ports {self.low}-{self.high} "
+                f"({len(self.blocks)} RAM disks hold ports): widen the range")
+        self.blocks[key] = (base, count)
+        return base
+
+    def give(self, key):
+        self.blocks.pop(key, None)

@@ -1,0 +1,111 @@
+"""The pool's side of the privileged entry point: how its subjobs run an
+operation, and whether the IMP is set up to let them.
+
+``[rsa] privilege`` chooses: ``direct`` runs operations in the subjob's
+own process (a pool run by root, or ``provider = "dir"``); ``imp`` runs
+them through ``flux-imp run rsa`` (``[exec] imp``); ``auto`` (default) is
+``imp`` when the pool runs as a user other than root and the instance has
+``[exec] imp``, else ``direct``.
+"""
+
+import json
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from typing import Optional
+
+from flux_rsa.privileged import request
+from flux_rsa.privileged.main import IMP_RUN_NAME
+
+MODES = ("auto", "direct", "imp")
+CHECK_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Via:
+    """How this pool runs privileged operations."""
+
+    python: str
+    mode: str = "direct"  # "direct" | "imp"
+    imp: Optional[str] = None
+
+    def command(self, op, **values):
+        """(argv, environment) of a task that runs ``op`` with ``values``
+        (lower-case names of its ``RSA_*`` variables)."""
+        argv = [self.python, "-m", "flux_rsa.privileged"]
+        if self.mode == "imp":
+            argv += ["--imp", self.imp]
+        return argv, request.environment(op, **values)
+
+    def describe(self):
+        return {"mode": self.mode, "imp": self.imp}
+
+
+def choose(python, privilege, imp, uid):
+    """The Via for ``[rsa] privilege`` in a pool run by ``uid``."""
+    if privilege == "imp" or (privilege == "auto" and uid != 0 and imp):
+        return Via(python, "imp", imp or None)
+    return Via(python, "direct")
+
+
+def subjob_environment(environ):
+    """A subjob's base environment: the agent's without any RSA_* variable
+    (the entry point refuses variables that are not its operation's)."""
+    return {k: v for k, v in environ.items() if not k.startswith(request.PREFIX)}
+
+
+def imp_config_hint(confdir):
+    return os.path.join(confdir, "imp", "conf.d", "rsa.toml")
+
+
+def problem(via, confdir, user, environ=None):
+    """None when ``via`` can run privileged operations on this node, else
+    one line saying what is wrong and which file to fix."""
+    if via.mode != "imp":
+        return None
+    conf = imp_config_hint(confdir)
+    guide = "see doc/guide/install.md"
+    if not via.imp:
+        return ("[rsa] privilege = \"imp\" needs the IMP: set [exec] imp = \"<libexecdir>/flux/"
+                f"flux-imp\" in the instance's configuration ({guide})")
+    try:
+        st = os.stat(via.imp)
+    except OSError as exc:
+        return f"the IMP {via.imp} ([exec] imp) cannot be used: {exc.strerror} (install flux-security)"
+    if st.st_uid != 0 or not st.st_mode & stat.S_ISUID:
+        return (f"the IMP {via.imp} is not setuid root (owner uid {st.st_uid}, mode "
+                f"{stat.S_IMODE(st.st_mode):04o}): chown root and chmod 4755 it ({guide})")
+    argv, env = via.command("check")
+    env = {**subjob_environment(os.environ if environ is None else environ), **env}
+    try:
+        proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=CHECK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"flux-imp run {IMP_RUN_NAME} did not answer in {CHECK_TIMEOUT:.0f}s"
+    except OSError as exc:
+        return f"cannot run {argv[0]}: {exc.strerror}"
+    answer = _json(proc.stdout)
+    if proc.returncode == 0 and answer.get("ok") and answer.get("euid") == 0:
+        return None
+    said = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+    if "no configuration found" in said:
+        fix = f"add a [run.{IMP_RUN_NAME}] table to {conf}"
+    elif "permission denied" in said:
+        fix = f"add \"{user}\" to allowed-users of [run.{IMP_RUN_NAME}] in {conf}"
+    elif said.startswith("flux-imp"):
+        fix = f"check [run.{IMP_RUN_NAME}] in {conf}"
+    else:
+        fix = f"check the entry point named by [run.{IMP_RUN_NAME}] path in {conf}"
+    return f"flux-imp run {IMP_RUN_NAME} failed: {said} ({fix}; {guide})"
+
+
+def _json(text):
+    for line in reversed(text.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}

@@ -1,0 +1,106 @@
+"""The entry points: the root side run by ``flux-imp run rsa``, the same
+operations run directly for a trusted caller, and the pool's side that
+starts either.
+
+* ``imp_main(conf_dir)``: the installed ``rsa-imp-run`` (root, through the
+  IMP).  The caller is the instance owner; its request is checked
+  (``request.parse``) and it may act as root only under the site's
+  RAM-disk root (``trust.check``, from root-owned configuration).
+* ``direct(environ)``: the same operations in this process, for a caller
+  that already has the rights they need: a pool run by root (test
+  instances, single-user root installs) or an unprivileged test install
+  with ``provider = "dir"``.
+* ``call(argv)`` (``python3 -m flux_rsa.privileged [--imp PATH]``): the
+  pool subjob's task.  It adds what only the task knows (its rank in the
+  job, its node's name) and either runs the operation directly or execs
+  ``PATH run rsa``, which passes nothing but the ``RSA_*`` variables on.
+"""
+
+import argparse
+import os
+import sys
+
+import flux_rsa
+from flux_rsa.privileged import ops, request, trust
+from flux_rsa.privileged.request import PREFIX, Refused
+
+PROG = "flux-rsa-helper"
+#: the name of the IMP's [run.NAME] table for this entry point
+IMP_RUN_NAME = "rsa"
+EXIT_REFUSED = 2
+
+
+def _refuse(message):
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    return EXIT_REFUSED
+
+
+def imp_main(conf_dir, environ=None):
+    """``flux-imp run rsa``: check the request, act as root only where the
+    site allows, everything else as the job owner."""
+    environ = os.environ if environ is None else environ
+    if os.geteuid() != 0:
+        return _refuse(f"runs as uid {os.geteuid()}: this entry point must be started by "
+                       f"flux-imp run {IMP_RUN_NAME} (installed setuid root)")
+    caller = environ.get("FLUX_OWNER_USERID", "")
+    if not caller.isdigit():
+        return _refuse(f"FLUX_OWNER_USERID={caller!r}: not set by flux-imp: start this through "
+                       f"flux-imp run {IMP_RUN_NAME}")
+    try:
+        trust.secure_path(os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package")
+        req = request.parse(environ, int(caller))
+        trust.check(req, conf_dir)
+    except Refused as exc:
+        return _refuse(str(exc))
+    # the IMP keeps the caller's groups: act as root:root, not root:flux
+    os.setgroups([])
+    os.setgid(0)
+    return ops.run(req)
+
+
+def direct(environ=None):
+    """Run the request in ``environ`` here (a trusted caller)."""
+    environ = os.environ if environ is None else environ
+    try:
+        req = request.parse(environ, os.getuid())
+    except Refused as exc:
+        return _refuse(str(exc))
+    return ops.run(req)
+
+
+def task_facts(environ, imp):
+    """``environ`` with what only the running task knows, for a hold: its
+    rank in the holder job, the job's nodes (a RAM disk over several nodes)
+    and (through the IMP, which passes no Flux variables on) its node's
+    name as the pool knows it."""
+    env = dict(environ)
+    if env.get(f"{PREFIX}OP") != "hold":
+        return env
+    rank = env.get("FLUX_TASK_RANK")
+    if rank is not None and f"{PREFIX}TASK_RANK" not in env:
+        env[f"{PREFIX}TASK_RANK"] = rank
+    if env.get(f"{PREFIX}PROVIDER") == "glusterfs" and f"{PREFIX}NODES" not in env:
+        from flux_rsa.ramdisk.hold import job_nodes
+
+        env[f"{PREFIX}NODES"] = ",".join(job_nodes())
+    if imp and env.get(f"{PREFIX}TASK_RANK", "0") == "0" and f"{PREFIX}HOST" not in env:
+        from flux_rsa.ramdisk.hold import node_name
+
+        env[f"{PREFIX}HOST"] = node_name()
+    return env
+
+
+def call(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python3 -m flux_rsa.privileged",
+        description="Run one flux-rsa privileged operation (RSA_OP and its RSA_* variables "
+        "in the environment): here, or through flux-imp run rsa.")
+    p.add_argument("--imp", metavar="PATH", help="the IMP to run it through (flux-imp)")
+    args = p.parse_args(argv)
+    env = task_facts(os.environ, args.imp)
+    if args.imp is None:
+        return direct(env)
+    try:
+        os.execve(args.imp, [args.imp, "run", IMP_RUN_NAME], env)
+    except OSError as exc:
+        return _refuse(f"cannot run the IMP {args.imp} ([exec] imp): {exc.strerror}")

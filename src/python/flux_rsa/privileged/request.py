@@ -1,0 +1,317 @@
+"""What the privileged entry point is asked to do: the operation and its
+``RSA_*`` variables, checked.  Pure: no files, no Flux, no clock.
+
+``flux-imp run rsa`` passes no arguments, only the environment variables
+the site allows (``RSA_*``) plus ``FLUX_JOB_ID``, ``FLUX_JOB_USERID`` and
+``FLUX_OWNER_USERID`` (the caller's uid).  So every operation and argument
+travels in an ``RSA_*`` variable, and ``parse()`` accepts exactly the
+variables of one operation from ``OPS``, each of its kind, or raises
+``Refused`` with one line naming the variable, its value and the fix.
+
+RAM-disk paths are spelt exactly: ``ROOT/NAME`` (a RAM disk),
+``ROOT/NAME/in`` or ``ROOT/NAME/out`` (its areas), with ROOT the
+``RSA_ROOT`` of the request and NAME a RAM disk's name (``JOBID.GEN``).
+Nothing else is ever acted on as root.
+"""
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from flux_rsa.core.record import IN_AREA, OUT_AREA
+
+PREFIX = "RSA_"
+#: a RAM disk's name under the root, e.g. 1234.1 (no "/", no leading ".")
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+PROVIDERS = ("tmpfs", "dir", "glusterfs")
+SECRET = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+FS_HOST = re.compile(r"^[A-Za-z0-9._-]*(\{host\}[A-Za-z0-9._-]*)?$")
+SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[0-9]{1,5}$")
+MODES = ("copy", "tar", "untar", "script")
+VERIFY = ("size", "checksum", "none")
+
+
+class Refused(ValueError):
+    """A request the entry point will not carry out; str() is one line."""
+
+
+# --- kinds of value -------------------------------------------------------
+
+
+def _text(var, value):
+    if not value:
+        raise Refused(f"{var}={value!r}: empty (give a value)")
+    if "\0" in value:
+        raise Refused(f"{var}={value!r}: contains a NUL character")
+    return value
+
+
+def path(var, value):
+    """An absolute path (a user's data directory or script)."""
+    _text(var, value)
+    if not value.startswith("/"):
+        raise Refused(f"{var}={value!r}: not an absolute path (give one starting with /)")
+    return value
+
+
+def exact_path(var, value):
+    """An absolute path spelt without '.', '..', '//' or a trailing '/'."""
+    path(var, value)
+    if os.path.normpath(value) != value or value.startswith("//"):
+        raise Refused(f"{var}={value!r}: not a plain absolute path (no '.', '..', '//' or "
+                      f"trailing '/'; e.g. {os.path.normpath(value)!r})")
+    return value
+
+
+def number(var, value):
+    """A decimal integer >= 0."""
+    if not value.isascii() or not value.isdigit() or len(value) > 19:
+        raise Refused(f"{var}={value!r}: not a number (give decimal digits only)")
+    return int(value)
+
+
+def positive(var, value):
+    n = number(var, value)
+    if n == 0:
+        raise Refused(f"{var}={value!r}: must be more than 0")
+    return n
+
+
+def flag(var, value):
+    if value not in ("0", "1"):
+        raise Refused(f"{var}={value!r}: must be 0 or 1")
+    return value == "1"
+
+
+def name(var, value):
+    if not NAME.match(value or ""):
+        raise Refused(f"{var}={value!r}: not a RAM disk's name (letters, digits, '.', '_', '-', "
+                      "not starting with '.'; e.g. 1234.1)")
+    return value
+
+
+def host(var, value):
+    if not HOST.match(value or ""):
+        raise Refused(f"{var}={value!r}: not a host name (letters, digits, '.', '_', '-')")
+    return value
+
+
+def secret(var, value):
+    if not SECRET.match(value or ""):
+        raise Refused(f"{var}: not a volume secret (16 to 128 letters, digits, '_' or '-'; "
+                      "its value is not shown)")
+    return value
+
+
+def fs_host(var, value):
+    if not value or not FS_HOST.match(value):
+        raise Refused(f"{var}={value!r}: not an address pattern (a host name or address, "
+                      "{host} standing for the RSA node's name)")
+    return value
+
+
+def _listing(var, value, pattern, what):
+    items = value.split(",") if value else []
+    bad = [item for item in items if not pattern.match(item)]
+    if not items or bad:
+        raise Refused(f"{var}={value!r}: not a comma-separated list of {what}"
+                      + (f" ({bad[0]!r})" if bad else ""))
+    return tuple(items)
+
+
+def hosts(var, value):
+    return _listing(var, value, HOST, "host names")
+
+
+def servers(var, value):
+    return _listing(var, value, SERVER, "HOST:PORT")
+
+
+def one_of(choices):
+    def check(var, value):
+        if value not in choices:
+            raise Refused(f"{var}={value!r}: must be one of {', '.join(choices)}")
+        return value
+
+    check.choices = choices
+    return check
+
+
+# --- the operations ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An operation's variables: name (without RSA_) -> kind."""
+
+    required: dict
+    optional: dict = field(default_factory=dict)
+    #: does it act for a job owner (RSA_OWNER, never uid 0 unless the
+    #: instance owner is root)?
+    for_owner: bool = False
+    what: str = ""
+
+
+OPS = {
+    "hold": Spec(
+        {"ROOT": exact_path, "NAME": name, "SIZE": positive, "OWNER": number,
+         "PROVIDER": one_of(PROVIDERS)},
+        {"JOBID": number, "GEN": number, "ADOPT": exact_path, "TASK_RANK": number,
+         "HOST": host,
+         # a RAM disk over several RSA nodes (provider glusterfs): the holder's
+         # nodes, the first brick's port (brick i: PORT + i), the volume's secret
+         "NODES": hosts, "PORT": positive, "SECRET": secret, "FS_HOST": fs_host},
+        for_owner=True,
+        what="build (or adopt) the RAM disk ROOT/NAME, keep it until signalled, destroy or keep it"),
+    "attach": Spec(
+        {"ROOT": exact_path, "NAME": name, "USER": name, "SERVERS": servers, "SECRET": secret,
+         "RANK": number},
+        what="mount the job's RAM disk at ROOT/NAME on this compute node"),
+    "detach": Spec({"ROOT": exact_path, "NAME": name, "RANK": number},
+                   what="unmount the job's RAM disk at ROOT/NAME on this compute node"),
+    "purge": Spec({"ROOT": exact_path, "PATH": exact_path}, {"LINK": path},
+                  what="drop the staged inputs ROOT/NAME/in, leave a link to LINK"),
+    "discard": Spec({"ROOT": exact_path, "PATH": exact_path},
+                    what="remove the kept RAM disk ROOT/NAME"),
+    "sweep": Spec({"ROOT": exact_path}, {"REPORT_KEPT": flag},
+                  what="remove RAM disks under ROOT whose holder is gone"),
+    "stage": Spec(
+        {"ROOT": exact_path, "DIRECTION": one_of(("in", "out")), "MODE": one_of(MODES),
+         "SRC": path, "DST": path, "OWNER": number},
+        {"SCRIPT": path, "VERIFY": one_of(VERIFY), "WORKERS": number, "REPLICA": exact_path},
+        for_owner=True,
+        what="copy between a RAM disk area and a data directory, as the job owner"),
+    "measure": Spec({"PATH": path, "OWNER": number}, for_owner=True,
+                    what="size and file count of PATH, as the job owner"),
+    "check": Spec({}, what="answer, to show the IMP runs this entry point"),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    op: str
+    values: dict  # variable name (without RSA_) -> checked value
+
+    def get(self, var, default=None):
+        return self.values.get(var, default)
+
+    def __getitem__(self, var):
+        return self.values[var]
+
+
+def parse(environ, instance_owner):
+    """The Request in ``environ`` (a mapping of environment variables), for
+    an instance owned by uid ``instance_owner``.  Only ``RSA_*`` variables
+    are read; each must belong to the operation."""
+    given = {k[len(PREFIX):]: v for k, v in environ.items() if k.startswith(PREFIX)}
+    op = given.pop("OP", None)
+    if op is None:
+        raise Refused(f"{PREFIX}OP is not set (give one of: {', '.join(OPS)})")
+    spec = OPS.get(op)
+    if spec is None:
+        raise Refused(f"{PREFIX}OP={op!r}: not an operation of this entry point "
+                      f"(known: {', '.join(OPS)})")
+    kinds = {**spec.required, **spec.optional}
+    for var in sorted(given):
+        if var not in kinds:
+            known = ", ".join(PREFIX + v for v in kinds) or "none"
+            raise Refused(f"{PREFIX}{var}: not a variable of {PREFIX}OP={op} (its variables: {known})")
+    missing = [v for v in spec.required if v not in given]
+    if missing:
+        raise Refused(f"{PREFIX}{missing[0]} is not set ({PREFIX}OP={op} needs "
+                      f"{', '.join(PREFIX + v for v in spec.required)})")
+    values = {var: kinds[var](PREFIX + var, value) for var, value in given.items()}
+    request = Request(op, values)
+    if spec.for_owner:
+        _check_owner(request, instance_owner)
+    _CHECKS.get(op, lambda r: None)(request)
+    return request
+
+
+def _check_owner(request, instance_owner):
+    if request["OWNER"] == 0 and instance_owner != 0:
+        raise Refused(f"{PREFIX}OWNER=0: refusing to act as root for a job (root may own jobs "
+                      f"only in an instance run by root; this one is run by uid {instance_owner})")
+
+
+# --- where RAM-disk paths may lie ---------------------------------------
+
+
+def ramdisk_of(root, value, var, areas=()):
+    """The RAM disk (ROOT/NAME) of ``value``, which must be ROOT/NAME or,
+    when ``areas`` are given, ROOT/NAME/AREA for one of them."""
+    rel = value[len(root):] if value.startswith(root.rstrip("/") + "/") else None
+    parts = rel.lstrip("/").split("/") if rel else []
+    ok = (len(parts) == 1 and not areas) or (len(parts) == 2 and parts[1] in areas)
+    if not ok or not NAME.match(parts[0]):
+        shape = f"{root}/NAME" + (f"/{'|'.join(areas)}" if areas else "")
+        raise Refused(f"{PREFIX}{var}={value!r}: not a RAM-disk path under {PREFIX}ROOT "
+                      f"(must be {shape}, NAME like 1234.1)")
+    return os.path.join(root, parts[0])
+
+
+#: the variables a RAM disk over several RSA nodes needs
+SPANNING = ("NODES", "PORT", "SECRET", "FS_HOST", "TASK_RANK")
+
+
+def _check_hold(r):
+    spanning = [v for v in SPANNING if r.get(v) is not None]
+    if r["PROVIDER"] == "glusterfs":
+        missing = [v for v in SPANNING if r.get(v) is None]
+        if missing:
+            raise Refused(f"{PREFIX}PROVIDER=glusterfs needs {PREFIX}{missing[0]} (and "
+                          f"{', '.join(PREFIX + v for v in SPANNING)})")
+        if r["TASK_RANK"] >= len(r["NODES"]):
+            raise Refused(f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
+                          f"{len(r['NODES'])} node(s) ({PREFIX}NODES)")
+        if r["PORT"] + len(r["NODES"]) > 65536:
+            raise Refused(f"{PREFIX}PORT={r['PORT']}: brick ports run past 65535")
+        if r.get("ADOPT") is not None:
+            raise Refused(f"{PREFIX}ADOPT: a glusterfs RAM disk cannot be adopted (it is not kept)")
+    elif [v for v in spanning if v != "TASK_RANK"]:
+        raise Refused(f"{PREFIX}{spanning[0]} is only for {PREFIX}PROVIDER=glusterfs")
+    if r.get("ADOPT") is not None:
+        ramdisk_of(r["ROOT"], r["ADOPT"], "ADOPT")
+        if r.get("JOBID") is None:
+            raise Refused(f"{PREFIX}ADOPT needs {PREFIX}JOBID (whose kept RAM disk it is)")
+
+
+def _check_purge(r):
+    ramdisk_of(r["ROOT"], r["PATH"], "PATH", areas=(IN_AREA,))
+
+
+def _check_discard(r):
+    ramdisk_of(r["ROOT"], r["PATH"], "PATH")
+
+
+def _check_stage(r):
+    side = "DST" if r["DIRECTION"] == "in" else "SRC"
+    area = IN_AREA if r["DIRECTION"] == "in" else OUT_AREA
+    exact_path(PREFIX + side, r[side])
+    ramdisk_of(r["ROOT"], r[side], side, areas=(area,))
+    if r["MODE"] == "script" and r.get("SCRIPT") is None:
+        raise Refused(f"{PREFIX}MODE=script needs {PREFIX}SCRIPT (the user's stage script)")
+    if r["MODE"] != "script" and r.get("SCRIPT") is not None:
+        raise Refused(f"{PREFIX}SCRIPT is only for {PREFIX}MODE=script (this is {r['MODE']})")
+    if r.get("REPLICA") is not None:
+        if r["DIRECTION"] != "in" or r["MODE"] != "copy":
+            raise Refused(f"{PREFIX}REPLICA is only for a copy stage-in")
+        ramdisk_of(r["ROOT"], r["REPLICA"], "REPLICA", areas=(IN_AREA,))
+
+
+_CHECKS = {"hold": _check_hold, "purge": _check_purge, "discard": _check_discard,
+           "stage": _check_stage}
+
+
+def environment(op, **values):
+    """The ``RSA_*`` variables of a request (the caller's side): values
+    that are None are left out, booleans become 0/1."""
+    env = {f"{PREFIX}OP": op}
+    for var, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = int(value)
+        env[f"{PREFIX}{var.upper()}"] = str(value)
+    return env

@@ -1,0 +1,104 @@
+"""What the privileged entry point trusts when it runs as root for someone
+else: the site's configuration in root-owned files, and directories no one
+but root can change.
+
+``flux-imp run rsa`` is called by the instance owner (the ``flux`` user),
+whose requests are checked but not believed about where root may act: the
+RAM-disk root comes from the ``[rsa]`` table of the TOML files in the
+configuration directory fixed when the entry point was installed (the
+system instance's, ``<sysconfdir>/flux/system/conf.d``), and only when those
+files are root-owned and not writable by others.
+"""
+
+import os
+import stat
+import tomllib
+
+from flux_rsa.core.config import Policy
+from flux_rsa.privileged.request import PREFIX, Refused
+
+DEFAULT_ROOT = Policy.ramdisk_root
+
+
+def _secure(st):
+    """Owned by root and writable by root alone (a sticky directory such as
+    /tmp is fine: nobody can replace what root put there)."""
+    writable_by_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return st.st_uid == 0 and (not writable_by_others or st.st_mode & stat.S_ISVTX)
+
+
+def secure_path(path, what):
+    """Raise Refused unless every component of the absolute ``path`` is a
+    real directory (no symbolic link) that only root can change."""
+    chain = ["/"]
+    for part in filter(None, path.split("/")):
+        chain.append(os.path.join(chain[-1], part))
+    for current in chain:
+        try:
+            st = os.lstat(current)
+        except OSError as exc:
+            raise Refused(f"{what} {path}: {current}: {exc.strerror}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            raise Refused(f"{what} {path}: {current} is {kind} (root acts only under real "
+                          "directories)")
+        if not _secure(st):
+            raise Refused(f"{what} {path}: {current} is owned by uid {st.st_uid} with mode "
+                          f"{stat.S_IMODE(st.st_mode):04o}: root acts only under directories "
+                          "that only root can change (chown root and chmod go-w it)")
+
+
+def site_table(conf_dir):
+    """The ``[rsa]`` table of the TOML files in ``conf_dir`` (later files
+    win, as Flux reads them), after checking that only root can change them."""
+    secure_path(conf_dir, "configuration directory")
+    table = {}
+    for entry in sorted(os.listdir(conf_dir)):
+        if not entry.endswith(".toml"):
+            continue
+        path = os.path.join(conf_dir, entry)
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or not _secure(st):
+            raise Refused(f"configuration file {path} is not a regular file that only root can "
+                          "change (chown root and chmod go-w it)")
+        try:
+            with open(path, "rb") as f:
+                table.update(tomllib.load(f).get("rsa", {}))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise Refused(f"configuration file {path}: {exc}") from None
+    return table
+
+
+#: operations on compute nodes act under [rsa] mount-root (default: ramdisk-root)
+ON_COMPUTE_NODES = ("attach", "detach")
+
+
+def site_root(conf_dir, key="ramdisk-root"):
+    """The site's RAM-disk root (``[rsa] ramdisk-root``, default as the
+    service's), or where compute nodes attach (``[rsa] mount-root``)."""
+    table = site_table(conf_dir)
+    root = table.get("ramdisk-root", DEFAULT_ROOT)
+    if key == "mount-root":
+        root = table.get("mount-root") or root
+    if not isinstance(root, str) or not root.startswith("/"):
+        raise Refused(f"[rsa] {key} = {root!r} in {conf_dir} is not an absolute path")
+    return os.path.normpath(root)
+
+
+def check(request, conf_dir):
+    """Raise Refused unless ``request`` acts as root only under the site's
+    RAM-disk root (on compute nodes: its mount root), and that root is a
+    directory only root can change."""
+    root = request.get("ROOT")
+    if root is None:
+        return
+    key = "mount-root" if request.op in ON_COMPUTE_NODES else "ramdisk-root"
+    site = site_root(conf_dir, key)
+    if root != site:
+        what = "RAM-disk root" if key == "ramdisk-root" else "RAM-disk mount root"
+        raise Refused(f"{PREFIX}ROOT={root!r}: not the site's {what} {site!r} "
+                      f"([rsa] {key} in {conf_dir}): root acts nowhere else")
+    parent = os.path.dirname(root)
+    secure_path(parent, "the parent of the RAM-disk root")
+    if os.path.lexists(root):
+        secure_path(root, "the RAM-disk root")

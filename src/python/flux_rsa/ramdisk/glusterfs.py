@@ -1,0 +1,326 @@
+"""The parallel RAM disk: one GlusterFS volume over the reservation's RSA
+nodes, started and stopped per job (no glusterd, no peer pool).
+
+On an RSA node, the holder task ``i`` of reservation NAME keeps a brick:
+
+    ROOT/NAME.b<i>/            tmpfs of this node's share, root-only (0700)
+        .rsa-ramdisk           marker (kind "brick", the server's pid)
+        brick/                 the files, served by glusterfsd on PORT+i
+        brick.vol, brick.log   (0600: they name the volume's secret)
+
+and the first task also mounts the whole volume for the stager:
+
+    ROOT/NAME/                 the namespace: marker underneath (kind
+                               "volume", the client's pid), glusterfs on top
+        in/ out/               the job owner's areas (0700)
+    ROOT/NAME.b0/client.vol, client.log
+
+A compute node of the job attaches (``attach``) at MOUNT_ROOT/NAME with
+the volume's servers and secret, keeping its client's files in
+MOUNT_ROOT/NAME.client/ (root-only); ``detach`` unmounts it when the last
+rank of the job on that node has detached.
+
+Servers and clients run in sessions of their own: a signal meant for the
+holder (forwarded by flux-imp to its process group) never reaches them,
+so the holder stops them in order (clients, then servers, then tmpfs).
+Everything started is recorded in a marker, so a sweep can stop what a
+dead holder left behind.
+"""
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+from flux_rsa.ramdisk import volfiles
+
+SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
+#: a brick or a mount must come up within this many seconds
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+CONNECTED = "Connected, attached to remote volume"
+
+
+class GlusterError(Exception):
+    pass
+
+
+def program(name):
+    found = shutil.which(name, path=os.environ.get("PATH", "") + ":" + SBIN)
+    if found is None:
+        raise GlusterError(f"{name} is not installed on this node (Debian: glusterfs-server "
+                           "on RSA nodes, glusterfs-client on RSA and compute nodes)")
+    return found
+
+
+def installed():
+    """True when this node can serve and mount GlusterFS volumes."""
+    try:
+        program("glusterfsd")
+        program("glusterfs")
+    except GlusterError:
+        return False
+    return True
+
+
+# --- processes ---------------------------------------------------------------
+
+
+def starttime(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def process_record(proc):
+    return {"pid": proc.pid, "starttime": starttime(proc.pid)}
+
+
+def _unblock():
+    """In the child: the holder blocks its stop signals, and a blocked mask
+    is inherited across exec; a server must die of SIGTERM."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def _spawn(argv):
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                            preexec_fn=_unblock)
+
+
+def stop_process(record, timeout=STOP_TIMEOUT):
+    """Stop the process a marker recorded (SIGTERM, then SIGKILL), if it
+    is still that process."""
+    pid = record.get("pid") if isinstance(record, dict) else None
+    if not isinstance(pid, int) or starttime(pid) != record.get("starttime"):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while starttime(pid) == record.get("starttime") and not _reaped(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + timeout
+        time.sleep(0.02)
+
+
+def _reaped(pid):
+    """Collect our own child when it has exited (a zombie counts as gone)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == pid
+    except ChildProcessError:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+
+
+def _log_tail(path, lines=3):
+    try:
+        with open(path, errors="replace") as f:
+            tail = [line.strip() for line in f.readlines()[-50:] if " E " in line or "] E [" in line]
+    except OSError:
+        return ""
+    return " / ".join(tail[-lines:])
+
+
+# --- mounts ------------------------------------------------------------------
+
+
+def _unescape(field):
+    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
+
+
+def mounted(path, fstype="fuse.glusterfs"):
+    """True when a file system of ``fstype`` is mounted at ``path``."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                dash = fields.index("-")
+                if _unescape(fields[4]) == path and fields[dash + 1] == fstype:
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def unmount(path):
+    """Unmount the glusterfs client at ``path`` (lazily when busy); its
+    client process exits by itself."""
+    from flux_rsa.ramdisk.providers import umount
+
+    while mounted(path):
+        umount(path)
+
+
+# --- bricks (on each RSA node) ----------------------------------------------
+
+
+def brick_path(root, name, index):
+    return os.path.join(root, f"{name}.b{index}")
+
+
+def start_brick(workdir, index, bind, port, volume):
+    """Serve ``workdir/brick`` as brick ``index`` of ``volume`` on
+    ``bind``:``port``; return the server once it listens."""
+    glusterfsd = program("glusterfsd")
+    os.makedirs(os.path.join(workdir, "brick"), mode=0o755, exist_ok=True)
+    volfile = os.path.join(workdir, "brick.vol")
+    _write_private(volfile, volfiles.brick(index, os.path.join(workdir, "brick"), bind, port,
+                                           volume.user, volume.secret))
+    log = os.path.join(workdir, "brick.log")
+    _write_private(log, "")
+    proc = _spawn([glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"])
+    deadline = time.monotonic() + START_TIMEOUT
+    while not _listening(bind, port):
+        if proc.poll() is not None:
+            raise GlusterError(f"brick server on port {port} exited ({_log_tail(log) or 'see ' + log})")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise GlusterError(f"brick server did not listen on {bind}:{port} within "
+                               f"{START_TIMEOUT:.0f}s")
+        time.sleep(0.02)
+    return proc
+
+
+def _listening(host, port):
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_servers(servers, timeout=START_TIMEOUT):
+    """Until every "host:port" in ``servers`` accepts connections."""
+    deadline = time.monotonic() + timeout
+    for server in servers:
+        host, port = server.rsplit(":", 1)
+        while not _listening(host, port):
+            if time.monotonic() > deadline:
+                raise GlusterError(f"the brick at {server} did not answer within {timeout:.0f}s "
+                                   "(its holder task failed, or the address is wrong: [rsa] fs-host)")
+            time.sleep(0.05)
+
+
+# --- the namespace (a client mount) ------------------------------------------
+
+
+def mount(volume, mountpoint, workdir):
+    """Mount ``volume`` at ``mountpoint`` (an existing directory), keeping
+    its volume file and log in ``workdir``; return the client process once
+    every brick is connected and the volume's size is whole."""
+    glusterfs = program("glusterfs")
+    wait_servers(volume.servers)
+    volfile = os.path.join(workdir, "client.vol")
+    _write_private(volfile, volfiles.client(volume))
+    log = os.path.join(workdir, "client.log")
+    _write_private(log, "")
+    proc = _spawn([glusterfs, "-N", "-f", volfile, "-l", log, "--fs-display-name",
+                   f"rsa:{volume.name}", "--process-name", "rsa-client", mountpoint])
+    deadline = time.monotonic() + START_TIMEOUT
+    # never look into the mount before every brick took us: an access to a
+    # mount whose bricks refused the client hangs
+    while not (mounted(mountpoint) and _count(log, CONNECTED) >= len(volume.servers)):
+        if proc.poll() is not None:
+            raise GlusterError(f"mounting the volume at {mountpoint} failed "
+                               f"({_log_tail(log) or 'see ' + log})")
+        if time.monotonic() > deadline:
+            proc.kill()
+            unmount(mountpoint)
+            raise GlusterError(f"the volume was not mounted at {mountpoint} with all "
+                               f"{len(volume.servers)} bricks within {START_TIMEOUT:.0f}s")
+        time.sleep(0.02)
+    return proc
+
+
+def _count(path, text):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read().count(text)
+    except OSError:
+        return 0
+
+
+def _write_private(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+# --- attach and detach (on the job's compute nodes) -----------------------
+
+
+def _refs_update(workdir, rank, add):
+    """Add or remove ``rank`` from the ranks using this node's mount;
+    return the ranks left."""
+    path = os.path.join(workdir, "ranks")
+    try:
+        with open(path) as f:
+            ranks = set(json.load(f))
+    except (OSError, ValueError):
+        ranks = set()
+    (ranks.add if add else ranks.discard)(rank)
+    _write_private(path, json.dumps(sorted(ranks)))
+    return ranks
+
+
+def attach(volume, mountpoint, rank):
+    """Mount the volume at ``mountpoint`` on this node for job rank
+    ``rank`` (idempotent; ranks of one job on one node share the mount)."""
+    workdir = mountpoint + ".client"
+    os.makedirs(workdir, mode=0o700, exist_ok=True)
+    with _locked(workdir):
+        if not mounted(mountpoint):
+            os.makedirs(mountpoint, mode=0o755, exist_ok=True)
+            mount(volume, mountpoint, workdir)
+        _refs_update(workdir, rank, add=True)
+
+
+def detach(mountpoint, rank):
+    """This rank is done with the volume: unmount it when no rank of the
+    job on this node uses it any more, and remove what attach made."""
+    workdir = mountpoint + ".client"
+    if not os.path.isdir(workdir):
+        return
+    with _locked(workdir):
+        if _refs_update(workdir, rank, add=False):
+            return
+        unmount(mountpoint)
+        try:
+            os.rmdir(mountpoint)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EBUSY):
+                raise
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _locked:
+    """flock on ``workdir/lock``: attaches and detaches of several ranks on
+    one node take turns."""
+
+    def __init__(self, workdir):
+        self.path = os.path.join(workdir, "lock")
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)

@@ -1,0 +1,107 @@
+"""GlusterFS volume files of a job's parallel RAM disk (pure: text only).
+
+A job's RAM disk spanning N RSA nodes is one GlusterFS volume without
+glusterd and without a peer pool: each node runs one brick server
+(``glusterfsd -N -f brick.vol``) over a tmpfs of its share, and every
+client (the stager on the first RSA node, each compute node of the job)
+mounts ``glusterfs -N -f client.vol MNT``, which connects straight to the
+bricks' ports.  Data is distributed over the bricks (cluster/distribute),
+one copy (it is scratch: the persistent copy is data_out).
+
+Only clients that present the volume's user and secret are let in
+(``auth.login`` with ``strict-auth-accept``: without it a client that
+sends no credentials is accepted); the secret is made per reservation and
+travels only to the processes that mount.
+"""
+
+from dataclasses import dataclass
+
+#: brick xlator names end in this; clients ask for it as remote-subvolume
+BRICK = "brick"
+#: the client's free-space rule: new files go to bricks with more than this free
+MIN_FREE_DISK = "25%"
+#: a dead brick turns into ENOTCONN after this many seconds (default 42)
+PING_TIMEOUT = 10
+
+
+@dataclass(frozen=True)
+class Volume:
+    """What it takes to mount a job's volume (``servers``: "host:port" of
+    each brick, in brick order)."""
+
+    name: str  # the RAM disk's name, JOBID.GEN
+    servers: tuple
+    user: str
+    secret: str
+
+    def to_dict(self):
+        return {"name": self.name, "servers": list(self.servers), "user": self.user,
+                "secret": self.secret}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["name"], tuple(d["servers"]), d["user"], d["secret"])
+
+
+def _block(name, kind, options=(), subvolumes=()):
+    lines = [f"volume {name}", f"  type {kind}"]
+    lines += [f"  option {key} {value}" for key, value in options]
+    if subvolumes:
+        lines.append(f"  subvolumes {' '.join(subvolumes)}")
+    lines.append("end-volume")
+    return "\n".join(lines) + "\n"
+
+
+def brick_name(index):
+    return f"{BRICK}{index}"
+
+
+def brick(index, directory, bind, port, user, secret):
+    """The volume file of brick ``index``: files kept in ``directory`` (on
+    the node's tmpfs), served on ``bind``:``port`` to ``user`` only.  The
+    volume's root directory is root's, like a tmpfs RAM disk's: the job
+    owner's areas are made in it."""
+    b = brick_name(index)
+    return "".join([
+        _block(f"{b}-posix", "storage/posix", [("directory", directory)]),
+        _block(f"{b}-locks", "features/locks", subvolumes=[f"{b}-posix"]),
+        _block(f"{b}-iot", "performance/io-threads", [("thread-count", 4)], [f"{b}-locks"]),
+        _block(b, "debug/io-stats", subvolumes=[f"{b}-iot"]),
+        _block(f"{b}-server", "protocol/server", [
+            ("transport-type", "tcp"),
+            ("transport.address-family", "inet"),
+            ("transport.socket.bind-address", bind),
+            ("transport.socket.listen-port", port),
+            (f"auth.login.{b}.allow", user),
+            (f"auth.login.{user}.password", secret),
+            # no credentials, no entry (else a client sending none is let in)
+            ("strict-auth-accept", "on"),
+        ], [b]),
+    ])
+
+
+def client(volume):
+    """The volume file a client mounts: one protocol/client per brick,
+    distributed, with the caches that paid for themselves when measured
+    (write-behind, quick-read, open-behind, md-cache)."""
+    clients = [f"{volume.name}-client-{i}" for i in range(len(volume.servers))]
+    text = ""
+    for i, server in enumerate(volume.servers):
+        host, port = server.rsplit(":", 1)
+        text += _block(clients[i], "protocol/client", [
+            ("transport-type", "tcp"),
+            ("transport.address-family", "inet"),
+            ("remote-host", host),
+            ("remote-port", port),
+            ("remote-subvolume", brick_name(i)),
+            ("username", volume.user),
+            ("password", volume.secret),
+            ("ping-timeout", PING_TIMEOUT),
+        ])
+    below = f"{volume.name}-dht"
+    text += _block(below, "cluster/distribute", [("min-free-disk", MIN_FREE_DISK)], clients)
+    for cache in ("write-behind", "quick-read", "open-behind", "md-cache"):
+        text += _block(f"{volume.name}-{cache}", f"performance/{cache}", subvolumes=[below])
+        below = f"{volume.name}-{cache}"
+    text += _block(volume.name, "debug/io-stats", subvolumes=[below])
+    return text

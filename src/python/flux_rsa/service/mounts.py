@@ -1,0 +1,123 @@
+"""Attach and detach a job's RAM disk on its compute nodes.
+
+One privileged operation (``RSA_OP=attach`` or ``detach``, see
+flux_rsa.privileged) per broker rank of the job, all ranks at once,
+started through the broker's ``rexec`` service (as the instance owner;
+the operation goes through ``flux-imp run rsa`` when the pool's does).
+The core gets one answer: Attached/Detached, ok only when every rank
+succeeded.  An attach that fails anywhere is undone on the ranks where it
+worked, so the job, which then uses its directories, leaves no mount
+behind.  A rank that does not answer within TIMEOUT counts as failed.
+"""
+
+import os
+import time
+
+import flux.subprocess
+
+from flux_rsa.core import events as E
+from flux_rsa.privileged.caller import subjob_environment
+
+TIMEOUT = 60.0
+
+
+class Mounts:
+    def __init__(self, h, log, via, deliver):
+        self.h = h
+        self.log = log
+        self.via = via  # via() -> privileged.caller.Via for the current policy
+        self.deliver = deliver  # deliver(jobid, event)
+        self.base_env = {**subjob_environment(os.environ), "PYTHONPATH": _python_path()}
+
+    def attach(self, a):
+        volume = a.volume
+
+        def values(rank):
+            return dict(root=a.root, name=a.name, user=volume["user"],
+                        servers=",".join(volume["servers"]), secret=volume["secret"], rank=rank)
+
+        def done(failed, ok_ranks):
+            if failed:
+                if ok_ranks:  # nothing may stay attached: the job uses its directories
+                    self._run("detach", ok_ranks, lambda r: dict(root=a.root, name=a.name, rank=r),
+                              lambda *args: None)
+                self.deliver(a.jobid, E.Attached(time.time(), False, "; ".join(failed)))
+            else:
+                self.deliver(a.jobid, E.Attached(time.time(), True))
+
+        self._run("attach", a.ranks, values, done)
+
+    def detach(self, a):
+        def done(failed, ok_ranks):
+            self.deliver(a.jobid, E.Detached(time.time(), not failed, "; ".join(failed) or None))
+
+        self._run("detach", a.ranks, lambda r: dict(root=a.root, name=a.name, rank=r), done)
+
+    def _run(self, op, ranks, values, done):
+        """Run ``op`` on every rank; ``done(failures, ok_ranks)`` once all
+        have ended (or TIMEOUT passed)."""
+        pending = set(ranks)
+        failed, ok = [], []
+        state = {"over": False}
+
+        def finish():
+            if not state["over"] and not pending:
+                state["over"] = True
+                timer.stop()
+                done(failed, ok)
+
+        def ended(rank, why):
+            if rank not in pending:
+                return
+            pending.discard(rank)
+            (failed.append(f"rank {rank}: {why}") if why else ok.append(rank))
+            finish()
+
+        def expire(*args):
+            for rank in sorted(pending):
+                ended(rank, f"no answer within {TIMEOUT:.0f}s")
+
+        timer = self.h.timer_watcher_create(TIMEOUT, expire)
+        timer.start()
+        for rank in ranks:
+            self._start(op, rank, values(rank), ended)
+        finish()  # no ranks: done at once
+
+    def _start(self, op, rank, values, ended):
+        argv, variables = self.via().command(op, **values)
+        env = {**self.base_env, **variables}
+
+        def waited(f):
+            try:
+                status = f.get_status()
+            except OSError as exc:
+                ended(rank, f"{op}: {exc.strerror or exc}")
+                return
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                ended(rank, None)
+                return
+            said = f.stderr.decode(errors="replace").strip().splitlines()
+            how = (f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
+                   else f"signal {os.WTERMSIG(status)}")
+            ended(rank, said[-1] if said else f"{op} ended with {how}")
+
+        def started(f):
+            try:
+                pid = f.get_pid()
+            except OSError as exc:
+                ended(rank, f"cannot start {op}: {exc.strerror or exc}")
+                return
+            flux.subprocess.wait(self.h, pid, nodeid=rank).then(waited)
+
+        try:
+            flux.subprocess.rexec_bg(self.h, argv, cwd="/", env=env, waitable=True,
+                                     nodeid=rank, label=None).then(started)
+        except OSError as exc:
+            ended(rank, f"cannot start {op}: {exc.strerror or exc}")
+
+
+def _python_path():
+    """Where the operation finds flux_rsa and Flux's bindings."""
+    from flux_rsa.pool.launch import python_path
+
+    return python_path()

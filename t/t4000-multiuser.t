@@ -1,0 +1,235 @@
+#!/bin/sh
+test_description='a real multi-user instance: the broker is not root, flux-rsa uses flux-imp
+
+The brokers run as an unprivileged user made for the test, the instance
+owner.  Two more test users submit munge-signed jobs with runuser; the jobs
+run as them through a setuid flux-imp.  RAM disks are tmpfs mounts made and
+staged through `flux-imp run rsa` and the entry point, which acts as root
+only under the RAM-disk root and reads and writes users'"'"' data only as
+their owner.  No process started by the instance owner holds uid 0 but
+flux-imp and the entry point.'
+
+. $(dirname $0)/sharness-rsa.sh
+. "$RSA_SRCDIR/t/multiuser.sh"
+
+mu_require
+
+T="$PWD"
+ROOTDIR="$T/ramdisk"
+export RSA_INSTANCE_TMP="$T"  # where rsa_nothing_left looks for RAM disks
+mkdir -p conf "$ROOTDIR" && chmod 755 conf "$ROOTDIR"
+cat >conf/rsa.toml <<EOF
+[rsa]
+ramdisk-root = "$ROOTDIR"
+provider = "tmpfs"
+stage-retries = 0
+EOF
+chmod 644 conf/rsa.toml
+
+# as user $1: a directory of theirs
+user_dir() {
+	mkdir -p "$2" && chown "$1:" "$2" && chmod ${3:-755} "$2"
+}
+# the instance's RAM disks still mounted
+mounted() {
+	findmnt -n -l -o TARGET | grep -F "$ROOTDIR/"
+}
+fstype() {
+	findmnt -n -o FSTYPE --mountpoint "$1"
+}
+entry_points() {
+	pgrep -x rsa-imp-run
+}
+imp_run() {
+	runuser -u $MU_FLUX -- env -i PATH=/usr/bin:/bin "$@" "$MU_IMP" run rsa
+}
+owner_of() {
+	stat -c %U "$1"
+}
+
+test_expect_success 'setup: test users, munge, the IMP runs our entry point' '
+	mu_setup "$T/conf" &&
+	id $MU_FLUX && id $MU_A && id $MU_B &&
+	imp_run RSA_OP=check >check.json &&
+	grep "\"euid\": 0" check.json &&
+	rm -f watch.stop &&
+	(/usr/bin/python3 "$RSA_SRCDIR/t/uid0-watch.py" $(id -u $MU_FLUX) "$T/watch.stop" \
+		"$T/watch.json" &)
+'
+test_expect_success 'the brokers start as the unprivileged instance owner' '
+	mu_start --config "$T/conf" &&
+	test "$(flux getattr security.owner)" = "$(id -u $MU_FLUX)" &&
+	pgrep -u $MU_FLUX flux-broker >brokers && test $(wc -l <brokers) -ge 4 &&
+	for pid in $(cat brokers); do
+		grep "^Uid:" /proc/$pid/status | grep -vw 0 || return 1
+	done &&
+	rsa_wait_pool 90
+'
+test_expect_success 'the pool makes RAM disks through flux-imp run rsa' '
+	flux rsa pool -o json >pool.json &&
+	flux python -c "
+import json
+p = json.load(open(\"pool.json\"))[\"privilege\"]
+assert p[\"mode\"] == \"imp\" and p[\"error\"] is None, p
+" &&
+	flux rsa pool 2>pool.err && test_must_be_empty pool.err
+'
+test_expect_success 'setup: each user has data of their own' '
+	for u in $MU_A $MU_B; do
+		user_dir $u "$T/$u" &&
+		rsa_make_tree "$T/$u/in" && mkdir "$T/$u/out" &&
+		echo "$u private" >"$T/$u/in/private.txt" && chmod 600 "$T/$u/in/private.txt" &&
+		chown -R $u: "$T/$u" || return 1
+	done &&
+	user_dir $MU_B "$T/$MU_B/secret" 700 &&
+	echo "b secret" >"$T/$MU_B/secret/s.txt" && chown $MU_B: "$T/$MU_B/secret/s.txt" &&
+	ln -s "$T/$MU_B/secret/s.txt" "$T/$MU_A/in/b-secret" &&
+	ln -s /etc "$T/$MU_A/in/etc" &&
+	chown -h $MU_A: "$T/$MU_A/in/b-secret" "$T/$MU_A/in/etc" &&
+	cat >"$T/job.sh" <<-\EOF &&
+	#!/bin/sh
+	id -u >"$RSA_DATA_OUT/uid"
+	findmnt -n -o FSTYPE --mountpoint "$RSA_RAMDISK" >"$RSA_DATA_OUT/fstype"
+	cp -a "$RSA_DATA_IN/." "$RSA_DATA_OUT/copy"
+	cd "$RSA_DATA_IN" && find . -mindepth 1 -printf "%u %m %T@ %y %p\n" | sort >"$RSA_DATA_OUT/staged"
+	while ! test -e "/tmp/rsa-t-go.$(id -un)"; do sleep 0.1; done
+	EOF
+	chmod 755 "$T/job.sh"
+'
+test_expect_success 'A and B submit munge-signed jobs as themselves' '
+	a=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
+		--setattr=rsa.data_out="$T/$MU_A/out" --setattr=rsa.on_late=wait "$T/job.sh") &&
+	b=$(mu_as $MU_B flux submit -N1 --setattr=rsa.data_in="$T/$MU_B/in" \
+		--setattr=rsa.data_out="$T/$MU_B/out" --setattr=rsa.on_late=wait "$T/job.sh") &&
+	test "$(flux jobs -n -o {username} $a)" = $MU_A &&
+	test "$(flux jobs -n -o {username} $b)" = $MU_B &&
+	rsa_wait_state $a INUSE_IN 90 && rsa_wait_state $b INUSE_IN 90
+'
+test_expect_success 'their RAM disks are tmpfs mounts whose areas belong to them' '
+	ra=$(rsa_field ramdisk $a) && rb=$(rsa_field ramdisk $b) &&
+	test "$(fstype "$ra") $(fstype "$rb")" = "tmpfs tmpfs" &&
+	test "$(owner_of "$ra")" = root &&
+	test "$(owner_of "$ra/in") $(owner_of "$ra/out")" = "$MU_A $MU_A" &&
+	test "$(owner_of "$rb/in") $(owner_of "$rb/out")" = "$MU_B $MU_B" &&
+	test "$(owner_of "$ra/in/private.txt")" = $MU_A
+'
+test_expect_success 'B cannot read A'"'"'s RAM disk, see A'"'"'s record, retry or release A'"'"'s job' '
+	test_must_fail mu_as $MU_B ls "$ra/in" 2>ls.err && grep "Permission denied" ls.err &&
+	test_must_fail mu_as $MU_B cat "$ra/in/private.txt" &&
+	mu_as $MU_B flux rsa status -a -n -o "{id}" >b-sees &&
+	grep -x "$(flux job id --to=f58 $b)" b-sees && ! grep -x "$(flux job id --to=f58 $a)" b-sees &&
+	test_must_fail mu_as $MU_B flux rsa retry $a 2>retry.err &&
+	grep "not yours" retry.err &&
+	test_must_fail mu_as $MU_B flux rsa release $a 2>release.err &&
+	grep "not yours" release.err &&
+	mu_as $MU_A flux rsa status -a -n -o "{id}" | grep -x "$(flux job id --to=f58 $a)"
+'
+test_expect_success 'the jobs end; their outputs come home owned by them' '
+	touch /tmp/rsa-t-go.$MU_A /tmp/rsa-t-go.$MU_B &&
+	mu_as $MU_A flux rsa wait -t 120 $a &&
+	mu_as $MU_B flux rsa wait -t 120 $b &&
+	rm -f /tmp/rsa-t-go.$MU_A /tmp/rsa-t-go.$MU_B &&
+	test "$(cat $MU_A/out/uid)" = "$(id -u $MU_A)" &&
+	test "$(cat $MU_B/out/uid)" = "$(id -u $MU_B)" &&
+	test "$(cat $MU_A/out/fstype)" = tmpfs &&
+	test "$(find $MU_A/out $MU_B/out ! -user $MU_A ! -user $MU_B | wc -l)" = 0 &&
+	test "$(find $MU_A/out -user $MU_B | wc -l)" = 0
+'
+test_expect_success 'staged inputs kept owner, modes and mtimes, outputs too' '
+	(cd $MU_A/in && find . -mindepth 1 -printf "%u %m %T@ %y %p\n" | sort) >a.expected &&
+	test_cmp a.expected $MU_A/out/staged &&
+	rsa_same_tree $MU_A/in $MU_A/out/copy &&
+	rsa_same_tree $MU_B/in $MU_B/out/copy
+'
+test_expect_success 'links A planted were copied as links: B'"'"'s file and /etc stay out' '
+	test -L $MU_A/out/copy/b-secret && test -L $MU_A/out/copy/etc &&
+	test "$(readlink $MU_A/out/copy/etc)" = /etc &&
+	! grep -rs "b secret" $MU_A/out
+'
+test_expect_success 'A'"'"'s data_out holding links to B'"'"'s file and /etc: they are not followed' '
+	cp /etc/passwd passwd.before && cp $MU_B/secret/s.txt s.before &&
+	mkdir -p $MU_A/out2 && ln -s "$T/$MU_B/secret/s.txt" $MU_A/out2/victim &&
+	ln -s /etc $MU_A/out2/etc && chown -R -h $MU_A: $MU_A/out2 &&
+	c=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_out="$T/$MU_A/out2" \
+		sh -c "echo pwned >\"\$RSA_DATA_OUT/victim\"; mkdir \"\$RSA_DATA_OUT/etc\";
+		       echo pwned >\"\$RSA_DATA_OUT/etc/passwd\"") &&
+	rsa_at_rest $c 120 &&
+	test_cmp passwd.before /etc/passwd && test_cmp s.before $MU_B/secret/s.txt &&
+	test -f $MU_A/out2/victim && ! test -L $MU_A/out2/victim &&
+	test "$(cat $MU_A/out2/victim)" = pwned &&
+	test "$(owner_of $MU_A/out2/victim)" = $MU_A
+'
+test_expect_success 'the entry point refuses what is not its job' '
+	test_must_fail imp_run RSA_OP=format 2>op.err &&
+	grep "RSA_OP=.format.: not an operation" op.err &&
+	test_must_fail imp_run RSA_OP=discard RSA_ROOT="$ROOTDIR" RSA_PATH=/etc 2>path.err &&
+	grep "RSA_PATH=./etc.: not a RAM-disk path under RSA_ROOT" path.err &&
+	test_must_fail imp_run RSA_OP=sweep RSA_ROOT=/etc 2>root.err &&
+	grep "not the site.s RAM-disk root" root.err &&
+	test_must_fail imp_run RSA_OP=measure RSA_OWNER=0 RSA_PATH=/root 2>uid.err &&
+	grep "RSA_OWNER=0: refusing to act as root" uid.err &&
+	test_must_fail imp_run RSA_OP=measure RSA_OWNER=$(id -u $MU_A) \
+		RSA_PATH="$T/$MU_B/secret" 2>perm.err &&
+	grep "Permission denied (as uid $(id -u $MU_A))" perm.err &&
+	test_must_fail runuser -u $MU_A -- env RSA_OP=check "$MU_IMP" run rsa 2>caller.err &&
+	grep "permission denied" caller.err
+'
+test_expect_success 'cancel in STAGING_IN: nothing is left' '
+	blocker=$(mu_as $MU_B flux submit -N2 sleep inf) &&
+	flux job wait-event -t 60 $blocker start &&
+	gate=$(rsa_gate_in gate) && chmod 755 gate.sh &&
+	d=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
+		--setattr=rsa.data_out="$T/$MU_A/out" --setattr=rsa.stage_in="$gate" \
+		--setattr=rsa.on_late=ignore true) &&
+	rsa_wait_state $d STAGING_IN 90 &&
+	mu_as $MU_A flux cancel $d &&
+	mu_as $MU_B flux cancel $blocker &&
+	rsa_at_rest $d 90 && rsa_nothing_left &&
+	test -z "$(mounted)" && test -z "$(entry_points)"
+'
+test_expect_success 'a stage-out cannot be cancelled away: the outputs still come home' '
+	gout=$(rsa_gate_out gateout) && chmod 755 gateout.sh &&
+	user_dir $MU_A "$T/$MU_A/out3" &&
+	e=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_out="$T/$MU_A/out3" \
+		--setattr=rsa.stage_out="$gout" --setattr=rsa.on_late=wait \
+		sh -c "echo done >\"\$RSA_DATA_OUT/result\"") &&
+	rsa_wait_state $e STAGING_OUT 90 &&
+	test_might_fail mu_as $MU_A flux cancel $e &&
+	rsa_open gateout &&
+	mu_as $MU_A flux rsa wait -t 90 $e &&
+	test "$(cat $MU_A/out3/result)" = done &&
+	test "$(owner_of $MU_A/out3/result)" = $MU_A &&
+	rsa_at_rest $e 90 && rsa_nothing_left && test -z "$(mounted)"
+'
+test_expect_success 'the module reloads while A'"'"'s job is INUSE_OUT: outputs complete' '
+	user_dir $MU_A "$T/$MU_A/out4" &&
+	f=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
+		--setattr=rsa.data_out="$T/$MU_A/out4" --setattr=rsa.on_late=wait \
+		sh -c "cp -a \"\$RSA_DATA_IN/.\" \"\$RSA_DATA_OUT/\" && flux rsa release-input &&
+		       while ! test -e /tmp/rsa-t-go.f; do sleep 0.1; done") &&
+	rsa_wait_state $f INUSE_OUT 90 &&
+	flux module remove rsa && flux module load rsa && rsa_wait_pool 60 &&
+	test "$(rsa_state $f)" = INUSE_OUT &&
+	touch /tmp/rsa-t-go.f &&
+	mu_as $MU_A flux rsa wait -t 120 $f && rm -f /tmp/rsa-t-go.f &&
+	rsa_same_tree $MU_A/in $MU_A/out4 &&
+	rsa_at_rest $f 90 && rsa_nothing_left &&
+	test -z "$(mounted)" && test -z "$(entry_points)"
+'
+test_expect_success 'no process of the instance owner held uid 0 but flux-imp and the entry point' '
+	touch watch.stop &&
+	while ! test -s watch.json; do sleep 0.1; done &&
+	cat watch.json && echo &&
+	flux python -c "
+import json
+w = json.load(open(\"watch.json\"))
+assert w[\"violations\"] == [], w[\"violations\"]
+assert w[\"seen\"].get(\"rsa-imp-run\", 0) > 0 and w[\"seen\"].get(\"flux-imp\", 0) > 0, w
+"
+'
+test_expect_success 'the instance stops; no RAM disk, entry point or process of the owner is left' '
+	mu_stop &&
+	test -z "$(mounted)" && test -z "$(entry_points)" &&
+	test -z "$(pgrep -u $MU_FLUX)"
+'
+test_done
