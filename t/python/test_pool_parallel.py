@@ -28,10 +28,11 @@ def pool():
     p.cleanup()
 
 
-def gluster_processes():
+def gluster_processes(pool):
+    """Brick servers and clients of this pool (other test instances may run)."""
     found = subprocess.run(["pgrep", "-a", "-f", "rsa-brick|rsa-client"], capture_output=True,
                            text=True).stdout
-    return [line for line in found.splitlines() if "pgrep" not in line]
+    return [line for line in found.splitlines() if pool.workdir in line]
 
 
 def used_mib(path):
@@ -104,8 +105,11 @@ def attach(pool, op, rank, mount_root):
                           secret=pool.volume["secret"], rank=rank)
     else:
         env = environment("detach", root=mount_root, name="11.1", rank=rank)
+    from flux_rsa.privileged.caller import subjob_environment
+
     return subprocess.run([os.sys.executable, "-m", "flux_rsa.privileged"],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+                          env={**subjob_environment(os.environ), **env}, capture_output=True,
+                          text=True, timeout=60)
 
 
 def test_compute_nodes_attach_the_volume_and_detach_it(pool):
@@ -132,7 +136,7 @@ def test_release_stops_servers_unmounts_and_frees_the_capacity(pool):
     assert end["error"] is None, end
     assert mounts_under(pool.root) == []
     assert os.listdir(pool.root) == []
-    assert gluster_processes() == []
+    assert gluster_processes(pool) == []
     status = pool.service.call("status")
     assert [n["reserved"] for n in status["nodes"]] == [0, 0]
 
@@ -147,7 +151,7 @@ def test_a_killed_holder_leaves_what_the_sweep_removes(pool):
     assert "removed by a sweep" in end["error"], end
     assert not glusterfs.mounted(path)
     assert mounts_under(pool.root) == [] and os.listdir(pool.root) == []
-    assert gluster_processes() == []
+    assert gluster_processes(pool) == []
 
 
 def test_pool_status_shows_each_nodes_share(pool):
@@ -159,5 +163,5 @@ def test_pool_status_shows_each_nodes_share(pool):
         [[48 * MiB], [48 * MiB]]
     pool.service.call("cancel", jobid=13, gen=1)
     assert pool.service.wait_for("holder-end", jobid=13)["error"] is None
-    assert gluster_processes() == [] and mounts_under(pool.root) == []
+    assert gluster_processes(pool) == [] and mounts_under(pool.root) == []
     print(json.dumps(nodes))

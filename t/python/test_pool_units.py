@@ -138,6 +138,12 @@ def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
     assert "exec" not in system and "constraints" not in system
 
 
+def test_a_one_node_reservation_is_a_plain_tmpfs_whatever_the_provider():
+    _, variables = task(jobspecs.holder(PY, SPAN, 1234, 2, 64 * MiB, 1001, 2, {}))
+    assert variables["RSA_PROVIDER"] == "tmpfs"
+    assert not {"RSA_PORT", "RSA_SECRET", "RSA_FS_HOST"} & set(variables)
+
+
 def test_through_the_imp_a_task_runs_flux_imp_run_rsa():
     js = jobspecs.holder(IMP, POLICY, 1234, 2, 8 * MiB, 1001, 2, {})
     command, variables = task(js)

@@ -63,6 +63,7 @@ def test_verify_checksum_names_a_mismatch(tmp_path):
         b = f.read(1)
         f.seek(0)
         f.write(bytes([b[0] ^ 1]))
+    os.chmod(p, st.st_mode)
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     v = verify.Verifier(plan.walk(src), os.fsencode(dst), "checksum", 2)
     with pytest.raises(errors.StageError) as ei:
@@ -144,3 +145,19 @@ def test_tar_unreadable_file_or_directory_named_exit_4(tmp_path):
         assert os.listdir(out) == []
     finally:
         shutil.rmtree(base)
+
+
+def test_verify_names_a_mode_the_destination_did_not_keep(tmp_path):
+    from flux_rsa.stage import verify, plan, errors
+
+    src = make_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    # what GlusterFS does to a file with setgid and sticky: keeps setuid only
+    os.chmod(os.path.join(src, b"sub", b"deep", b"random.bin"), 0o7777)
+    os.chmod(dst / "sub" / "deep" / "random.bin", 0o4777)
+    with pytest.raises(errors.StageError) as ei:
+        verify.Verifier(plan.walk(src), os.fsencode(dst), "size", 2).run()
+    assert ei.value.code == errors.EXIT_VERIFY
+    assert "mode 4777, expected 7777" in ei.value.line()
+    assert "does not keep setgid and sticky together" in ei.value.line()

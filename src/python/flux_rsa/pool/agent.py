@@ -333,8 +333,8 @@ class Agent:
             else:
                 self._refuse_over_kept(p)
                 port = secret = None
-                if self.policy.spans:
-                    nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
+                nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
+                if nodes > 1:  # a RAM disk over several nodes: its servers' ports
                     try:
                         port = self.ports.take(key, nodes)
                     except PortsExhausted as exc:

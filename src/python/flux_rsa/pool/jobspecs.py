@@ -94,11 +94,16 @@ def adopt_granules(need, kept_bytes, policy):
 
 
 def holder_task(via, policy, jobid, gen, size, userid, adopt=None, port=None, secret=None):
-    """``size``: bytes on each node.  A RAM disk over several nodes also
-    gets the first brick's port and the volume's secret."""
-    spanning = {"port": port, "secret": secret, "fs_host": policy.fs_host} if policy.spans else {}
+    """``size``: bytes on each node.  A RAM disk over several nodes (a
+    ``port`` given) also gets the volume's secret; one on a single node is a
+    plain tmpfs, whatever the provider (no servers: the fastest path)."""
+    provider, spanning = policy.provider, {}
+    if port is not None:
+        spanning = {"port": port, "secret": secret, "fs_host": policy.fs_host}
+    elif policy.spans:
+        provider = "tmpfs"
     return via.command("hold", root=policy.ramdisk_root, name=ramdisk_name(jobid, gen),
-                       size=size, owner=userid, provider=policy.provider, jobid=jobid, gen=gen,
+                       size=size, owner=userid, provider=provider, jobid=jobid, gen=gen,
                        adopt=adopt, **spanning)
 
 

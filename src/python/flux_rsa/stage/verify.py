@@ -134,6 +134,13 @@ class Verifier:
             raise self._mismatch(f, f"size {st.st_size}, expected {f.size}")
         if st.st_mtime_ns != f.mtime:
             raise self._mismatch(f, "modification time differs from the source")
+        want = f.mode & 0o7777
+        if stat.S_IMODE(st.st_mode) != want:
+            why = f"mode {stat.S_IMODE(st.st_mode):04o}, expected {want:04o}"
+            if want & stat.S_ISGID and want & stat.S_ISVTX:
+                why += (" (the destination file system does not keep setgid and sticky "
+                        "together on a file: GlusterFS, the parallel RAM disk, cannot)")
+            raise self._mismatch(f, why)
 
     def _compare(self, f, off, n):
         a = self._digest_src(f, off, n)
