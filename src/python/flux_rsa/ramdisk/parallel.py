@@ -52,7 +52,8 @@ def build_brick(root, name, index, size, owner, volume, jobid, gen):
     ROOT/NAME.b<index> with a brick server on it.  Returns (path, marker)."""
     path = glusterfs.brick_path(root, name, index)
     marker = layout.new_marker(os.path.basename(path), PROVIDER, size, owner, jobid, gen,
-                               kind="brick", volume=name, index=index)
+                               kind="brick", volume=name, index=index,
+                               bricks=len(volume.servers))
     layout.claim(path)
     server = volume.servers[index]
     try:
@@ -103,6 +104,37 @@ def _undo(path):
         layout.destroy(path)
     except layout.RamdiskError:
         pass
+
+
+# --- is it whole? --------------------------------------------------------------
+
+
+def expected_bytes(ramdisk):
+    """The bytes the bricks of the parallel RAM disk mounted at ``ramdisk``
+    hold together (from its first brick's marker, on this node), or None
+    when ``ramdisk`` is not one."""
+    if not glusterfs.mounted(ramdisk):
+        return None
+    marker = layout.read_marker(glusterfs.brick_path(os.path.dirname(ramdisk),
+                                                     os.path.basename(ramdisk), 0))
+    if marker is None or marker.get("kind") != "brick":
+        return None
+    return marker["size"] * marker.get("bricks", 1)
+
+
+def check_whole(ramdisk, expected):
+    """Raise GlusterError unless every brick of the RAM disk answers: a
+    volume with a brick down shows (and lists) only the other bricks'
+    files, so a copy from it would look complete and be partial."""
+    if expected is None:
+        return
+    st = os.statvfs(ramdisk)
+    have = st.f_blocks * st.f_frsize
+    if have < expected:
+        raise GlusterError(
+            f"{ramdisk}: only {have >> 20} MiB of its {expected >> 20} MiB answer: a brick "
+            "server or its RSA node is down, so part of the RAM disk's files cannot be seen "
+            "(what the other nodes hold is kept)")
 
 
 # --- destroy ----------------------------------------------------------------
