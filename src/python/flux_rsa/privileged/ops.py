@@ -76,7 +76,7 @@ def _discard(r):
 
 def _sweep(r):
     failed = sweep(r["ROOT"], say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
-                   report_kept=r.get("REPORT_KEPT", False))
+                   report_kept=r.get("REPORT_KEPT", False), gone=r.get("GONE"))
     return 1 if failed else 0
 
 
