@@ -76,7 +76,7 @@ def _discard(r):
 
 def _sweep(r):
     failed = sweep(r["ROOT"], say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
-                   report_kept=r.get("REPORT_KEPT", False))
+                   report_kept=r.get("REPORT_KEPT", False), gone=r.get("GONE"))
     return 1 if failed else 0
 
 
@@ -100,15 +100,28 @@ def stage_argv(r):
 
 
 def _stage(r):
+    """Switch to the owner, run the stager.  A RAM disk spanning nodes must
+    be whole before and after: with a brick down the stager would copy the
+    files it can see and call it done."""
     from flux_rsa.stage import cli, identity
-    from flux_rsa.stage.errors import StageError
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
 
+    side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
+    ramdisk = os.path.dirname(side)
+    expected = parallel.expected_bytes(ramdisk)  # as root: the brick's marker
     try:
         identity.become(r["OWNER"])  # before any user path is touched
     except StageError as exc:
         print(exc.line(), file=sys.stderr, flush=True)
         return exc.code
-    return cli.main(stage_argv(r))
+    try:
+        parallel.check_whole(ramdisk, expected)
+        code = cli.main(stage_argv(r))
+        parallel.check_whole(ramdisk, expected)
+    except (OSError, glusterfs.GlusterError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    return code
 
 
 def _measure(r):

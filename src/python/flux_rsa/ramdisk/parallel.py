@@ -20,6 +20,8 @@ from flux_rsa.ramdisk.glusterfs import GlusterError
 from flux_rsa.ramdisk.providers import ProviderError, destroy_tmpfs, mount_tmpfs
 
 PROVIDER = "glusterfs"
+#: seconds a holder task that failed waits before it exits (see hold)
+OUTPUT_LINGER = 1.0
 
 
 def servers(nodes, fs_host, port):
@@ -52,7 +54,8 @@ def build_brick(root, name, index, size, owner, volume, jobid, gen):
     ROOT/NAME.b<index> with a brick server on it.  Returns (path, marker)."""
     path = glusterfs.brick_path(root, name, index)
     marker = layout.new_marker(os.path.basename(path), PROVIDER, size, owner, jobid, gen,
-                               kind="brick", volume=name, index=index)
+                               kind="brick", volume=name, index=index,
+                               bricks=len(volume.servers))
     layout.claim(path)
     server = volume.servers[index]
     try:
@@ -64,7 +67,7 @@ def build_brick(root, name, index, size, owner, volume, jobid, gen):
                                      int(server.rsplit(":", 1)[1]), volume)
         marker["server"] = glusterfs.process_record(proc)
         layout.write_marker(path, marker)
-    except (OSError, ProviderError, GlusterError) as exc:
+    except (OSError, ValueError, ProviderError, GlusterError) as exc:
         _undo(path)
         raise layout.RamdiskError(f"cannot build brick {path}: {exc}") from None
     return path, marker
@@ -105,6 +108,37 @@ def _undo(path):
         pass
 
 
+# --- is it whole? --------------------------------------------------------------
+
+
+def expected_bytes(ramdisk):
+    """The bytes the bricks of the parallel RAM disk mounted at ``ramdisk``
+    hold together (from its first brick's marker, on this node), or None
+    when ``ramdisk`` is not one."""
+    if not glusterfs.mounted(ramdisk):
+        return None
+    marker = layout.read_marker(glusterfs.brick_path(os.path.dirname(ramdisk),
+                                                     os.path.basename(ramdisk), 0))
+    if marker is None or marker.get("kind") != "brick":
+        return None
+    return marker["size"] * marker.get("bricks", 1)
+
+
+def check_whole(ramdisk, expected):
+    """Raise GlusterError unless every brick of the RAM disk answers: a
+    volume with a brick down shows (and lists) only the other bricks'
+    files, so a copy from it would look complete and be partial."""
+    if expected is None:
+        return
+    st = os.statvfs(ramdisk)
+    have = st.f_blocks * st.f_frsize
+    if have < expected:
+        raise GlusterError(
+            f"{ramdisk}: only {have >> 20} MiB of its {expected >> 20} MiB answer: a brick "
+            "server or its RSA node is down, so part of the RAM disk's files cannot be seen "
+            "(what the other nodes hold is kept)")
+
+
 # --- destroy ----------------------------------------------------------------
 
 
@@ -119,6 +153,8 @@ def destroy(path, marker):
         glusterfs.stop_process(marker["client"])
     if marker.get("server"):
         glusterfs.stop_process(marker["server"])
+    for record in glusterfs.processes_in(path):
+        glusterfs.stop_process(record)
     destroy_tmpfs(path)
 
 
@@ -147,6 +183,10 @@ def hold(root, name, size, owner, index, volume, jobid=None, gen=None,
     except layout.RamdiskError as exc:
         _stop(built, prog)
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)
+        # the job ends at the first failed task (exit-on-error), and a
+        # line from another node's shell can be lost if that comes first:
+        # give it a moment to reach the job's output (the holder's error)
+        signal.sigtimedwait(STOP_SIGNALS | {KEEP_SIGNAL}, OUTPUT_LINGER)
         return 1
     sig = signal.sigwait(STOP_SIGNALS | {KEEP_SIGNAL})
     failed = _stop(built, prog)
