@@ -29,6 +29,10 @@ class Via:
     python: str
     mode: str = "direct"  # "direct" | "imp"
     imp: Optional[str] = None
+    #: provider command's site scripts ((step, path), ...), passed on to the
+    #: operations that may run them, in direct mode only (through the IMP
+    #: the entry point reads them from the site's root-owned configuration)
+    scripts: tuple = ()
 
     def command(self, op, **values):
         """(argv, environment) of a task that runs ``op`` with ``values``
@@ -36,17 +40,21 @@ class Via:
         argv = [self.python, "-m", "flux_rsa.privileged"]
         if self.mode == "imp":
             argv += ["--imp", self.imp]
+        steps = request.OPS[op].scripts
+        values.update({request.script_var(step).lower(): path for step, path in self.scripts
+                       if step in steps})
         return argv, request.environment(op, **values)
 
     def describe(self):
         return {"mode": self.mode, "imp": self.imp}
 
 
-def choose(python, privilege, imp, uid):
-    """The Via for ``[rsa] privilege`` in a pool run by ``uid``."""
+def choose(python, privilege, imp, uid, scripts=None):
+    """The Via for ``[rsa] privilege`` in a pool run by ``uid``;
+    ``scripts``: provider command's ({step: path}, ``Policy.scripts``)."""
     if privilege == "imp" or (privilege == "auto" and uid != 0 and imp):
         return Via(python, "imp", imp or None)
-    return Via(python, "direct")
+    return Via(python, "direct", scripts=tuple(sorted((scripts or {}).items())))
 
 
 def subjob_environment(environ):

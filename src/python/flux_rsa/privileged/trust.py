@@ -7,7 +7,9 @@ whose requests are checked but not believed about where root may act: the
 RAM-disk root comes from the ``[rsa]`` table of the TOML files in the
 configuration directory fixed when the entry point was installed (the
 system instance's, ``<sysconfdir>/flux/system/conf.d``), and only when those
-files are root-owned and not writable by others.
+files are root-owned and not writable by others.  So do the site scripts
+of provider command (``scripts``); root runs one only when it is a regular
+file that only root can change, in directories only root can change.
 """
 
 import os
@@ -15,7 +17,7 @@ import stat
 import tomllib
 
 from flux_rsa.core.config import Policy
-from flux_rsa.privileged.request import PREFIX, Refused
+from flux_rsa.privileged.request import OPS, PREFIX, Refused, script_var
 
 DEFAULT_ROOT = Policy.ramdisk_root
 
@@ -102,3 +104,51 @@ def check(request, conf_dir):
     secure_path(parent, "the parent of the RAM-disk root")
     if os.path.lexists(root):
         secure_path(root, "the RAM-disk root")
+    source = request.get("SOURCE")
+    if source is not None and os.path.dirname(source) != site_root(conf_dir):
+        raise Refused(f"{PREFIX}SOURCE={source!r}: not a RAM disk under the site's RAM-disk root "
+                      f"{site_root(conf_dir)!r} ([rsa] ramdisk-root in {conf_dir})")
+
+
+def secure_file(path, what):
+    """Raise Refused unless ``path`` is an absolute path of a regular,
+    executable file that only root (or, in a pool not run by root, its
+    user) can change, in directories only root can change."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise Refused(f"{what} = {path!r}: not an absolute path (give the script's full path)")
+    euid = os.geteuid()
+    if euid == 0:
+        secure_path(os.path.dirname(path), f"{what} {path}: its directory")
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise Refused(f"{what} {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise Refused(f"{what} {path} is {kind} (root runs only regular files; name the "
+                      "script itself)")
+    if st.st_uid not in (0, euid) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise Refused(f"{what} {path} is owned by uid {st.st_uid} with mode "
+                      f"{stat.S_IMODE(st.st_mode):04o}: root runs only scripts that only root can "
+                      "change (chown root and chmod go-w it)")
+    if not st.st_mode & stat.S_IXUSR:
+        raise Refused(f"{what} {path} is not executable (chmod u+x it)")
+
+
+def scripts(request, conf_dir=None):
+    """The site scripts of provider command that ``request`` may run:
+    {step: path}.  Through flux-imp (``conf_dir`` given) they come from the
+    site's ``[rsa]`` table alone; for a trusted caller (``direct``) from
+    its request.  Each one is checked with ``secure_file``."""
+    steps = OPS[request.op].scripts
+    table = site_table(conf_dir) if conf_dir is not None and steps else {}
+    found = {}
+    for step in steps:
+        if conf_dir is not None:
+            path, what = table.get(f"command-{step}"), f"[rsa] command-{step}"
+        else:
+            path, what = request.get(script_var(step)), PREFIX + script_var(step)
+        if path:
+            secure_file(path, what)
+            found[step] = path
+    return found
