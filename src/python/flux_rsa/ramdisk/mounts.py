@@ -74,8 +74,7 @@ def attach(mountpoint, rank, how, mount):
     ``how`` (a dict with ``provider``) is kept for ``detach``.  When the
     mount fails and no other rank uses it, nothing of it is left."""
     workdir = _workdir(mountpoint)
-    os.makedirs(workdir, mode=0o700, exist_ok=True)
-    with _locked(workdir):
+    with _locked(workdir, create=True):
         if not _read_json(os.path.join(workdir, "ranks"), []):
             os.makedirs(mountpoint, mode=0o755, exist_ok=True)
             write_private(os.path.join(workdir, "how"), json.dumps(how))
@@ -92,15 +91,13 @@ def detach(mountpoint, rank):
     """This rank is done with the RAM disk: undo the attach when no rank of
     the job on this node uses it any more, and remove what attach made."""
     workdir = _workdir(mountpoint)
-    if not os.path.isdir(workdir):
-        return
-    with _locked(workdir):
-        if _refs_update(workdir, rank, add=False):
-            return
+    with _locked(workdir, create=False) as lock:
+        if lock is None or _refs_update(workdir, rank, add=False):
+            return  # never attached here, or another rank still uses it
         how = _read_json(os.path.join(workdir, "how"), {})
         _undo(how.get("provider", "glusterfs"))(mountpoint, how, rank)
         _remove(mountpoint)
-    shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _undo(provider):
@@ -130,15 +127,34 @@ def _remove(mountpoint):
 
 class _locked:
     """flock on ``workdir/lock``: attaches and detaches of several ranks on
-    one node take turns."""
+    one node take turns.  A rank that waited while another removed the
+    work directory takes the lock again on the new one (``create``), or
+    gets None (nothing is attached here)."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, create):
+        self.workdir, self.create = workdir, create
         self.path = os.path.join(workdir, "lock")
+        self.fd = None
 
     def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
+        while True:
+            if self.create:
+                os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            except FileNotFoundError:
+                if self.create:
+                    continue
+                return None
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    self.fd = fd
+                    return self
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # removed while we waited: start again
 
     def __exit__(self, *exc):
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
