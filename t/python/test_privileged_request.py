@@ -177,7 +177,8 @@ def test_site_scripts_are_taken_from_a_trusted_caller_only():
 
 def test_each_operation_takes_the_scripts_of_its_steps_only():
     trusted = {"hold": ("create", "destroy"), "attach": ("attach", "detach"),
-               "detach": ("detach",), "sweep": ("destroy",), "discard": ("destroy",)}
+               "detach": ("detach",), "sweep": ("destroy",), "discard": ("destroy",),
+               "check": ("create", "destroy", "attach", "detach")}
     assert {op: spec.scripts for op, spec in OPS.items() if spec.scripts} == trusted
     with pytest.raises(Refused, match="RSA_COMMAND_CREATE: not a variable of RSA_OP=sweep"):
         parse(environment("sweep", root=ROOT, command_create="/etc/rsa/create"), 0, trusted=True)

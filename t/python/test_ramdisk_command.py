@@ -371,3 +371,22 @@ def test_through_the_imp_a_site_script_others_can_change_is_refused(site):
     assert f"[rsa] command-attach {site.path('attach')}: its directory" in done.stderr
     assert "only root can change (chown root and chmod go-w it)" in done.stderr
     assert site.recorded("attach", 3) is None
+
+
+def test_the_pools_start_up_check_names_a_site_script_root_would_not_run(site):
+    from flux_rsa.privileged import caller
+
+    site_config(site)
+    assert imp_run(site, {"RSA_OP": "check"}).returncode == 0
+    os.chmod(site.path("destroy"), 0o757)
+    done = imp_run(site, {"RSA_OP": "check"})
+    assert done.returncode == 2
+    assert f"[rsa] command-destroy {site.path('destroy')} is owned by uid 0 with mode 0757" \
+        in done.stderr
+    # a pool run by root checks the scripts of its own policy the same way
+    direct = caller.choose(PY, "direct", "", 0, {"destroy": site.path("destroy")})
+    said = caller.problem(direct, site.conf, "root")
+    assert said.startswith(f"[rsa] command-destroy {site.path('destroy')} is owned by uid 0 "
+                           "with mode 0757: root runs only scripts that only root can change")
+    os.chmod(site.path("destroy"), 0o755)
+    assert caller.problem(direct, site.conf, "root") is None

@@ -69,11 +69,20 @@ def imp_config_hint(confdir):
 
 def problem(via, confdir, user, environ=None):
     """None when ``via`` can run privileged operations on this node, else
-    one line saying what is wrong and which file to fix."""
+    one line saying what is wrong and which file to fix.  Provider
+    command's site scripts are checked as the entry point will check them
+    (through the IMP it checks the site's, answering ``check``)."""
+    guide = "see doc/guide/install.md"
     if via.mode != "imp":
+        from flux_rsa.privileged import trust
+
+        for step, path in via.scripts:
+            try:
+                trust.secure_file(path, f"[rsa] command-{step}")
+            except request.Refused as exc:
+                return f"{exc} (see flux-config-rsa(5))"
         return None
     conf = imp_config_hint(confdir)
-    guide = "see doc/guide/install.md"
     if not via.imp:
         return ("[rsa] privilege = \"imp\" needs the IMP: set [exec] imp = \"<libexecdir>/flux/"
                 f"flux-imp\" in the instance's configuration ({guide})")
@@ -97,6 +106,8 @@ def problem(via, confdir, user, environ=None):
     if proc.returncode == 0 and answer.get("ok") and answer.get("euid") == 0:
         return None
     said = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+    if said.startswith("flux-rsa-helper: [rsa] command-"):
+        return f"flux-imp run {IMP_RUN_NAME} refuses the site's script: {said} (see flux-config-rsa(5))"
     if "no configuration found" in said:
         fix = f"add a [run.{IMP_RUN_NAME}] table to {conf}"
     elif "permission denied" in said:

@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from flux_rsa.core.config import COMMAND_PORTS
+from flux_rsa.core.config import COMMAND_PORTS, COMMAND_STEPS
 from flux_rsa.core.record import IN_AREA, OUT_AREA
 
 PREFIX = "RSA_"
@@ -207,7 +207,9 @@ OPS = {
         what="copy between a RAM disk area and a data directory, as the job owner"),
     "measure": Spec({"PATH": path, "OWNER": number}, for_owner=True,
                     what="size and file count of PATH, as the job owner"),
-    "check": Spec({}, what="answer, to show the IMP runs this entry point"),
+    "check": Spec({}, scripts=COMMAND_STEPS,
+                  what="answer, to show the IMP runs this entry point (and the site's scripts "
+                       "are fit to run)"),
 }
 
 
