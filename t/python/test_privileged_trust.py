@@ -68,3 +68,17 @@ def test_through_the_imp_the_scripts_are_the_site_tables_whatever_the_request(to
     trusted = parse(environment("detach", root="/mnt", name="1.1", rank=0,
                                 command_detach=script(top, "mine")), 0, trusted=True)
     assert trust.scripts(trusted) == {"detach": os.path.join(top, "mine")}
+
+
+def test_a_site_table_anyone_but_root_can_change_is_refused(top):
+    conf = os.path.join(top, "conf")
+    os.mkdir(conf, 0o755)
+    path = os.path.join(conf, "rsa.toml")
+    with open(path, "w") as f:
+        f.write('[rsa]\nramdisk-root = "/r"\n')
+    os.chmod(path, 0o644)
+    assert trust.site_table(conf) == {"ramdisk-root": "/r"}
+    os.chmod(path, 0o1664)  # the sticky bit makes a directory safe, never a file
+    with pytest.raises(Refused, match=r"rsa.toml is not a regular file that only root can "
+                                      r"change \(chown root and chmod go-w it\)"):
+        trust.site_table(conf)
