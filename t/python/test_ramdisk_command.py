@@ -205,12 +205,18 @@ def test_a_failing_create_says_why_in_one_line_and_leaves_nothing(site):
     assert leftovers(site) == []
 
 
-def test_a_killed_holders_leftovers_are_destroyed_by_a_sweep(site):
+def killed_holder(site):
+    """A holder task 0 that built its RAM disk, then was killed (SIGKILL:
+    no destroy ran)."""
     proc = start_hold(site, 0)
     events(proc)
     proc.kill()
     proc.wait()
     assert mounted(os.path.join(site.root, "12.1")) == ["tmpfs"]
+
+
+def test_a_killed_holders_leftovers_are_destroyed_by_a_sweep(site):
+    killed_holder(site)
     # the sweep runs the site's destroy, with the variables create had
     done = run_op({"RSA_OP": "sweep", "RSA_ROOT": site.root},
                   {"RSA_COMMAND_DESTROY": site.path("destroy")})
@@ -221,10 +227,7 @@ def test_a_killed_holders_leftovers_are_destroyed_by_a_sweep(site):
 
 
 def test_a_sweep_without_the_destroy_script_leaves_the_ram_disk_and_says_so(site):
-    proc = start_hold(site, 0)
-    events(proc)
-    proc.kill()
-    proc.wait()
+    killed_holder(site)
     done = run_op({"RSA_OP": "sweep", "RSA_ROOT": site.root})
     assert done.returncode == 1
     assert "provider command has no destroy script: set [rsa] command-destroy" in done.stdout
