@@ -38,19 +38,9 @@ export T  # the jobs find the test's files through $T (the path has a space)
 steps() {
 	cat "$T/log/steps" 2>/dev/null || true
 }
-attached() {
-	findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/mnt/" || true
-}
 all_gone() {
-	rsa_nothing_left && test -z "$(attached)" &&
+	rsa_nothing_left && test -z "$(rsa_attached)" &&
 	test -z "$(find "$RSA_INSTANCE_TMP/ramdisk" "$RSA_INSTANCE_TMP/mnt" -mindepth 1)"
-}
-wait_for() {
-	_i=0
-	while ! test -e "$1"; do
-		_i=$((_i + 1)); test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
-		sleep 0.1
-	done
 }
 # the context field $2 of job $1's first event named $3
 event_field() {
@@ -115,7 +105,7 @@ test_expect_success 'a -N2 job with 2 x 48M reserved: create ran on both RSA nod
 		       (cd \"\$RSA_DATA_IN\" && find . | sort) >\"\$T/seen.\$FLUX_TASK_RANK\";
 		       test \$FLUX_TASK_RANK = 1 || cp -a \"\$RSA_DATA_IN\" \"\$RSA_DATA_OUT/copy\";
 		       while ! test -e \"\$T/a.go\"; do sleep 0.1; done") &&
-	wait_for seen.0 && wait_for seen.1 &&
+	rsa_wait_file seen.0 && rsa_wait_file seen.1 &&
 	name=$(basename "$(rsa_field ramdisk $id)") &&
 	steps >steps.a && cat steps.a &&
 	grep -x "create 0 $name rsa0,rsa1 $((48 << 20))" steps.a &&
@@ -135,7 +125,7 @@ test_expect_success 'both ranks see the staged inputs at the attached path' '
 	test "$(cat fstype.0) $(cat fstype.1)" = "tmpfs tmpfs" &&
 	(cd tree && find . | sort) >expected &&
 	test_cmp expected seen.0 && test_cmp expected seen.1 &&
-	test "$(attached)" = "$mnt" &&
+	test "$(rsa_attached)" = "$mnt" &&
 	grep "^attach [01] $name $mnt\$" steps.a
 '
 test_expect_success 'the job ends: detached, staged out, destroyed on both nodes, nothing left' '
