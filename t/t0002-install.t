@@ -3,7 +3,9 @@ test_description='make install puts flux-rsa where Flux finds it
 
 Installed into a staging root (DESTDIR), an instance that uses only the
 installed files and has [rsa] configured loads the module at start-up
-through modprobe, and `flux rsa` works.'
+through modprobe, and `flux rsa` works.  The man pages (built when
+configure found Sphinx) are found by man -M PREFIX/share/man and by
+`flux help rsa`, and `flux help` lists `flux rsa`.'
 
 . $(dirname $0)/sharness-rsa.sh
 
@@ -27,6 +29,48 @@ test_expect_success 'the command, module, plugins, modprobe files and package ar
 	test -n "$table" &&
 	pylib=$(dirname "$(dirname "$(dirname "$table")")") &&
 	test -f "$pylib/flux_rsa/validate.py"
+'
+# man pages are built when configure found Sphinx (ENABLE_DOCS)
+grep -q "^man_MANS = " "$RSA_BUILDDIR/Makefile" && test_set_prereq DOCS
+command -v man >/dev/null && test_set_prereq MAN
+man_dir="$root$prefix/share/man"
+# the text of installed page $1 ($2: its section), as man renders it
+rendered() {
+	MANWIDTH=100 MANPAGER=cat PAGER=cat man -M "$man_dir" $2 "$1" 2>&1 | col -b
+}
+
+test_expect_success DOCS 'the man pages are installed' '
+	test -s "$man_dir/man1/flux-rsa.1" &&
+	test -s "$man_dir/man5/flux-config-rsa.5" &&
+	test -s "$man_dir/man7/flux-rsa-attributes.7"
+'
+test_expect_success DOCS,MAN 'man -M PREFIX/share/man flux-rsa shows flux-rsa(1)' '
+	rendered flux-rsa 1 >man1.out &&
+	grep "^FLUX-RSA(1)" man1.out &&
+	grep "flux-rsa - the RAMDISK Storage Accelerator" man1.out &&
+	grep "flux rsa status \[-a\]" man1.out &&
+	grep -- "--dependency=afterstaged:A" man1.out &&
+	grep "#flux: --setattr=rsa.stage_in=/gpfs/gpfs0/home/wickbt/stage-in.sh" man1.out
+'
+test_expect_success DOCS,MAN 'the job attributes and the configuration have their pages' '
+	rendered flux-rsa-attributes 7 >man7.out &&
+	grep "^FLUX-RSA-ATTRIBUTES(7)" man7.out &&
+	grep "#flux: --setattr=rsa.data_in=/gpfs/gpfs0/home/wickbt/test8/input" man7.out &&
+	grep "RSA_RAMDISK" man7.out &&
+	rendered flux-config-rsa 5 >man5.out &&
+	grep "^FLUX-CONFIG-RSA(5)" man5.out &&
+	grep "node-capacity" man5.out
+'
+test_expect_success DOCS,MAN 'flux help rsa shows the page' '
+	MANPATH="$man_dir" MANWIDTH=100 MANPAGER=cat PAGER=cat FLUX_IGNORE_NO_DOCS=1 \
+		"$FLUX" help rsa 2>&1 | col -b >help.out &&
+	grep "^FLUX-RSA(1)" help.out &&
+	grep -- "--dependency=afterstaged" help.out
+'
+test_expect_success 'flux help lists flux rsa' '
+	test -f "$root$prefix/share/flux/help.d/rsa.json" &&
+	FLUX_CMDHELP_PATTERN="$root$prefix/share/flux/help.d/*.json" "$FLUX" help >list.out 2>&1 &&
+	grep -E "^   rsa +RSA state of jobs" list.out
 '
 test_expect_success 'an instance using only the installed files loads the rsa module' '
 	mkdir conf &&

@@ -17,7 +17,7 @@ test_expect_success 'a job without rsa attributes is INELIGIBLE' '
 	id=$(flux submit -N1 printenv) &&
 	flux job wait-event -t 30 $id clean &&
 	flux rsa status -n -o "{rsa_state} {note}" $id >status &&
-	test "$(cat status)" = "INELIGIBLE not an RSA job (no rsa.data_in or rsa.data_out)"
+	test "$(cat status)" = "INELIGIBLE not an RSA job (no rsa.data_in, rsa.data_out or rsa.capacity)"
 '
 test_expect_success 'and ran untouched: no RSA variables, no rsa events' '
 	flux job attach $id >env.out &&

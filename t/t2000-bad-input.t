@@ -8,6 +8,9 @@ well-formed job then goes through.  Permissions are judged as the
 submitting user: those cases are submitted as an unprivileged user (root
 only).  Text that is not UTF-8 never reaches the validator: job-ingest
 refuses the jobspec JSON first, and those cases check its message.
+The paths live in a new directory under ${TMPDIR:-/tmp}, not in the trash
+directory: the expected messages hold whole paths, and must not depend on
+where the tree is checked out.
 The same catalog without Flux: t/python/test_bad_input.py.'
 
 . $(dirname $0)/sharness-rsa.sh
@@ -21,7 +24,8 @@ if test "$(id -u)" = 0; then
 	id -u $SUBMITTER >/dev/null 2>&1 && test_set_prereq GUEST
 fi
 
-T=$PWD
+# the files the cases name: a short path, wherever this tree lives
+T=$(mktemp -d "${TMPDIR:-/tmp}/rsa-badin.XXXXXX") || exit 1
 ME=$(id -un)
 IN='an absolute path to a directory to stage in'
 OUT='an absolute path to a directory to stage out to'
@@ -35,6 +39,10 @@ CAN_WRITE='(must be an existing directory you can write)'
 SCRIPT='(must be an executable script you can read)'
 LONG=/long/$(head -c 102400 /dev/zero | tr "\0" a)
 HUGE_KEY=$(head -c 70000 /dev/zero | tr "\0" k)
+# N copies of character C
+repeat() {
+	head -c $1 /dev/zero | tr "\0" "$2"
+}
 
 # the command of a case, kept byte for byte (NUL-separated), run by exec
 cat >run-case <<'EOF'
@@ -91,14 +99,17 @@ submit() {
 
 test_expect_success 'setup: directories, files, scripts, links' '
 	rsa_wait_pool 60 &&
-	mkdir -p in/sub out dir private/pub locked/deep &&
-	echo data >in/file && echo file >file &&
-	printf "#!/bin/sh\nexit 0\n" >noexec.sh && chmod 644 noexec.sh &&
-	printf "#!/bin/sh\nexit 0\n" >ownerexec.sh && chmod 744 ownerexec.sh &&
-	ln -s in/sub outlink &&
-	ln -s private/pub sneaky &&
-	chmod 700 private locked &&
-	chmod 755 . out
+	(
+		cd "$T" &&
+		mkdir -p in/sub out dir private/pub locked/deep &&
+		echo data >in/file && echo file >file &&
+		printf "#!/bin/sh\nexit 0\n" >noexec.sh && chmod 644 noexec.sh &&
+		printf "#!/bin/sh\nexit 0\n" >ownerexec.sh && chmod 744 ownerexec.sh &&
+		ln -s in/sub outlink &&
+		ln -s private/pub sneaky &&
+		chmod 700 private locked &&
+		chmod 755 . out
+	)
 '
 
 # --- the whole table -------------------------------------------------------
@@ -120,7 +131,7 @@ submit 'a dotted key becomes a table: rsa.data.in' "--setattr=rsa.data.in=$T/in"
 rsa.data: unknown key ($KNOWN)
 EOF
 submit 'a 70 KB unknown key' --setattr=rsa.$HUGE_KEY=1 <<EOF
-rsa.'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...' (70000 characters): unknown key ($KNOWN)
+rsa.'$(repeat 512 k)...$(repeat 512 k)' (70000 characters): unknown key ($KNOWN)
 EOF
 
 # --- paths -----------------------------------------------------------------
@@ -143,7 +154,11 @@ submit 'data_in with ..' "--setattr=rsa.data_in=$T/in/../out" <<EOF
 rsa.data_in: '$T/in/../out' contains '..' ($IN)
 EOF
 submit 'a 100 KB data_in' "--setattr=rsa.data_in=$LONG" <<EOF
-rsa.data_in: '/long/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' (102406 characters) is too long: at most 4096 characters ($IN)
+rsa.data_in: '/long/$(repeat 506 a)...$(repeat 512 a)' (102406 characters) is too long: at most 4096 characters ($IN)
+EOF
+D320=$(repeat 320 d)
+submit 'a 330-character data_in with .. is shown whole' "--setattr=rsa.data_in=$T/$D320/../out" <<EOF
+rsa.data_in: '$T/$D320/../out' contains '..' ($IN)
 EOF
 submit 'missing data_in' "--setattr=rsa.data_in=$T/missing" <<EOF
 rsa.data_in: $T/missing: No such directory $CAN_READ
@@ -316,5 +331,9 @@ test_expect_success 'a well-formed request of the whole pool goes through' '
 	rsa_pool flux jobs -a -u all -n -o "{name}" >pool.jobs &&
 	grep "^rsa-hold-$(cat expected)-" pool.jobs &&
 	grep "^rsa-stage-$(cat expected)-" pool.jobs
+'
+test_expect_success 'remove the test files' '
+	chmod -R u+rwx "$T" &&
+	rm -rf "$T"
 '
 test_done

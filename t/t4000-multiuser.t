@@ -17,11 +17,21 @@ mu_require
 T="$PWD"
 ROOTDIR="$T/ramdisk"
 export RSA_INSTANCE_TMP="$T"  # where rsa_nothing_left looks for RAM disks
-mkdir -p conf "$ROOTDIR" && chmod 755 conf "$ROOTDIR"
+MOUNTDIR="$T/mnt"
+# one-node RAM disks are tmpfs; with GlusterFS installed, one over both RSA
+# nodes is a volume whose bricks and compute-node mounts go through the IMP
+provider=tmpfs
+if command -v glusterfsd >/dev/null 2>&1 || test -x /usr/sbin/glusterfsd; then
+	provider=glusterfs
+	test_set_prereq GLUSTERFS
+fi
+mkdir -p conf "$ROOTDIR" "$MOUNTDIR" && chmod 755 conf "$ROOTDIR" "$MOUNTDIR"
 cat >conf/rsa.toml <<EOF
 [rsa]
 ramdisk-root = "$ROOTDIR"
-provider = "tmpfs"
+mount-root = "$MOUNTDIR"
+provider = "$provider"
+fs-host = "127.0.0.1"
 stage-retries = 0
 EOF
 chmod 644 conf/rsa.toml
@@ -150,7 +160,7 @@ test_expect_success 'A'"'"'s data_out holding links to B'"'"'s file and /etc: th
 	cp /etc/passwd passwd.before && cp $MU_B/secret/s.txt s.before &&
 	mkdir -p $MU_A/out2 && ln -s "$T/$MU_B/secret/s.txt" $MU_A/out2/victim &&
 	ln -s /etc $MU_A/out2/etc && chown -R -h $MU_A: $MU_A/out2 &&
-	c=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_out="$T/$MU_A/out2" \
+	c=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_out="$T/$MU_A/out2" --setattr=rsa.on_late=wait \
 		sh -c "echo pwned >\"\$RSA_DATA_OUT/victim\"; mkdir \"\$RSA_DATA_OUT/etc\";
 		       echo pwned >\"\$RSA_DATA_OUT/etc/passwd\"") &&
 	rsa_wait_state $c HELD 120 &&
@@ -174,6 +184,23 @@ test_expect_success 'the entry point refuses what is not its job' '
 	grep "Permission denied (as uid $(id -u $MU_A))" perm.err &&
 	test_must_fail runuser -u $MU_A -- env RSA_OP=check "$MU_IMP" run rsa 2>caller.err &&
 	grep "permission denied" caller.err
+'
+test_expect_success GLUSTERFS 'A'"'"'s RAM disk over both RSA nodes: bricks and mounts through the IMP, as A'"'"'s' '
+	user_dir $MU_A "$T/$MU_A/out5" &&
+	g=$(mu_as $MU_A flux submit -N2 --setattr=rsa.data_out="$T/$MU_A/out5" \
+		--setattr=rsa.capacity=128M --setattr=rsa.on_late=wait \
+		sh -c "id -u >\"\$RSA_DATA_OUT/uid.\$FLUX_TASK_RANK\";
+		       findmnt -n -o FSTYPE --mountpoint \"\$RSA_RAMDISK\" >\"\$RSA_DATA_OUT/fstype.\$FLUX_TASK_RANK\";
+		       head -c 8388608 /dev/urandom >\"\$RSA_DATA_OUT/data.\$FLUX_TASK_RANK\"") &&
+	mu_as $MU_A flux rsa wait -t 120 $g &&
+	flux rsa status -a -o "{id} {rsa_state} {note}" $g &&
+	test "$(cat $MU_A/out5/fstype.0 $MU_A/out5/fstype.1)" = "fuse.glusterfs
+fuse.glusterfs" &&
+	test "$(cat $MU_A/out5/uid.0)" = "$(id -u $MU_A)" &&
+	test "$(owner_of $MU_A/out5/data.1)" = $MU_A &&
+	test "$(stat -c %s $MU_A/out5/data.0)" = 8388608 &&
+	rsa_at_rest $g 90 && rsa_nothing_left &&
+	test -z "$(mounted)" && test -z "$(findmnt -n -l -o TARGET | grep -F "$MOUNTDIR/")"
 '
 test_expect_success 'cancel in STAGING_IN: nothing is left' '
 	blocker=$(mu_as $MU_B flux submit -N2 sleep inf) &&

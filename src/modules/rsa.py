@@ -79,6 +79,23 @@ class RsaModule(BrokerModule):
         answer): the deck may move up."""
         self.service.arm_plan()
 
+    @request_handler("afterstaged")
+    def afterstaged(self, msg):
+        """Answer when a job's outputs are settled (jobtap plugin: a job
+        submitted with --dependency=afterstaged:JOBID waits for it)."""
+
+        def answer(result):
+            if isinstance(result, OSError):
+                self.handle.respond_error(msg, result.errno, result.strerror)
+            else:
+                self.handle.respond(msg, result)
+
+        try:
+            self.service.when_staged(int(msg.payload["id"]), answer)
+        except Exception as exc:
+            self.log.error(f"rsa: afterstaged {msg.payload}: {exc!r}")
+            self.handle.respond_error(msg, errno.EINVAL, f"afterstaged: {exc}")
+
     @request_handler("pool-event")
     def pool_event(self, msg):
         def take():

@@ -55,7 +55,7 @@ CATALOG = [
     ("unknown key", {"data_in": "{t}/in", "speed": "fast"}, f"rsa.speed: unknown key ({KNOWN})"),
     ("key with a dash", {"data-in": "{t}/in"}, f"rsa.data-in: unknown key ({KNOWN})"),
     ("huge unknown key", {"k" * 70000: 1},
-     f"rsa.'{'k' * 60}...' (70000 characters): unknown key ({KNOWN})"),
+     f"rsa.'{'k' * 512}...{'k' * 512}' (70000 characters): unknown key ({KNOWN})"),
     # paths: shape
     ("relative data_in", {"data_in": "in"}, f"rsa.data_in: 'in' is not absolute ({IN})"),
     ("relative data_out", {"data_out": "./out"}, f"rsa.data_out: './out' is not absolute ({OUT})"),
@@ -66,7 +66,10 @@ CATALOG = [
     ("data_in with ..", {"data_in": "{t}/in/../out"}, f"rsa.data_in: '{{t}}/in/../out' contains '..' ({IN})"),
     ("data_in with NUL", {"data_in": "/tmp/a\0b"}, f"rsa.data_in: '/tmp/a\\x00b' contains a NUL character ({IN})"),
     ("100 KB data_in", {"data_in": LONG},
-     f"rsa.data_in: '/long/{'a' * 54}...' (102406 characters) is too long: at most 4096 characters ({IN})"),
+     f"rsa.data_in: '/long/{'a' * 506}...{'a' * 512}' (102406 characters) is too long: at most 4096 characters ({IN})"),
+    # a long value is shown whole, up to 1024 characters: the wrong part is at its end
+    ("a 330-character data_in with ..", {"data_in": "{t}/" + "d" * 320 + "/../out"},
+     f"rsa.data_in: '{{t}}/{'d' * 320}/../out' contains '..' ({IN})"),
     # text that is not UTF-8, as Python holds undecodable bytes (surrogate
     # escapes) and as raw bytes
     ("data_in not UTF-8", {"data_in": "/tmp/in-\udcff\udcfe"},
@@ -130,7 +133,7 @@ CATALOG = [
     ("absurd capacity", {"data_in": "{t}/in", "capacity": "99999P"},
      "rsa.capacity: '99999P' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)"),
     ("huge capacity string", {"data_in": "{t}/in", "capacity": "9" * 1000 + "G"},
-     f"rsa.capacity: '{'9' * 60}...' (1001 characters) is too long: at most 64 characters ({SIZE})"),
+     f"rsa.capacity: '{'9' * 1000}G' is too long: at most 64 characters ({SIZE})"),
     # durations
     ("negative delay", {"data_in": "{t}/in", "delay": -5}, f"rsa.delay: -5 is negative ({DELAY})"),
     ("negative delay string", {"data_in": "{t}/in", "delay": "-5m"}, f"rsa.delay: '-5m' is negative ({DELAY})"),
@@ -145,8 +148,22 @@ CATALOG = [
     ("bad on_late", {"data_in": "{t}/in", "on_late": "never"}, f"rsa.on_late: 'never' is not allowed ({ON_LATE})"),
     ("on_late is true", {"data_in": "{t}/in", "on_late": True}, f"rsa.on_late: true is not allowed ({ON_LATE})"),
     ("bad verify", {"data_in": "{t}/in", "verify": "md5"}, f"rsa.verify: 'md5' is not allowed ({VERIFY})"),
+    # keys that mean nothing without others: refused, never ignored
+    ("delay alone", {"delay": 5},
+     "rsa.delay: 5 needs rsa.data_in and rsa.data_out too "
+     "(the staged inputs are dropped after the delay to make room for outputs)"),
+    ("delay without data_out", {"data_in": "{t}/in", "delay": "5m"},
+     "rsa.delay: '5m' needs rsa.data_out too (the staged inputs are dropped after the delay to make room for outputs)"),
+    ("verify alone", {"verify": "checksum"},
+     "rsa.verify: 'checksum' needs rsa.data_in or rsa.data_out too (it checks what is staged)"),
+    ("on_late alone", {"on_late": "wait"},
+     "rsa.on_late: 'wait' needs rsa.data_in, rsa.data_out or rsa.capacity too (without them the job gets no RAM disk)"),
+    ("stage_in=copy without data_in", {"data_out": "{t}/out", "stage_in": "copy"},
+     "rsa.stage_in: 'copy' needs rsa.data_in too (the directory the stage-in works on)"),
+    ("scratch capacity larger than the pool", {"capacity": "200M"},
+     "rsa.capacity: '200M' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)"),
     ("huge on_late", {"data_in": "{t}/in", "on_late": "w" * 100000},
-     f"rsa.on_late: '{'w' * 60}...' (100000 characters) is not allowed ({ON_LATE})"),
+     f"rsa.on_late: '{'w' * 512}...{'w' * 512}' (100000 characters) is not allowed ({ON_LATE})"),
 ]
 
 
@@ -246,7 +263,9 @@ def test_the_same_request_done_right_passes(tree, submitter):
     }
     assert check_request(good, submitter.pw_uid, pool=POOL) is None
     assert check_request({"data_in": f"{tree}/in", "capacity": "16G"}, submitter.pw_uid) is None  # pool unknown
-    assert check_request({"data_in": f"{tree}/outlink/", "delay": 0}, submitter.pw_uid) is None
+    assert check_request({"data_in": f"{tree}/outlink/", "data_out": f"{tree}/out", "delay": 0},
+                         submitter.pw_uid) is None
+    assert check_request({"capacity": "16M"}, submitter.pw_uid, pool=POOL) is None  # scratch only
 
 
 def test_capacity_beyond_one_node_is_refused_when_ramdisks_cannot_span(tree, submitter):

@@ -4,6 +4,7 @@ import pytest
 
 from flux_rsa.core import IllegalEvent, Policy, accepts, admit, parse_request, process
 from flux_rsa.core import actions as A
+from flux_rsa.core import outputs as O
 from flux_rsa.core import events as E
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
@@ -37,7 +38,7 @@ def booted(rec, gen=1):
 
 def test_job_without_attributes_is_ineligible_and_untouched():
     rec = job({})
-    assert rec.rsa_state is S.INELIGIBLE and rec.reason == "no rsa.data_in or rsa.data_out"
+    assert rec.rsa_state is S.INELIGIBLE and rec.reason == "no rsa.data_in, rsa.data_out or rsa.capacity"
     rec, acts = run(rec, E.OnDeck(1), E.Starting(2))
     assert kinds(acts) == ["ReplyStart"] and acts[0].env.ramdisk is None
     rec, acts = run(rec, E.Finished(3))
@@ -159,6 +160,34 @@ def test_a_stage_in_script_defaults_to_waiting():
     assert rec.request.on_late == "wait"
 
 
+SCRATCH = {"capacity": "16M"}
+
+
+def test_capacity_alone_gives_a_scratch_ramdisk_nothing_staged_either_way():
+    rec = job(SCRATCH)
+    assert rec.rsa_state is S.INITIAL and rec.need == 16 << 20 and rec.request.on_late == "wait"
+    rec, acts = booted(rec)
+    assert rec.rsa_state is S.READY and not any(isinstance(a, A.StartStage) for a in acts)
+    rec, acts = run(rec, E.Starting(5))
+    env = [a for a in acts if isinstance(a, A.ReplyStart)][0].env
+    assert (env.ramdisk, env.data_in, env.data_out, env.scratch) == ("/rd/7", None, None, True)
+    assert rec.rsa_state is S.INUSE_OUT and kinds(acts) == ["StartTimer", "ReplyStart"]
+    rec, acts = run(rec, E.Finished(6))
+    assert rec.rsa_state is S.TEARDOWN and kinds(acts) == ["CancelHolder"]
+    rec, acts = run(rec, E.HolderEnded(7, 1))
+    assert rec.final and rec.output_home is None and acts == []
+    assert "STAGING_IN" not in rec.times() and "STAGING_OUT" not in rec.times()
+
+
+def test_a_scratch_job_held_for_its_ramdisk_starts_without_one_after_the_timeout():
+    rec, _ = run(job(SCRATCH), E.OnDeck(1))
+    rec, acts = run(rec, E.Starting(2))
+    assert kinds(acts) == ["StartTimer"] and rec.start_pending
+    rec, acts = run(rec, E.LateTimeout(3))
+    assert acts[0].env.ramdisk is None and "RSA_RAMDISK unset" in rec.error
+    assert rec.rsa_state is S.TEARDOWN
+
+
 def test_failed_stage_out_holds_the_ramdisk_until_retry():
     rec, _ = booted(job(policy=NO_RETRY))
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7))
@@ -170,6 +199,29 @@ def test_failed_stage_out_holds_the_ramdisk_until_retry():
     assert rec.rsa_state is S.STAGING_OUT and acts[0].seq == 3 and rec.error is None
     rec, acts = run(rec, E.StageEnded(10, 3, True))
     assert rec.rsa_state is S.TEARDOWN and rec.output_home
+
+
+def test_where_the_outputs_stand_for_wait_and_afterstaged():
+    rec, _ = booted(job(policy=NO_RETRY))
+    rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6))
+    assert O.outputs(rec) == (O.MOVING, None) and O.after_staged(rec) is None
+    rec, _ = run(rec, E.Finished(7))
+    assert O.outputs(rec)[0] == O.MOVING and O.after_staged(rec) is None
+    held, _ = run(rec, E.StageEnded(8, 2, False, error="/p/out: Permission denied"))
+    assert O.outputs(held) == (O.HELD, "/p/out: Permission denied") and O.after_staged(held) is None
+    gone, _ = run(held, E.Release(9), E.HolderEnded(10, 1))
+    assert O.outputs(gone)[0] == O.LOST
+    assert O.after_staged(gone) == "its outputs were never staged out (/p/out: Permission denied)"
+    home, _ = run(rec, E.StageEnded(8, 2, True))
+    assert O.outputs(home)[0] == O.MOVING  # outputs home, RAM disk not yet gone
+    home, _ = run(home, E.HolderEnded(9, 1))
+    assert O.outputs(home) == (O.HOME, "outputs staged out to /p/out") and O.after_staged(home) is True
+    never, _ = run(job(), E.OnDeck(1), E.Canceled(2), E.HolderEnded(3, 1))
+    assert O.outputs(never)[0] == O.NONE and O.after_staged(never) == "it never ran: it has no outputs"
+    plain, _ = run(job({}), E.Starting(1))
+    assert O.outputs(plain)[0] == O.NONE and O.after_staged(plain) is None  # still running
+    plain, _ = run(plain, E.Finished(2))
+    assert O.after_staged(plain) is True
 
 
 def test_release_gives_up_a_held_ramdisk_explicitly():

@@ -36,6 +36,8 @@ REQUESTS = [
     {"data_out": "/p/out"},
     {"data_in": "/p/in", "data_out": "/p/out", "on_late": "wait"},
     {"data_in": "/p/in", "data_out": "/p/out", "stage_in": "/p/unpack.sh", "stage_out": "tar"},
+    {"capacity": "8M"},  # scratch only: a RAM disk, nothing staged
+    {"capacity": "8M", "on_late": "ignore"},
 ]
 
 

@@ -165,3 +165,40 @@ def test_pool_status_shows_each_nodes_share(pool):
     assert pool.service.wait_for("holder-end", jobid=13)["error"] is None
     assert gluster_processes(pool) == [] and mounts_under(pool.root) == []
     print(json.dumps(nodes))
+
+
+def test_a_brick_that_cannot_start_fails_the_holder_saying_why(pool):
+    import socket
+
+    # ports are handed out round the range: the next holder's block follows
+    # the last one given
+    given = [int(server.rsplit(":", 1)[1]) for _, event in pool.service.events
+             if event.get("kind") == "ramdisk-built" for server in event["volume"]["servers"]]
+    last = max(given, default=24399)
+    port = last + 2  # brick 1's port of the next holder
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past old bricks' TIME_WAIT
+    busy.bind(("127.0.0.1", port))
+    busy.listen()
+    try:
+        assert pool.service.call("hold", jobid=14, gen=1, need=96 * MiB,
+                                 userid=pool.owner.pw_uid) == {}
+        end = pool.service.wait_for("holder-end", jobid=14, timeout=60)
+    finally:
+        busy.close()
+    assert "flux-rsa-ramdisk: cannot build brick" in end["error"], end
+    assert f"port {port} on 127.0.0.1 is in use by another program" in end["error"]
+    assert gluster_processes(pool) == [] and mounts_under(pool.root) == []
+
+
+def test_the_next_holder_takes_other_ports_than_the_one_that_failed(pool):
+    unused = {f"127.0.0.1:{p}" for p in range(24400, 24500)} - {
+        server for _, event in pool.service.events if event.get("kind") == "ramdisk-built"
+        for server in event["volume"]["servers"]}
+    assert pool.service.call("hold", jobid=15, gen=1, need=96 * MiB,
+                             userid=pool.owner.pw_uid) == {}
+    built = pool.service.wait_for("ramdisk-built", jobid=15)
+    assert set(built["volume"]["servers"]) <= unused  # a block not used before
+    pool.service.call("cancel", jobid=15, gen=1)
+    assert pool.service.wait_for("holder-end", jobid=15)["error"] is None
+    assert gluster_processes(pool) == [] and mounts_under(pool.root) == []

@@ -223,11 +223,11 @@ def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
     ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
     ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
     ("in", "/home/u/in.sh", "/p/in", "/ram/1.1/in",
-     ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in"]),
+     ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"]),
     ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
     ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
     ("out", "/home/u/out.sh", "/ram/1.1/out", "/p/out",
-     ["script", "/home/u/out.sh", "/ram/1.1/out", "/p/out"]),
+     ["script", "/home/u/out.sh", "/ram/1.1/out", "/p/out", "--direction", "out"]),
 ])
 def test_stage_maps_method_to_the_stagers_mode(direction, method, src, dst, args):
     js = jobspecs.stage(PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4)
@@ -251,8 +251,11 @@ def test_sweep_jobspec_on_every_node_or_one_rank():
     assert every["resources"][0]["count"] == 2
     assert "constraints" not in every["attributes"]["system"]
     assert task(every)[1] == {"RSA_OP": "sweep", "RSA_ROOT": "/ram"}
-    one = jobspecs.sweep(PY, POLICY, {}, rank=1).jobspec
+    one = jobspecs.sweep(PY, POLICY, {}, ranks={1}).jobspec
     assert one["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
+    some = jobspecs.sweep(PY, POLICY, {}, ranks={3, 0}).jobspec
+    assert some["resources"][0]["count"] == 2
+    assert some["attributes"]["system"]["constraints"] == {"ranks": ["0,3"]}
 
 
 def test_measure_and_discard_jobspecs():
@@ -332,3 +335,18 @@ def test_notification_payload():
     with pytest.raises(ValueError, match="notification 'measure-end' without bytes, files"):
         protocol.notification("measure-end", 42, jobid=1, seq=1, ok=True, error=None)
     assert set(protocol.NOTIFY_FIELDS) == set(protocol.NOTIFICATIONS)
+
+
+def test_port_blocks_never_overlap_and_come_round_the_range():
+    from flux_rsa.pool.ports import Ports, PortsExhausted
+
+    ports = Ports(100, 109)
+    assert ports.take("a", 4) == 100 and ports.take("b", 2) == 104
+    assert ports.take("a", 4) == 100  # the same holder asks again
+    ports.give("a")
+    assert ports.take("c", 3) == 106  # next fit: the block just freed waits its turn
+    assert ports.take("d", 4) == 100  # round the range, into the free gap
+    with pytest.raises(PortsExhausted, match="no 2 free ports left in \\[rsa\\] fs-ports 100-109"):
+        ports.take("e", 2)
+    blocks = sorted(ports.blocks.values())
+    assert all(a + n <= b for (a, n), (b, _) in zip(blocks, blocks[1:]))

@@ -144,3 +144,20 @@ def test_sweep_unmounts_a_leftover_tmpfs(space):
     assert os.listdir(root) == []
 
 
+
+
+def test_sweep_after_a_holder_job_ended_ends_its_process_too(space):
+    """A holder task killed with its job may outlive the job's end for a
+    moment (or, orphaned, for good): the sweep after that job waits for it,
+    then kills it, and removes its RAM disk; other holders stay."""
+    root = os.path.join(space, "root")
+    orphan = start_hold(root, name="5.1")
+    gone = built(orphan)
+    live_proc = start_hold(root, name="6.1")
+    live = built(live_proc)
+    proc = run("sweep", root, "--gone", "5.1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"flux-rsa-ramdisk: removed leftover RAM disk {gone}"]
+    assert orphan.wait(timeout=30) == -9
+    assert os.listdir(root) == ["6.1"] and os.path.isdir(os.path.join(live, "in"))
+    assert stop(live_proc)[0] == 0

@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from flux_rsa.ramdisk import parallel, volfiles
 
 VOLUME = parallel.volume_of("12.3", 12, 3, ("rsa0", "rsa7"), "{host}-ib", 24100, "s" * 32)
@@ -23,7 +25,11 @@ def test_brick_i_serves_its_tmpfs_on_its_port_to_the_volumes_user_only():
     b = blocks(volfiles.brick(1, "/rsa/12.3.b1/brick", "10.0.0.7", 24101, VOLUME.user,
                               VOLUME.secret))
     assert b["brick1-posix"][0] == "storage/posix"
-    assert b["brick1-posix"][1]["directory"] == "/rsa/12.3.b1/brick"
+    assert b["brick1-posix"][1]["directory"] == '"/rsa/12.3.b1/brick"'
+    spaced = blocks(volfiles.brick(0, "/my rsa/1.1.b0/brick", "h", 1, "u", "s" * 16))
+    assert spaced["brick0-posix"][1]["directory"] == '"/my rsa/1.1.b0/brick"'
+    with pytest.raises(ValueError, match="cannot hold"):
+        volfiles.brick(0, '/a"b/brick', "h", 1, "u", "s" * 16)
     server = b["brick1-server"]
     assert server[0] == "protocol/server" and server[2] == ["brick1"]
     opts = server[1]

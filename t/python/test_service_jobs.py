@@ -114,3 +114,30 @@ def test_a_job_without_rsa_is_not_followed():
     assert (facts, new, events) == (None, False, [])
     assert tr.feed(2, "alloc", 2.0, {}) == (None, False, [])
     assert not tr.active(2)
+
+
+def test_afterstaged_waiters_are_answered_once_when_the_outputs_settle():
+    import errno
+    import logging
+
+    from flux_rsa.core import Policy, admit, parse_request, process
+    from flux_rsa.service.afterstaged import Waiters
+
+    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
+    rec = admit(5, 1000, 1, parse_request({"data_out": "/out"}), policy, 0.0)
+    answers = []
+    waiters = Waiters(logging.getLogger("test"))
+    waiters.add(5, rec, answers.append, replayed=True)
+    waiters.add(5, rec, answers.append, replayed=True)
+    assert answers == []  # pending: nothing to say yet
+    rec, _ = process(rec, E.Starting(1.0))
+    waiters.check(rec)
+    assert answers == []  # running
+    rec, _ = process(rec, E.Finished(2.0))
+    waiters.check(rec)
+    waiters.check(rec)
+    assert answers == [{"ok": True}, {"ok": True}]  # it wrote data_out directly
+    waiters.add(6, None, answers.append, replayed=False)  # no record yet: wait for the replay
+    assert len(answers) == 2
+    waiters.replayed({5: rec})
+    assert isinstance(answers[2], OSError) and answers[2].errno == errno.ENOENT

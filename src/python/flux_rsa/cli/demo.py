@@ -52,6 +52,7 @@ def wait_staged(jobs, timeout=120):
 
 def run(h, args):
     root = args.dir or tempfile.mkdtemp(prefix="flux-rsa-demo.")
+    os.makedirs(root, exist_ok=True)
     os.chmod(root, 0o755)
     script = os.path.join(root, "job.sh")
     with open(script, "w") as fp:
@@ -89,5 +90,12 @@ def run(h, args):
     print(flux_cmd("rsa", "status", "-a", "-o", "times"))
     print("\nflux rsa status -a:")
     print(flux_cmd("rsa", "status", "-a"))
+    picture = os.path.join(root, "timeline.png")
+    drawn = subprocess.run(["flux", "rsa", "timeline", "-o", picture, *[j.f58 for j, _, _ in jobs]],
+                           capture_output=True, text=True)
+    if drawn.returncode == 0:
+        print(f"\nflux rsa timeline: what happened, as a picture: {picture}")
+    else:
+        print(f"\nflux rsa timeline: no picture: {drawn.stderr.strip()}")
     print(f"\nflux-rsa demo: {len(jobs) - failures} of {len(jobs)} jobs staged in and out")
     return 1 if failures else 0

@@ -1,43 +1,86 @@
-"""How `flux rsa status` shows a record, and what `flux rsa wait` says."""
+"""How `flux rsa status` and `flux rsa pool` show what they show (formats,
+fields, filters, sort keys, as `flux jobs` does), and what `flux rsa wait`
+says."""
 
-import time
+import datetime
+import math
+import pwd
 
 import flux.hostlist
 import flux.util
 from flux.job import JobID
 
+from flux_rsa.core import outputs
+from flux_rsa.core.record import Record, Request
+from flux_rsa.core.states import JobState, RsaState
 from flux_rsa.core.units import format_size
 
 STATES_DONE = ("INITIAL", "INELIGIBLE", "DESTROYED")
+#: names `status --filter` takes: job-states and rsa-states
+STATE_NAMES = [s.value for s in JobState] + [s.value for s in RsaState]
 
 
-class StatusConfig(flux.util.UtilConfig):
+class Config(flux.util.UtilConfig):
+    """Named formats of `flux rsa status` and `flux rsa pool`
+    (flux-rsa.toml: [status.formats.NAME], [pool.formats.NAME])."""
+
     builtin_formats = {
-        "default": {
-            "description": "job-state, rsa-state, RSA nodes, capacity, progress",
-            "format": (
-                "{id.f58:>12} {job_state:<9} {rsa_state:<11} {nodes:<10} "
-                "{capacity:>8} {progress:>18} {note}"
-            ),
+        "status": {
+            "default": {
+                "description": "job-state, rsa-state, RSA nodes, capacity, progress",
+                "format": (
+                    "{id.f58:>12} {job_state:<9} {rsa_state:<11} {nodes:<10} "
+                    "{capacity:>8} {progress:>18} {note}"
+                ),
+            },
+            "long": {
+                "description": "default plus owner, paths and restages",
+                "format": (
+                    "{id.f58:>12} {user:<8.8} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
+                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {note}"
+                ),
+            },
+            "progress": {
+                "description": "staging jobs: how far, how fast, how long still",
+                "format": (
+                    "{id.f58:>12} {rsa_state:<11} {percent:>6.1f}% {done:>8} {size:>8} "
+                    "{rate:>10} {eta:>8}"
+                ),
+            },
+            "times": {
+                "description": "when each rsa-state was entered (seconds after submit)",
+                "format": (
+                    "{id.f58:>12} {rsa_state:<11} {t.REQUESTED:>7} {t.BOOTED:>7} {t.STAGING_IN:>7} "
+                    "{t.READY:>7} {t.INUSE_IN:>7} {t.STAGING_OUT:>7} {t.DESTROYED:>7}"
+                ),
+            },
         },
-        "long": {
-            "description": "default plus paths and restages",
-            "format": (
-                "{id.f58:>12} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
-                "{progress:>18} {restages:>3} {data_in} -> {data_out} {note}"
-            ),
-        },
-        "times": {
-            "description": "when each rsa-state was entered (seconds after submit)",
-            "format": (
-                "{id.f58:>12} {rsa_state:<11} {t.REQUESTED:>7} {t.BOOTED:>7} {t.STAGING_IN:>7} "
-                "{t.READY:>7} {t.INUSE_IN:>7} {t.STAGING_OUT:>7} {t.DESTROYED:>7}"
-            ),
+        "pool": {
+            "default": {
+                "description": "capacity of each RSA node and the jobs holding it",
+                "format": "{host:<12} {total:>8} {reserved:>8} {free:>8} {state:<8} {jobs}",
+            },
+            "long": {
+                "description": "default plus rank, share used and why a node is drained",
+                "format": (
+                    "{host:<12} {rank:>4} {total:>8} {reserved:>8} {free:>8} {used:>5.0%} "
+                    "{state:<8} {njobs:>4} {jobs} {reason}"
+                ),
+            },
         },
     }
 
-    def __init__(self):
-        super().__init__(name="flux-rsa", initial_dict={"formats": dict(self.builtin_formats)})
+    def __init__(self, subcommand):
+        super().__init__(name="flux-rsa", subcommand=subcommand,
+                         initial_dict={name: {"formats": dict(f)} for name, f in self.builtin_formats.items()})
+        self.config = self.dict[subcommand]
+
+
+class Size(int):
+    """Bytes that sort as numbers and show as "16M"."""
+
+    def __format__(self, spec):
+        return format(format_size(int(self)), spec)
 
 
 class StatusFormat(flux.util.OutputFormat):
@@ -46,17 +89,25 @@ class StatusFormat(flux.util.OutputFormat):
         "id.f58": "JOBID",
         "id.dec": "JOBID",
         "userid": "UID",
+        "user": "USER",
         "job_state": "JOBSTATE",
         "rsa_state": "RSASTATE",
         "nodes": "RSANODES",
         "capacity": "CAPACITY",
         "progress": "PROGRESS",
+        "percent": "PCT",
+        "done": "DONE",
+        "size": "SIZE",
+        "rate": "RATE",
+        "eta": "ETA",
         "restages": "RS",
         "data_in": "DATA_IN",
         "data_out": "DATA_OUT",
         "ramdisk": "RAMDISK",
         "note": "NOTE",
         "error": "ERROR",
+        "t_submit": "SUBMIT",
+        "t_state": "SINCE",
         "t.REQUESTED": "REQ",
         "t.BOOTED": "BOOTED",
         "t.STAGING_IN": "STAGEIN",
@@ -64,6 +115,21 @@ class StatusFormat(flux.util.OutputFormat):
         "t.INUSE_IN": "START",
         "t.STAGING_OUT": "STAGEOUT",
         "t.DESTROYED": "DONE",
+    }
+
+
+class PoolFormat(flux.util.OutputFormat):
+    headings = {
+        "host": "NODE",
+        "rank": "RANK",
+        "total": "TOTAL",
+        "reserved": "RESERVED",
+        "free": "FREE",
+        "used": "USED",
+        "state": "STATE",
+        "reason": "REASON",
+        "jobs": "JOBS",
+        "njobs": "NJOBS",
     }
 
 
@@ -83,34 +149,71 @@ class Times:
         return "-" if t is None else f"{t - self.t0:.1f}"
 
 
+def user_name(userid):
+    try:
+        return pwd.getpwuid(userid).pw_name
+    except KeyError:
+        return str(userid)
+
+
 class RsaJob:
     def __init__(self, rec):
         self.rec = rec
         self.id = JobID(rec["jobid"])
         self.userid = rec["userid"]
+        self.user = user_name(self.userid)
         self.job_state = rec["job_state"]
         self.rsa_state = rec["rsa_state"]
         self.nodes = flux.hostlist.Hostlist(rec.get("nodes") or []).encode() or "-"
-        self.capacity = format_size(rec.get("granted") or rec.get("need"))
+        self.capacity = Size(rec.get("granted") or rec.get("need") or 0)
         self.restages = rec.get("restages", 0)
         req = rec.get("request", {})
         self.data_in = req.get("data_in") or "-"
         self.data_out = req.get("data_out") or "-"
         self.ramdisk = rec.get("ramdisk") or "-"
         self.error = rec.get("error") or ""
-        self.t = Times(rec.get("history", []))
+        history = rec.get("history", [])
+        self.t = Times(history)
+        self.t_submit = history[0][0] if history else 0.0
+        self.t_state = rec.get("state_since", 0.0)
+        # the stage's last reading, while it runs
+        self.staging = rec["rsa_state"] in ("STAGING_IN", "STAGING_OUT")
+        p = (rec.get("progress") or {}) if self.staging else {}
+        self.done = Size(p.get("bytes_done", 0))
+        self.size = Size(p.get("bytes_total", 0))
+        self.bytes_rate = p.get("rate", 0) or 0
 
     @property
     def final(self):
         return self.job_state in ("FINISHED", "CANCELED") and self.rsa_state in STATES_DONE
 
     @property
+    def at_rest(self):
+        """Nothing more happens to this job without a person: it ended and
+        its outputs are settled (home, lost, none, or HELD)."""
+        if self.job_state not in ("FINISHED", "CANCELED"):
+            return False
+        return outputs.outputs(Record.from_dict(self.rec))[0] != outputs.MOVING
+
+    @property
+    def percent(self):
+        return 100.0 * self.done / self.size if self.size else 0.0
+
+    @property
     def progress(self):
-        p = self.rec.get("progress")
-        if not p or not p.get("bytes_total"):
+        if not self.size:
             return "-"
-        pct = 100.0 * p["bytes_done"] / p["bytes_total"]
-        return f"{pct:3.0f}% {format_size(p['bytes_done'])}/{format_size(p['bytes_total'])}"
+        return f"{self.percent:3.0f}% {format_size(self.done)}/{format_size(self.size)}"
+
+    @property
+    def rate(self):
+        return f"{format_size(self.bytes_rate)}/s" if self.bytes_rate else "-"
+
+    @property
+    def eta(self):
+        if not self.bytes_rate or not self.size:
+            return "-"
+        return str(datetime.timedelta(seconds=math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate))))
 
     @property
     def note(self):
@@ -119,7 +222,69 @@ class RsaJob:
             return rec.get("reason") or ""
         if rec.get("output_home"):
             return "output home"
+        if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
+            return "scratch RAM disk"
         return rec.get("error") or ""
+
+
+class PoolNode:
+    def __init__(self, node):
+        self.host = node["host"]
+        self.rank = node.get("rank", "-")
+        self.total = Size(node.get("total", 0))
+        self.reserved = Size(node.get("reserved", 0))
+        self.free = Size(node.get("free", 0))
+        self.used = self.reserved / self.total if self.total else 0.0
+        self.state = "drained" if node.get("drained") else ("down" if node.get("state") == "down" else "ok")
+        self.reason = node.get("reason") or ""
+        holders = node.get("holders", [])
+        self.jobs = " ".join(JobID(h["jobid"]).f58 for h in holders)
+        self.njobs = len(holders)
+
+
+def select(items, states=(), user=None, everything=False):
+    """Status rows to show: those of ``user`` (a userid; None: anyone), in
+    one of ``states`` (job-state or rsa-state names; none: any), and,
+    unless ``everything``, only jobs whose RSA work is not over."""
+    if user is not None:
+        items = [i for i in items if i.userid == user]
+    if states:
+        return [i for i in items if i.job_state in states or i.rsa_state in states]
+    if not everything:
+        items = [i for i in items if not i.final]
+    return items
+
+
+def parse_states(text):
+    """"staging_in,READY" -> {"STAGING_IN", "READY"}; ValueError names a bad one."""
+    names = {s.strip().upper() for s in text.split(",") if s.strip()}
+    bad = sorted(names - set(STATE_NAMES))
+    if bad:
+        raise ValueError(f"--filter: {bad[0]}: not a state (job-states and rsa-states: {', '.join(STATE_NAMES)})")
+    return names
+
+
+def parse_user(text):
+    """A userid from a name or number; None for "all"."""
+    if text == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return pwd.getpwnam(text).pw_uid
+    except KeyError:
+        raise ValueError(f"--user: {text!r}: no such user (give a name, a userid or \"all\")") from None
+
+
+def formatter(cls, subcommand, fmt, sort=""):
+    """An OutputFormat of ``cls`` for a named format or a format string,
+    with --sort keys; ValueError says what is wrong."""
+    out = cls(Config(subcommand).load().get_format_string(fmt))
+    if sort:
+        out.set_sort_keys(sort)
+    return out
 
 
 def ineligible_row(jobid, userid, flux_state):
@@ -133,9 +298,10 @@ def ineligible_row(jobid, userid, flux_state):
     return {
         "jobid": jobid,
         "userid": userid,
+        "nnodes": 0,
         "job_state": job_state,
         "rsa_state": "INELIGIBLE",
-        "reason": "not an RSA job (no rsa.data_in or rsa.data_out)",
+        "reason": "not an RSA job (no rsa.data_in, rsa.data_out or rsa.capacity)",
         "request": {},
         "history": [],
     }
@@ -144,42 +310,15 @@ def ineligible_row(jobid, userid, flux_state):
 def wait_verdict(rec):
     """(exit code, message) once a job's outputs are settled, else None."""
     jobid = JobID(rec["jobid"]).f58
-    state = rec["rsa_state"]
-    if state == "INELIGIBLE":
-        return 0, f"not staged by the RSA ({rec.get('reason')})"
-    if state == "HELD" and rec.get("retry_pending"):
-        return None  # an automatic retry is coming
-    if state == "HELD":
+    word, why = outputs.outputs(Record.from_dict(rec))
+    if word == outputs.MOVING:
+        return None
+    if word == outputs.HELD:
         env_out = (rec.get("env") or {}).get("data_out")
         nodes = ",".join(rec.get("nodes") or [])
         return 1, (
-            f"stage-out failed: {rec.get('error')}; the outputs are kept on the RAM disk "
+            f"stage-out failed: {why}; the outputs are kept on the RAM disk "
             f"({nodes}:{env_out}); fix the cause and run `flux rsa retry {jobid}`, "
             f"or `flux rsa release {jobid}` to give them up"
         )
-    ended = rec["job_state"] in ("FINISHED", "CANCELED") and state in STATES_DONE
-    if not ended:
-        return None
-    if rec.get("output_home"):
-        return 0, f"outputs staged out to {rec['request'].get('data_out')}"
-    if rec.get("output_home") is False:
-        return 1, f"outputs not staged out: {rec.get('error')}"
-    return 0, "done (the job wrote to its persistent directories directly)"
-
-
-def elapsed(t):
-    return flux.util.fsd(max(0.0, time.time() - t))
-
-
-def print_pool(status, no_header=False):
-    """One line per RSA node: capacity total, reserved, free; holders."""
-    if not no_header:
-        print(f"{'NODE':<12} {'TOTAL':>8} {'RESERVED':>8} {'FREE':>8} {'STATE':<8} JOBS")
-    for node in status.get("nodes", []):
-        jobs = " ".join(JobID(h["jobid"]).f58 for h in node.get("holders", []))
-        state = "drained" if node.get("drained") else "ok"
-        print(
-            f"{node['host']:<12} {format_size(node.get('total', 0)):>8} "
-            f"{format_size(node.get('reserved', 0)):>8} {format_size(node.get('free', 0)):>8} "
-            f"{state:<8} {jobs}"
-        )
+    return (1 if word == outputs.LOST else 0), why

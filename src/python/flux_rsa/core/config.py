@@ -175,7 +175,7 @@ class Policy:
     def ineligible(self, nnodes, request):
         """Why a job gets no RAM disk, or None when it does."""
         if not request.wants_rsa:
-            return "no rsa.data_in or rsa.data_out"
+            return "no rsa.data_in, rsa.data_out or rsa.capacity"
         if nnodes < self.min_nodes:
             return f"job has {nnodes} node(s); the site's minimum for a RAM disk is {self.min_nodes}"
         return None
@@ -184,9 +184,10 @@ class Policy:
         """The request with the site's defaults filled in."""
         on_late = request.on_late
         if on_late is None:
-            # a stage-in script may unpack or pre-process: never start on half of it
+            # a stage-in script may unpack or pre-process: never start on
+            # half of it; a scratch job has nothing to use but its RAM disk
             script = request.stage_in not in (None, "tar")
-            on_late = "wait" if script else self.on_late
+            on_late = "wait" if script or request.scratch else self.on_late
         delay = self.delay if request.delay is None else request.delay
         return dataclasses.replace(request, on_late=on_late, delay=delay)
 

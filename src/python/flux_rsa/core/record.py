@@ -29,7 +29,12 @@ class Request:
 
     @property
     def wants_rsa(self):
-        return self.data_in is not None or self.data_out is not None
+        return self.data_in is not None or self.data_out is not None or self.capacity is not None
+
+    @property
+    def scratch(self):
+        """Only a RAM disk to work in (rsa.capacity alone): nothing staged."""
+        return self.capacity is not None and self.data_in is None and self.data_out is None
 
     @property
     def has_stage_in(self):
@@ -56,6 +61,12 @@ class Env:
     data_out: Optional[str] = None
     staged_in: bool = False  # data_in points at staged inputs on the RAM disk
     out_on_ramdisk: bool = False  # data_out points at the RAM disk
+    scratch: bool = False  # a RAM disk to work in, nothing staged either way
+
+    @property
+    def on_ramdisk(self):
+        """The job works on its RAM disk: staged inputs, output area or scratch."""
+        return self.staged_in or self.out_on_ramdisk or self.scratch
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -87,25 +87,41 @@ class BadRequest(ValueError):
     pass
 
 
-def show(value, limit=60):
-    """A value as one short line: strings quoted and escaped (control
-    characters, text that is not UTF-8), long ones cut with their length."""
+#: values in messages are shown whole up to this many characters; longer
+#: ones keep their beginning and end, with their length
+SHOW_LIMIT = 1024
+
+
+def _elide(text, limit):
+    """The first and last ``limit // 2`` characters of a long ``text``."""
+    half = limit // 2
+    return text[:half], text[-half:]
+
+
+def show(value, limit=SHOW_LIMIT):
+    """A value as one line: strings quoted and escaped (control characters,
+    text that is not UTF-8); one longer than ``limit`` characters keeps its
+    beginning and end around "..." and says how long it is."""
     if isinstance(value, str):
-        if len(value) > limit:
-            return f"{repr(value[:limit])[:-1]}...' ({len(value)} characters)"
-        return repr(value)
+        if len(value) <= limit:
+            return repr(value)
+        head, tail = (repr(part) for part in _elide(value, limit))
+        if head[0] == tail[-1]:  # the same quotes: one quoted string
+            return f"{head[:-1]}...{tail[1:]} ({len(value)} characters)"
+        return f"{head}...{tail} ({len(value)} characters)"
     try:
         text = json.dumps(value, ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError):
         text = repr(value)
     if len(text) > limit:
-        return f"{text[:limit]}... ({len(text)} characters)"
+        head, tail = _elide(text, limit)
+        return f"{head}...{tail} ({len(text)} characters)"
     return text
 
 
 def _key(key):
     """A key as it may appear in a message (unknown keys can be anything)."""
-    if isinstance(key, str) and key.isprintable() and len(key) <= 60:
+    if isinstance(key, str) and key.isprintable() and len(key) <= SHOW_LIMIT:
         return key
     return show(key)
 
@@ -237,22 +253,41 @@ def parse_request(attrs):
                 f"rsa.data_out: {show(data_out)} is inside rsa.data_in {show(data_in)} "
                 "(stage out to a directory outside the inputs)"
             )
-    stage_in = _method("stage_in", get("stage_in"))
-    stage_out = _method("stage_out", get("stage_out"))
-    for key, method, data in (("stage_in", stage_in, data_in), ("stage_out", stage_out, data_out)):
-        if method is not None and data is None:
-            what = "data_in" if key == "stage_in" else "data_out"
-            raise BadRequest(
-                f"rsa.{key}: {show(get(key))} needs rsa.{what} too "
-                f"(the directory the {key.replace('_', '-')} works on)"
-            )
-    return Request(
+    request = Request(
         data_in=data_in,
         data_out=data_out,
-        stage_in=stage_in,
-        stage_out=stage_out,
+        stage_in=_method("stage_in", get("stage_in")),
+        stage_out=_method("stage_out", get("stage_out")),
         delay=_delay(get("delay")) if get("delay") is not None else None,
         capacity=_capacity(get("capacity")) if get("capacity") is not None else None,
         on_late=get("on_late"),
         verify=get("verify", "size"),
     )
+    _check_needs(attrs, request)
+    return request
+
+
+#: keys that only mean something beside others: (ALL or ANY, the keys, why).
+#: A key set without them is refused: never silently ignored.
+NEEDS = {
+    "stage_in": ("all", ("data_in",), "the directory the stage-in works on"),
+    "stage_out": ("all", ("data_out",), "the directory the stage-out works on"),
+    "delay": ("all", ("data_in", "data_out"),
+              "the staged inputs are dropped after the delay to make room for outputs"),
+    "verify": ("any", ("data_in", "data_out"), "it checks what is staged"),
+    "on_late": ("any", ("data_in", "data_out", "capacity"), "without them the job gets no RAM disk"),
+}
+
+
+def _check_needs(attrs, request):
+    for key, (mode, others, why) in NEEDS.items():
+        if attrs.get(key) is None:
+            continue
+        missing = [k for k in others if getattr(request, k) is None]
+        if not missing or (mode == "any" and len(missing) < len(others)):
+            continue
+        if mode == "all":
+            named = " and ".join(f"rsa.{k}" for k in missing)
+        else:
+            named = ", ".join(f"rsa.{k}" for k in missing[:-1]) + f" or rsa.{missing[-1]}"
+        raise BadRequest(f"rsa.{key}: {show(attrs[key])} needs {named} too ({why})")

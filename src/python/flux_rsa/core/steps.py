@@ -27,7 +27,7 @@ def start_env(rec):
         return Env(data_in=req.data_in, data_out=req.data_out)
     staged = rec.rsa_state is S.READY and req.has_stage_in
     on_ramdisk_out = req.has_stage_out
-    if not staged and not on_ramdisk_out:  # nothing of it is for the job
+    if not staged and not on_ramdisk_out and not req.scratch:  # nothing of it is for the job
         return Env(data_in=req.data_in, data_out=req.data_out)
     return Env(
         ramdisk=rec.job_ramdisk,
@@ -35,6 +35,7 @@ def start_env(rec):
         data_out=rec.job_area(OUT_AREA) if on_ramdisk_out else None,
         staged_in=staged,
         out_on_ramdisk=on_ramdisk_out,
+        scratch=req.scratch,
     )
 
 
@@ -360,7 +361,11 @@ def late_timer(rec, ev):
 
 
 def late(rec, ev):
-    error = f"inputs not staged {rec.limits.late_timeout:g}s after the job was due to start: it uses data_in directly"
+    after = f"{rec.limits.late_timeout:g}s after the job was due to start"
+    if rec.request.scratch:
+        error = f"RAM disk not ready {after}: the job runs without one (RSA_RAMDISK unset)"
+    else:
+        error = f"inputs not staged {after}: it uses data_in directly"
     return _set(rec, failed=True, error=error), []
 
 
@@ -368,7 +373,7 @@ def take_env(rec, ev):
     """The job's own eventlog says what it was given: that is the truth
     (a job that started with our offer keeps its RAM disk)."""
     env = ev.env if ev.env is not None else rec.env
-    uses = env is not None and (env.staged_in or env.out_on_ramdisk)
+    uses = env is not None and env.on_ramdisk
     return _set(rec, env=env, start_pending=False, started=True, offer="",
                 revoked=rec.revoked and not uses), []
 

@@ -65,7 +65,7 @@ def answerable(rec):
 
 def uses_ramdisk(rec):
     env = rec.env
-    return env is not None and (env.staged_in or env.out_on_ramdisk)
+    return env is not None and env.on_ramdisk
 
 
 def given(rec):
@@ -145,8 +145,7 @@ def attach_first(rec):
     they have not yet."""
     if rec.volume is None or rec.mount is Mount.FAILED or attached_here(rec):
         return False
-    env = do.start_env(rec)
-    return env.staged_in or env.out_on_ramdisk
+    return do.start_env(rec).on_ramdisk
 
 
 def attach_now(rec):

@@ -167,8 +167,8 @@ class Holder(Subjob):
         if self.sweeper is not None:
             swept = ("; its leftover RAM disk was removed by a sweep" if self.sweeper.failure() is None
                      else f"; removing its leftover RAM disk failed: {self.sweeper.failure()}")
-        elif self.sweep_skipped:
-            swept = f"; {self.sweep_skipped}"
+        if self.sweep_skipped:
+            swept += f"; {self.sweep_skipped}"
         if self.lost_rank() is not None:
             return (f"holder {why}; the RAM disk and its data there are lost to this "
                     f"reservation{swept}")
@@ -212,14 +212,19 @@ class Holder(Subjob):
         if not self.ended:
             return
         if self._needs_sweep() and self.sweeper is None and self.sweep_skipped is None:
-            first = min(jgf.hosts_by_rank(self.R))
-            if first in self.agent.nodes.down or first == self.lost_rank():
-                self.sweep_skipped = (f"its node {self.agent.hosts.get(first)} is down, so "
-                                      "nothing could remove what is left there (a later "
-                                      "pool's start-up sweep does)")
-            else:
+            # every node of the holder: a RAM disk over several nodes has a
+            # brick server and tmpfs on each (a failed task ends the job at
+            # once, and the shell kills the other tasks mid-build)
+            ranks = set(jgf.hosts_by_rank(self.R))
+            down = {r for r in ranks if r in self.agent.nodes.down or r == self.lost_rank()}
+            if down:
+                hosts = ",".join(self.agent.hosts.get(r, str(r)) for r in sorted(down))
+                self.sweep_skipped = (f"its node {hosts} is down, so nothing could remove "
+                                      "what is left there (a later pool's start-up sweep does)")
+            if ranks - down:
+                gone = os.path.basename(self.path) if self.path else jobspecs.ramdisk_name(*self.key)
                 js = jobspecs.sweep(self.agent.via, self.agent.policy,
-                                    self.agent.environment, rank=first)
+                                    self.agent.environment, ranks=ranks - down, gone=gone)
                 self.sweeper = Sweeper(self.agent, js, self.update)
                 return
         if self.sweeper is not None and not self.sweeper.ended:
@@ -235,8 +240,10 @@ class Holder(Subjob):
         self.agent.forget(self)
 
     def _needs_sweep(self):
-        """It may have left its RAM disk behind (and did not keep it)."""
-        if self.simulated or not self.path or self.kept is not None:
+        """It may have left its RAM disk (or part of one) behind, and did
+        not keep it.  One that failed before it said "built" may have
+        started building."""
+        if self.simulated or not self.started or self.kept is not None:
             return False
         return self.lost_rank() is not None or not self.clean_end()
 

@@ -184,11 +184,15 @@ def purge(via, policy, request, rank, environment):
                     purge_name(request["jobid"]), environment, rank=rank)
 
 
-def sweep(via, policy, environment, nodes=1, rank=None, report_kept=False):
+def sweep(via, policy, environment, nodes=1, ranks=None, report_kept=False, gone=None):
     """Remove leftover RAM disks: one task on each of ``nodes`` nodes, or on
-    pool rank ``rank``.  ``report_kept``: print the kept ones as JSON."""
-    task = via.command("sweep", root=policy.ramdisk_root, report_kept=report_kept or None)
-    return _jobspec(task, "rsa-sweep", environment, nodes=nodes, rank=rank)
+    each of the pool ranks ``ranks``.  ``report_kept``: print the kept ones
+    as JSON.  ``gone``: the RAM disk of a holder job that ended."""
+    task = via.command("sweep", root=policy.ramdisk_root, report_kept=report_kept or None,
+                       gone=gone)
+    if ranks is not None:
+        nodes, ranks = len(ranks), ",".join(str(r) for r in sorted(ranks))
+    return _jobspec(task, "rsa-sweep", environment, nodes=nodes, rank=ranks)
 
 
 def measure(via, request, environment):
@@ -219,6 +223,7 @@ def simulated(jobspec):
 
 
 def _jobspec(task, name, environment, nodes=1, memory=None, rank=None):
+    """``rank``: the pool rank (or an idset of ranks, one per node) to run on."""
     command, variables = task
     slot = [{"type": "core", "count": 1}]
     if memory:

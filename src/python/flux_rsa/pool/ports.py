@@ -5,7 +5,9 @@ consecutive ports, one per node (brick ``i`` listens on ``base + i``), and
 each holder of provider command a block for the site's scripts
 (``RSA_PORT``), from ``[rsa] fs-ports``; no two live holders share a port,
 so servers of different jobs never collide on a node (nor on one machine
-in a test instance).  Pure bookkeeping.
+in a test instance).  Blocks are handed out round the range (next fit): a
+block just given back (a holder that failed, perhaps on a port another
+program holds) is the last to be used again.  Pure bookkeeping.
 """
 
 
@@ -17,23 +19,34 @@ class Ports:
     def __init__(self, low, high):
         self.low, self.high = low, high
         self.blocks = {}  # key -> (base, count)
+        self.next = low  # where the search for the next block starts
 
     def take(self, key, count):
         """A free block of ``count`` ports for ``key`` (the same one again if
         it has one already); raises PortsExhausted."""
         if key in self.blocks:
             return self.blocks[key][0]
-        base = self.low
-        for used, n in sorted(self.blocks.values()):
-            if base + count <= used:
-                break
-            base = max(base, used + n)
-        if base + count - 1 > self.high:
+        base = self._fit(self.next, self.high, count)
+        if base is None:
+            base = self._fit(self.low, self.high, count)
+        if base is None:
             raise PortsExhausted(
                 f"no {count} free ports left in [rsa] fs-ports {self.low}-{self.high} "
                 f"({len(self.blocks)} RAM disks hold ports): widen the range")
         self.blocks[key] = (base, count)
+        self.next = base + count
         return base
+
+    def _fit(self, start, high, count):
+        """The first base >= start where ``count`` ports up to ``high`` are free."""
+        base = start
+        for used, n in sorted(self.blocks.values()):
+            if used + n <= base:
+                continue
+            if base + count <= used:
+                break
+            base = used + n
+        return base if base + count - 1 <= high else None
 
     def give(self, key):
         self.blocks.pop(key, None)

@@ -87,18 +87,19 @@ def _discard(r):
 
 def _sweep(r):
     failed = sweep(r["ROOT"], say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
-                   report_kept=r.get("REPORT_KEPT", False))
+                   report_kept=r.get("REPORT_KEPT", False), gone=r.get("GONE"))
     return 1 if failed else 0
 
 
 def stage_argv(r):
     """The stager's command line for a stage request (after the switch to
     the owner: no --as-user).  A script gets the RAM-disk directory first
-    and the data directory second (thesis Appendix U)."""
+    and the data directory second (thesis Appendix U); --direction lets
+    the stager measure its progress."""
     mode, src, dst = r["MODE"], r["SRC"], r["DST"]
     if mode == "script":
         ramdisk, data = (dst, src) if r["DIRECTION"] == "in" else (src, dst)
-        argv = ["script", r["SCRIPT"], ramdisk, data]
+        argv = ["script", r["SCRIPT"], ramdisk, data, "--direction", r["DIRECTION"]]
     else:
         argv = [mode, src, dst]
     argv += ["--progress-json", "--verify", r.get("VERIFY", "size")]

@@ -197,8 +197,9 @@ OPS = {
                   what="drop the staged inputs ROOT/NAME/in, leave a link to LINK"),
     "discard": Spec({"ROOT": exact_path, "PATH": exact_path}, scripts=("destroy",),
                     what="remove the kept RAM disk ROOT/NAME"),
-    "sweep": Spec({"ROOT": exact_path}, {"REPORT_KEPT": flag}, scripts=("destroy",),
-                  what="remove RAM disks under ROOT whose holder is gone"),
+    "sweep": Spec({"ROOT": exact_path}, {"REPORT_KEPT": flag, "GONE": name}, scripts=("destroy",),
+                  what="remove RAM disks under ROOT whose holder is gone (GONE: the RAM "
+                       "disk of a holder job that ended, whose process is ended too)"),
     "stage": Spec(
         {"ROOT": exact_path, "DIRECTION": one_of(("in", "out")), "MODE": one_of(MODES),
          "SRC": path, "DST": path, "OWNER": number},

@@ -50,6 +50,9 @@ def parser():
     s.add_argument("root")
     s.add_argument("--report-kept", action="store_true",
                    help="print each kept RAM disk as a JSON line")
+    s.add_argument("--gone", metavar="NAME",
+                   help="the RAM disk of a holder job that ended: end its holder process "
+                        "if it still runs")
     d = sub.add_parser("discard", help="remove the kept RAM disk PATH")
     d.add_argument("path")
     return p
@@ -81,5 +84,5 @@ def main(argv=None):
             return _fail(str(exc))
         return 0
     failed = sweep(args.root, say=lambda line: print(f"{PROG}: {line}", flush=True),
-                   report_kept=args.report_kept)
+                   report_kept=args.report_kept, gone=args.gone)
     return 1 if failed else 0

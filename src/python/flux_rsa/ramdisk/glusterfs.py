@@ -106,6 +106,35 @@ def stop_process(record, timeout=STOP_TIMEOUT):
         time.sleep(0.02)
 
 
+def processes_in(workdir):
+    """Records of the brick servers and clients whose files are in
+    ``workdir`` (their command line names its volume file), found in /proc:
+    a holder killed between starting one and recording it in the marker
+    leaves one the marker does not name."""
+    prefix = workdir.rstrip("/") + "/"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) in ("glusterfs", "glusterfsd") and \
+                any(arg.startswith(prefix) for arg in argv[1:]):
+            pid = int(entry.name)
+            found.append({"pid": pid, "starttime": starttime(pid)})
+    return found
+
+
+def _stopping():
+    """True when the holder was told to stop while it builds (it blocks
+    its stop signals then, so they wait as pending): building on would
+    only be undone, and too late if the job kills it first."""
+    return bool(signal.sigpending() & {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
 def _reaped(pid):
     """Collect our own child when it has exited (a zombie counts as gone)."""
     try:
@@ -156,6 +185,9 @@ def start_brick(workdir, index, bind, port, volume):
     """Serve ``workdir/brick`` as brick ``index`` of ``volume`` on
     ``bind``:``port``; return the server once it listens."""
     glusterfsd = program("glusterfsd")
+    if _listening(bind, port):
+        raise GlusterError(f"port {port} on {bind} is in use by another program (give "
+                           "flux-rsa a range of its own: [rsa] fs-ports)")
     os.makedirs(os.path.join(workdir, "brick"), mode=0o755, exist_ok=True)
     volfile = os.path.join(workdir, "brick.vol")
     mounts.write_private(volfile, volfiles.brick(index, os.path.join(workdir, "brick"), bind,
@@ -165,6 +197,9 @@ def start_brick(workdir, index, bind, port, volume):
     proc = _spawn([glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"])
     deadline = time.monotonic() + START_TIMEOUT
     while not _listening(bind, port):
+        if _stopping():
+            stop_process(process_record(proc))
+            raise GlusterError("stopped before the brick server listened")
         if proc.poll() is not None:
             raise GlusterError(f"brick server on port {port} exited ({_log_tail(log) or 'see ' + log})")
         if time.monotonic() > deadline:
@@ -189,6 +224,8 @@ def wait_servers(servers, timeout=START_TIMEOUT):
     for server in servers:
         host, port = server.rsplit(":", 1)
         while not _listening(host, port):
+            if _stopping():
+                raise GlusterError("stopped while waiting for the bricks")
             if time.monotonic() > deadline:
                 raise GlusterError(f"the brick at {server} did not answer within {timeout:.0f}s "
                                    "(its holder task failed, or the address is wrong: [rsa] fs-host)")
@@ -214,6 +251,10 @@ def mount(volume, mountpoint, workdir):
     # never look into the mount before every brick took us: an access to a
     # mount whose bricks refused the client hangs
     while not (mounted(mountpoint) and _count(log, CONNECTED) >= len(volume.servers)):
+        if _stopping():
+            stop_process(process_record(proc))
+            unmount(mountpoint)
+            raise GlusterError("stopped before the volume was mounted")
         if proc.poll() is not None:
             raise GlusterError(f"mounting the volume at {mountpoint} failed "
                                f"({_log_tail(log) or 'see ' + log})")

@@ -21,12 +21,15 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import time
 
 from flux_rsa.core.record import IN_AREA, OUT_AREA
 from flux_rsa.ramdisk import providers
 
 MARKER = ".rsa-ramdisk"
+#: seconds a sweep waits for the process of a holder whose job ended
+HOLDER_GRACE = 5.0
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
 
@@ -43,14 +46,16 @@ def _boot_id():
 
 
 def _starttime(pid):
-    """The process's start time in clock ticks since boot, or None."""
+    """The process's start time in clock ticks since boot, or None when
+    there is no such process (or only its zombie)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     # the command name (field 2) may hold spaces and parentheses
-    return int(stat[stat.rindex(")") + 2:].split()[19])
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] == "Z" else int(fields[19])
 
 
 def holder_alive(marker):
@@ -59,6 +64,23 @@ def holder_alive(marker):
     if not isinstance(pid, int) or marker.get("boot_id") != _boot_id():
         return False
     return _starttime(pid) == marker.get("starttime")
+
+
+def end_holder(marker, grace=HOLDER_GRACE):
+    """The holder job that wrote ``marker`` has ended: wait ``grace``
+    seconds for its process to be gone (a task killed mid-build may still
+    be leaving a mount), then kill it (still that process: same start time)."""
+    for sig in (None, signal.SIGKILL):
+        if sig is not None and holder_alive(marker):
+            try:
+                os.kill(marker["pid"], sig)
+            except ProcessLookupError:
+                return
+        deadline = time.monotonic() + grace
+        while holder_alive(marker):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
 
 
 # --- the marker ----------------------------------------------------------------

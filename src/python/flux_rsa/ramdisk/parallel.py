@@ -19,6 +19,8 @@ from flux_rsa.ramdisk.glusterfs import GlusterError
 from flux_rsa.ramdisk.providers import ProviderError, destroy_tmpfs, mount_tmpfs
 
 PROVIDER = "glusterfs"
+#: seconds a holder task that failed waits before it exits (see hold)
+OUTPUT_LINGER = 1.0
 
 
 def servers(nodes, fs_host, port):
@@ -64,7 +66,7 @@ def build_brick(root, name, index, size, owner, volume, jobid, gen):
                                      int(server.rsplit(":", 1)[1]), volume)
         marker["server"] = glusterfs.process_record(proc)
         layout.write_marker(path, marker)
-    except (OSError, ProviderError, GlusterError) as exc:
+    except (OSError, ValueError, ProviderError, GlusterError) as exc:
         _undo(path)
         raise layout.RamdiskError(f"cannot build brick {path}: {exc}") from None
     return path, marker
@@ -150,6 +152,8 @@ def destroy(path, marker):
         glusterfs.stop_process(marker["client"])
     if marker.get("server"):
         glusterfs.stop_process(marker["server"])
+    for record in glusterfs.processes_in(path):
+        glusterfs.stop_process(record)
     destroy_tmpfs(path)
 
 
@@ -174,6 +178,10 @@ def hold(root, name, size, owner, index, volume, jobid=None, gen=None,
     except layout.RamdiskError as exc:
         _stop(built, prog)
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)
+        # the job ends at the first failed task (exit-on-error), and a
+        # line from another node's shell can be lost if that comes first:
+        # give it a moment to reach the job's output (the holder's error)
+        signal.sigtimedwait(STOP_SIGNALS | {KEEP_SIGNAL}, OUTPUT_LINGER)
         return 1
     sig = signal.sigwait(STOP_SIGNALS | {KEEP_SIGNAL})
     failed = _stop(built, prog)

@@ -62,8 +62,12 @@ def brick(index, directory, bind, port, user, secret):
     volume's root directory is root's, like a tmpfs RAM disk's: the job
     owner's areas are made in it."""
     b = brick_name(index)
+    if '"' in directory or "\n" in directory:
+        raise ValueError(f"{directory!r}: a brick directory cannot hold '\"' or a newline "
+                         "(choose another [rsa] ramdisk-root)")
     return "".join([
-        _block(f"{b}-posix", "storage/posix", [("directory", directory)]),
+        # quoted: the volume file's words end at a space
+        _block(f"{b}-posix", "storage/posix", [("directory", f'"{directory}"')]),
         _block(f"{b}-locks", "features/locks", subvolumes=[f"{b}-posix"]),
         _block(f"{b}-iot", "performance/io-threads", [("thread-count", 4)], [f"{b}-locks"]),
         _block(b, "debug/io-stats", subvolumes=[f"{b}-iot"]),

@@ -75,6 +75,7 @@ def env_from_context(context):
         data_out=context.get("data_out"),
         staged_in=bool(context.get("staged_in")),
         out_on_ramdisk=bool(context.get("out_on_ramdisk")),
+        scratch=bool(context.get("scratch")),
     )
 
 

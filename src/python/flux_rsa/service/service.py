@@ -30,6 +30,7 @@ from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
 from flux_rsa.pool import protocol
 from flux_rsa.service import store, wire
 from flux_rsa.privileged import caller
+from flux_rsa.service.afterstaged import Waiters
 from flux_rsa.service.execute import Executor
 from flux_rsa.service.mounts import Mounts
 from flux_rsa.service.jobs import UNSURE, Queue, Tracker, ended_from_eventlog
@@ -145,6 +146,7 @@ class Service:
         self.save_w = h.timer_watcher_create(SAVE_DELAY, self._save)
         self.tick_w = h.timer_watcher_create(TICK, self._tick, repeat=TICK)
         self.journal = None
+        self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
 
     # --- life cycle ---
 
@@ -185,6 +187,7 @@ class Service:
         if new != old:
             self.records[new.jobid] = new
             self.store.save(new)
+            self.waiters.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
                 self.actions.append((self.intake, ("state", new)))
                 self.arm_plan()
@@ -268,6 +271,7 @@ class Service:
             again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
             self.actions.extend((now, a) for a in again)
         self.replayed = True
+        self.waiters.replayed(self.records)
         self.arm_flush()
         self.arm_plan()
 
@@ -625,6 +629,11 @@ class Service:
     def status(self, jobids, userid, owner):
         recs = [self.records[j] for j in jobids if j in self.records] if jobids else list(self.records.values())
         return [shown(r) for r in recs if self.visible(r, userid, owner)]
+
+    def when_staged(self, jobid, answer):
+        """``answer(payload or OSError)`` once job ``jobid``'s outputs are
+        settled, for a job that depends on them (afterstaged)."""
+        self.waiters.add(jobid, self.records.get(jobid), answer, self.replayed)
 
     def request(self, jobid, event, userid, owner):
         """A person's request on a job (retry, release, release-input)."""

@@ -42,10 +42,13 @@ def default_workers():
 
 
 def run(mode, src, dst, *, workers=None, verify="size", as_user=None,
-        progress=None, shard=(0, 1), finalize=False, name=None, sync=True):
+        progress=None, shard=(0, 1), finalize=False, name=None, sync=True,
+        direction=None):
     """Stage SRC to DST.  MODE is one of MODES; for 'script', SRC is the
-    script and DST is (ramdisk_dir, data_dir).  PROGRESS, if given, is called
-    with progress.Snapshot objects.  Returns a Result; raises StageError.
+    script and DST is (ramdisk_dir, data_dir), and DIRECTION ("in": data to
+    RAM disk, "out": RAM disk to data; None: not said) lets its progress be
+    measured.  PROGRESS, if given, is called with progress.Snapshot
+    objects.  Returns a Result; raises StageError.
 
     AS_USER switches this whole process to that user for good (as root), or
     must name the current user.
@@ -70,8 +73,12 @@ def run(mode, src, dst, *, workers=None, verify="size", as_user=None,
     t0 = time.monotonic()
     if mode == "script":
         meter.update("copy", 0, 0, 0, 0, force=True)
-        ramdisk, data = dst
-        scriptmod.run_script(_b(src), _b(ramdisk), _b(data))
+        ramdisk, data = (_b(d) for d in dst)
+        tick = None
+        if direction is not None and progress is not None:
+            tick = scriptmod.Growth(*((data, ramdisk) if direction == "in" else (ramdisk, data)), meter)
+            result.bytes_total = tick.total
+        scriptmod.run_script(_b(src), ramdisk, data, tick=tick)
     elif mode == "tar":
         _tar(_b(src), _b(dst), name, workers, verify, meter, result, sync)
     else:

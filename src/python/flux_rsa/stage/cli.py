@@ -75,6 +75,9 @@ def parser():
                    help="copy: a staged copy of SRC (another job's RAM disk) to "
                    "copy from instead, if it still matches SRC (names, types, "
                    "sizes, modes, mtimes)")
+    p.add_argument("--direction", choices=("in", "out"),
+                   help="script: which way the data goes (in: DATA_DIR to the "
+                   "RAM-disk directory), so that its progress can be measured")
     p.add_argument("--summary", action="store_true",
                    help="print a JSON summary of the run on stderr at the end")
     return p
@@ -96,6 +99,8 @@ def main(argv=None):
         if args.data is not None:
             return _usage(f"unexpected argument {args.data!r}")
         dst = args.dst
+    if args.direction and args.mode != "script":
+        return _usage("--direction applies to script only")
     if args.name and args.mode != "tar":
         return _usage("--name applies to tar only")
     if args.finalize and args.mode != "copy":
@@ -114,7 +119,7 @@ def main(argv=None):
             verify=None if args.verify == "none" else args.verify,
             as_user=args.as_user, progress=progmod.tee(*callbacks),
             shard=args.shard, finalize=args.finalize, name=args.name,
-            sync=not args.no_sync)
+            sync=not args.no_sync, direction=args.direction)
     except StageError as exc:
         sys.stdout.flush()
         print(exc.line(), file=sys.stderr)

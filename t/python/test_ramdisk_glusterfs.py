@@ -1,0 +1,63 @@
+"""A brick's destroy stops every engine process working in it, also one
+its marker does not name (a holder killed between starting the server and
+recording it).  Real glusterfsd on loopback; needs root for the tmpfs."""
+
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+from flux_rsa.ramdisk import glusterfs, layout, parallel
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="bricks are tmpfs mounts: need root"),
+    pytest.mark.skipif(not glusterfs.installed(),
+                       reason="GlusterFS is not installed (Debian: glusterfs-server "
+                              "glusterfs-client): no parallel RAM disk tests"),
+]
+
+
+def brick_servers(path):
+    found = subprocess.run(["pgrep", "-a", "-f", "rsa-brick"], capture_output=True,
+                           text=True).stdout
+    return [line for line in found.splitlines() if path + "/" in line]
+
+
+def test_a_brick_server_the_marker_does_not_name_is_stopped_with_the_brick():
+    root = tempfile.mkdtemp(prefix="rsa-brick-test-")
+    try:
+        volume = parallel.volume_of("7.1", 7, 1, ["n0"], "127.0.0.1", 24390, "s3cret")
+        path, marker = parallel.build_brick(root, "7.1", 0, 16 << 20, os.getuid(), volume, 7, 1)
+        assert len(brick_servers(path)) == 1
+        del marker["server"]  # as if the holder died before recording it
+        layout.write_marker(path, marker)
+        layout.destroy(path)
+        assert brick_servers(path) == []
+        assert not os.path.exists(path)
+    finally:
+        for record in glusterfs.processes_in(root):
+            glusterfs.stop_process(record)
+        for entry in os.scandir(root):
+            subprocess.run(["umount", "-l", entry.path], capture_output=True)
+        subprocess.run(["rm", "-rf", root])
+
+
+def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing():
+    import signal
+
+    root = tempfile.mkdtemp(prefix="rsa-brick-test-")
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # pending, as in a holder
+        volume = parallel.volume_of("8.1", 8, 1, ["n0"], "127.0.0.1", 24392, "s3cret")
+        with pytest.raises(layout.RamdiskError, match="stopped before the brick server listened"):
+            parallel.build_brick(root, "8.1", 0, 16 << 20, os.getuid(), volume, 8, 1)
+        assert glusterfs.processes_in(root) == []
+        assert os.listdir(root) == []
+    finally:
+        signal.sigtimedwait({signal.SIGTERM}, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for record in glusterfs.processes_in(root):
+            glusterfs.stop_process(record)
+        subprocess.run(["rm", "-rf", root])
