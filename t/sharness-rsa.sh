@@ -136,7 +136,21 @@ rsa_ramdisks() {
 	findmnt -n -l -o TARGET | grep -F -e "$RSA_INSTANCE_TMP/ramdisk/" -e "$RSA_INSTANCE_TMP/mnt/"
 }
 
-# the RSA pool's RAM-disk provider (tmpfs, glusterfs, dir)
+# RAM disks attached where jobs run (mounts under the test mount root)
+rsa_attached() {
+	findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/mnt/" || true
+}
+
+# wait until file $1 exists (at most 60 s)
+rsa_wait_file() {
+	_i=0
+	while ! test -e "$1"; do
+		_i=$((_i + 1)); test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# the RSA pool's RAM-disk provider (tmpfs, glusterfs, dir, command)
 rsa_provider() {
 	flux rsa pool -o json | flux python -c "
 import json, sys

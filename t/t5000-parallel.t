@@ -38,18 +38,8 @@ used_mib() {
 gluster_left() {
 	pgrep -a -f "rsa-brick|rsa-client" | grep -F "$RSA_INSTANCE_TMP" || true
 }
-attached() {
-	findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/mnt/" || true
-}
 all_gone() {
-	rsa_nothing_left && test -z "$(gluster_left)" && test -z "$(attached)"
-}
-wait_for() {
-	_i=0
-	while ! test -e "$1"; do
-		_i=$((_i + 1)); test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
-		sleep 0.1
-	done
+	rsa_nothing_left && test -z "$(gluster_left)" && test -z "$(rsa_attached)"
 }
 # a listing of a tree, as it looks from here: type, mode, size, links,
 # mtime, link target, name (names may hold newlines: NUL-separated)
@@ -81,7 +71,7 @@ test_expect_success 'a -N2 job with 2 x 64M reserved writes 96M: it lands on bot
 		sh -c "findmnt -n -o FSTYPE --mountpoint \"\$RSA_RAMDISK\" >\"\$T/fstype.\"\$FLUX_TASK_RANK;
 		       test \$FLUX_TASK_RANK = 1 || { cp -a \"\$T/gen\"/. \"\$RSA_DATA_OUT/\" && touch \"\$T/copied\"; };
 		       while ! test -e \"\$T/a.go\"; do sleep 0.1; done") &&
-	wait_for copied && wait_for fstype.1 &&
+	rsa_wait_file copied && rsa_wait_file fstype.1 &&
 	test "$(rsa_state $id)" = INUSE_OUT &&
 	b0=$(used_mib "$(brick $id 0)") && b1=$(used_mib "$(brick $id 1)") &&
 	echo "brick shares: $b0 MiB + $b1 MiB" &&
@@ -93,7 +83,7 @@ test_expect_success 'every rank of the job has it mounted, at the path it was gi
 import json, sys
 print(next(e for e in map(json.loads, sys.stdin) if e[\"name\"] == \"rsa-ready\")[\"context\"][\"ramdisk\"])") &&
 	test "$ramdisk" = "$RSA_INSTANCE_TMP/mnt/$(basename "$(rsa_field ramdisk $id)")" &&
-	test "$(attached)" = "$ramdisk"
+	test "$(rsa_attached)" = "$ramdisk"
 '
 test_expect_success 'flux rsa pool shows each node'"'"'s share of the reservation' '
 	flux rsa pool -o json >pool.json &&
@@ -107,7 +97,7 @@ assert mine == [[64 << 20], [64 << 20]], mine
 test_expect_success 'the job ends: its nodes detach at once and run another job during the stage-out' '
 	touch a.go &&
 	rsa_wait_state $id STAGING_OUT 60 &&
-	test -z "$(attached)" &&
+	test -z "$(rsa_attached)" &&
 	other=$(flux submit -N2 hostname) &&
 	flux job wait-event -t 60 $other finish &&
 	test "$(rsa_state $id)" = STAGING_OUT &&
@@ -158,7 +148,7 @@ test_expect_success 'cancel in INUSE_OUT: what it wrote comes home, nothing is l
 		--setattr=rsa.on_late=wait \
 		sh -c "test \$FLUX_TASK_RANK = 1 || echo partial >\"\$RSA_DATA_OUT/checkpoint\"; sleep inf") &&
 	rsa_wait_state $id INUSE_OUT 60 &&
-	test -n "$(attached)" &&
+	test -n "$(rsa_attached)" &&
 	flux cancel $id &&
 	flux rsa wait -t 120 $id &&
 	test "$(cat out-d/checkpoint)" = partial &&
@@ -184,7 +174,7 @@ test_expect_success 'the module reloads while the job is INUSE_OUT: it ends, out
 		       flux rsa release-input; }; while ! test -e \"\$T/f.go\"; do sleep 0.1; done") &&
 	rsa_wait_state $id INUSE_OUT 60 &&
 	flux module remove rsa && flux module load rsa && rsa_wait_pool 30 &&
-	test "$(rsa_state $id)" = INUSE_OUT && test -n "$(attached)" &&
+	test "$(rsa_state $id)" = INUSE_OUT && test -n "$(rsa_attached)" &&
 	touch f.go &&
 	flux rsa wait -t 120 $id &&
 	rsa_same_tree tree out-f &&

@@ -92,3 +92,41 @@ def test_durations(text, value):
 
 def test_format_size():
     assert [format_size(n) for n in (0, 1536, 4 << 30, 150 << 30)] == ["0", "1.5K", "4G", "150G"]
+
+
+COMMAND = {"provider": "command", "command-create": "/etc/flux/rsa/create",
+           "command-destroy": "/etc/flux/rsa/destroy"}
+
+
+def test_provider_command_runs_the_sites_scripts_and_spans_nodes_unless_told_not_to():
+    p = Policy.from_config(COMMAND)
+    assert p.spans and p.limits().cap == 0
+    assert p.scripts == {"create": "/etc/flux/rsa/create", "destroy": "/etc/flux/rsa/destroy"}
+    p = Policy.from_config({**COMMAND, "command-spans": False, "node-capacity": "64M",
+                            "granule": "4M"})
+    assert not p.spans and p.limits().cap == 64 << 20
+    p = Policy.from_config({**COMMAND, "command-attach": "/a", "command-detach": "/d"})
+    assert set(p.scripts) == {"create", "destroy", "attach", "detach"}
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"provider": "command"},
+     '[rsa] provider = "command" needs command-create (the absolute path of the site\'s script'),
+    ({"provider": "command", "command-create": "/c"}, "needs command-destroy"),
+    ({**COMMAND, "command-create": "create.sh"},
+     "[rsa] command-create: 'create.sh' is not valid (use the absolute path of a site script"),
+    ({**COMMAND, "command-destroy": "/etc/../tmp/d"},
+     "[rsa] command-destroy: '/etc/../tmp/d' is not a plain absolute path (no '.', '..', '//' "
+     "or trailing '/'; e.g. '/tmp/d')"),
+    ({**COMMAND, "command-attach": "/a"},
+     "[rsa] command-attach needs command-detach too"),
+    ({**COMMAND, "command-detach": "/d"}, "[rsa] command-detach needs command-attach too"),
+    ({**COMMAND, "command-spans": "yes"}, "[rsa] command-spans: 'yes' is not valid (use true or false)"),
+    ({"command-create": "/c"},
+     "[rsa] command-create: only used with provider = \"command\" (provider is 'tmpfs'): remove "
+     "it or set provider = \"command\""),
+])
+def test_bad_command_settings_name_the_key_and_the_fix(table, message):
+    with pytest.raises(BadConfig) as err:
+        Policy.from_config(table)
+    assert message in str(err.value)

@@ -11,6 +11,7 @@ flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jgf, jobspecs, protocol  # noqa: E402
 from flux_rsa.privileged import ops, request  # noqa: E402
+from flux_rsa.privileged import caller  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
 
 PY = Via("py")
@@ -149,6 +150,40 @@ def test_through_the_imp_a_task_runs_flux_imp_run_rsa():
     command, variables = task(js)
     assert command == ["py", "-m", "flux_rsa.privileged", "--imp", "/usr/libexec/flux/flux-imp"]
     assert variables["RSA_OP"] == "hold"
+
+
+COMMAND = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
+                 provider="command", command_create="/etc/rsa/create",
+                 command_destroy="/etc/rsa/destroy", command_attach="/etc/rsa/attach",
+                 command_detach="/etc/rsa/detach")
+
+
+def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
+    via = caller.choose("py", "direct", "", 0, COMMAND.scripts)
+    assert jobspecs.ports_needed(COMMAND, 1) == jobspecs.ports_needed(COMMAND, 2) == 8
+    assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (0, 2)
+    _, variables = task(jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {},
+                                        port=24108))
+    assert variables == {
+        "RSA_OP": "hold", "RSA_ROOT": "/ram", "RSA_NAME": "1234.2", "RSA_SIZE": str(8 * MiB),
+        "RSA_OWNER": "1001", "RSA_PROVIDER": "command", "RSA_JOBID": "1234", "RSA_GEN": "2",
+        "RSA_PORT": "24108", "RSA_COMMAND_CREATE": "/etc/rsa/create",
+        "RSA_COMMAND_DESTROY": "/etc/rsa/destroy"}
+    # each task adds its rank and the job's nodes; a root pool's entry accepts the scripts
+    env = {**variables, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
+    assert request.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
+
+
+def test_through_the_imp_no_script_travels_with_a_request():
+    via = caller.choose("py", "imp", "/usr/libexec/flux/flux-imp", 990, COMMAND.scripts)
+    for js in (jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108),
+               jobspecs.sweep(via, COMMAND, {})):
+        _, variables = task(js)
+        assert not [v for v in variables if v.startswith("RSA_COMMAND_")]
+    direct = caller.choose("py", "direct", "", 0, COMMAND.scripts)
+    _, variables = task(jobspecs.sweep(direct, COMMAND, {}))
+    assert variables["RSA_COMMAND_DESTROY"] == "/etc/rsa/destroy"
+    assert "RSA_COMMAND_CREATE" not in variables  # a sweep only destroys
 
 
 def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():

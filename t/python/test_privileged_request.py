@@ -134,3 +134,66 @@ def test_anything_is_either_parsed_or_refused_in_one_line(values):
     for var in ("PATH", "SRC", "DST"):
         if var in r.values:
             assert r[var].startswith("/")
+
+
+# --- provider command: the site's scripts ------------------------------------
+
+
+def command_hold(**changes):
+    values = dict(root=ROOT, name="12.1", size=4096, owner=1001, provider="command",
+                  task_rank=1, nodes="rsa0,rsa1", jobid=12, gen=1)
+    values.update(changes)
+    return environment("hold", **values)
+
+
+def command_attach(**changes):
+    values = dict(root="/mnt/rsa", name="12.1", rank=3, provider="command", nodes="rsa0,rsa1",
+                  source=f"{ROOT}/12.1", jobid=12)
+    values.update(changes)
+    return environment("attach", **values)
+
+
+def test_a_command_holder_task_knows_its_nodes_and_its_place_among_them():
+    r = parse(command_hold(port=24100), FLUX)
+    assert (r["NODES"], r["TASK_RANK"], r["PORT"]) == (("rsa0", "rsa1"), 1, 24100)
+    refused(command_hold(nodes=None), r"RSA_PROVIDER=command needs RSA_NODES")
+    refused(command_hold(task_rank=2), r"RSA_TASK_RANK=2: the holder has 2 node\(s\)")
+    refused(command_hold(secret="s" * 20), "RSA_SECRET is only for RSA_PROVIDER=glusterfs")
+    refused(command_hold(port=65530), r"RSA_PORT=65530: its 8 ports run past 65535")
+    refused(command_hold(adopt=f"{ROOT}/12.1"), "a command RAM disk cannot be adopted")
+    refused(environment("hold", root=ROOT, name="1.1", size=1, owner=5, provider="tmpfs",
+                        nodes="rsa0"), "RSA_NODES is only for RSA_PROVIDER=glusterfs or command")
+
+
+def test_site_scripts_are_taken_from_a_trusted_caller_only():
+    env = command_hold(command_create="/etc/rsa/create", command_destroy="/etc/rsa/destroy")
+    text = refused(env, r"RSA_COMMAND_CREATE: the site's scripts are read from the \[rsa\] table")
+    assert "never taken from a request" in text
+    r = parse(env, 0, trusted=True)
+    assert (r["COMMAND_CREATE"], r["COMMAND_DESTROY"]) == ("/etc/rsa/create", "/etc/rsa/destroy")
+    with pytest.raises(Refused, match="RSA_COMMAND_CREATE='etc/c': not an absolute path"):
+        parse(command_hold(command_create="etc/c"), 0, trusted=True)
+
+
+def test_each_operation_takes_the_scripts_of_its_steps_only():
+    trusted = {"hold": ("create", "destroy"), "attach": ("attach", "detach"),
+               "detach": ("detach",), "sweep": ("destroy",), "discard": ("destroy",),
+               "check": ("create", "destroy", "attach", "detach")}
+    assert {op: spec.scripts for op, spec in OPS.items() if spec.scripts} == trusted
+    with pytest.raises(Refused, match="RSA_COMMAND_CREATE: not a variable of RSA_OP=sweep"):
+        parse(environment("sweep", root=ROOT, command_create="/etc/rsa/create"), 0, trusted=True)
+    with pytest.raises(Refused, match="RSA_COMMAND_DETACH: the site's scripts"):
+        parse(environment("detach", root="/mnt", name="1.1", rank=0,
+                          command_detach="/tmp/evil"), FLUX)
+
+
+def test_a_command_attach_names_the_ram_disk_on_its_nodes():
+    r = parse(command_attach(port=24108), FLUX)
+    assert (r["SOURCE"], r["NODES"], r["JOBID"], r["PORT"]) == (f"{ROOT}/12.1", ("rsa0", "rsa1"),
+                                                                12, 24108)
+    refused(command_attach(source=f"{ROOT}/13.1"), r"RSA_SOURCE=.*: not the RAM disk RSA_NAME='12.1'")
+    refused(command_attach(source=None), "RSA_PROVIDER=command needs RSA_SOURCE")
+    refused(command_attach(servers="h:1"), "RSA_SERVERS is only for RSA_PROVIDER=glusterfs")
+    # without PROVIDER an attach is a GlusterFS one, as before
+    refused(environment("attach", root="/mnt", name="1.1", rank=0, nodes="a"),
+            "RSA_PROVIDER=glusterfs needs RSA_USER")

@@ -6,6 +6,7 @@ the key, the value and what is accepted.  Nothing here reads a file.
 
 import dataclasses
 import math
+import posixpath
 from dataclasses import dataclass
 
 import jsonschema
@@ -14,8 +15,15 @@ from flux_rsa.core.units import parse_duration, parse_size
 
 SIZE = {"type": ["string", "integer"], "description": 'a size such as "16G"'}
 #: RAM-disk providers, and whether one RAM disk may span several RSA nodes
-PROVIDERS = {"tmpfs": False, "dir": False, "glusterfs": True}
+#: (``command``: as ``[rsa] command-spans`` says)
+PROVIDERS = {"tmpfs": False, "dir": False, "glusterfs": True, "command": True}
 DURATION = {"type": ["string", "number"], "description": 'a duration such as "5m"'}
+SCRIPT = {"type": "string", "pattern": "^/",
+          "description": "the absolute path of a site script (owned by root, not writable by others)"}
+#: the steps of provider ``command``: its site scripts, required first
+COMMAND_STEPS = ("create", "destroy", "attach", "detach")
+#: TCP ports (from [rsa] fs-ports) each reservation of provider command gets
+COMMAND_PORTS = 8
 
 SCHEMA = {
     "type": "object",
@@ -37,7 +45,13 @@ SCHEMA = {
         "node-capacity": SIZE,
         "granule": SIZE,
         "provider": {"enum": list(PROVIDERS),
-                     "description": '"tmpfs", "dir" or "glusterfs" (spans RSA nodes)'},
+                     "description": '"tmpfs", "dir", "glusterfs" (spans RSA nodes) or "command" '
+                                    '(the site\'s scripts)'},
+        "command-create": SCRIPT,
+        "command-destroy": SCRIPT,
+        "command-attach": SCRIPT,
+        "command-detach": SCRIPT,
+        "command-spans": {"type": "boolean", "description": "true or false"},
         "mount-root": {"type": "string", "pattern": "^/",
                        "description": "an absolute directory on compute nodes"},
         "fs-host": {"type": "string", "pattern": "^[A-Za-z0-9._-]*(\\{host\\}[A-Za-z0-9._-]*)?$",
@@ -89,6 +103,11 @@ class Policy:
     mount_root: str = ""  # where compute nodes attach RAM disks ("": ramdisk_root)
     fs_host: str = "{host}"  # how clients reach an RSA node's file-system server
     fs_ports: str = "24100-24999"  # ports for file-system servers, a block per holder
+    command_create: str = ""  # provider command: the site's scripts for each step
+    command_destroy: str = ""
+    command_attach: str = ""  # "": compute nodes reach the RAM disk by the site's own means
+    command_detach: str = ""
+    command_spans: bool = True  # provider command: may one RAM disk span RSA nodes?
     privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
     imp: str = ""  # the instance's [exec] imp (not an [rsa] key)
     ramdisk_root: str = "/var/lib/flux-rsa"
@@ -127,6 +146,7 @@ class Policy:
         if not 0 < int(low) <= int(high) < 65536:
             raise BadConfig(f"[rsa] fs-ports: {policy.fs_ports!r} must be LOW-HIGH with "
                             "0 < LOW <= HIGH < 65536")
+        _check_command(policy, table)
         if policy.node_capacity < policy.granule:
             raise BadConfig(
                 f"[rsa] node-capacity: {table.get('node-capacity', policy.node_capacity)!r} is smaller "
@@ -174,7 +194,15 @@ class Policy:
     @property
     def spans(self):
         """Can one RAM disk span several RSA nodes with this provider?"""
+        if self.provider == "command":
+            return self.command_spans
         return PROVIDERS[self.provider]
+
+    @property
+    def scripts(self):
+        """Provider command's site scripts that are set: {step: path}."""
+        return {step: getattr(self, f"command_{step}") for step in COMMAND_STEPS
+                if getattr(self, f"command_{step}")}
 
     @property
     def node_bytes(self):
@@ -212,6 +240,30 @@ class Policy:
     @property
     def node_granules(self):
         return self.node_capacity // self.granule
+
+
+def _check_command(policy, table):
+    """Provider command needs its create and destroy scripts, attach and
+    detach come together, and the keys mean nothing to other providers."""
+    given = [key for key in table if key.startswith("command-")]
+    if policy.provider != "command":
+        if given:
+            raise BadConfig(f"[rsa] {given[0]}: only used with provider = \"command\" (provider "
+                            f"is {policy.provider!r}): remove it or set provider = \"command\"")
+        return
+    for step in COMMAND_STEPS[:2]:
+        if not getattr(policy, f"command_{step}"):
+            raise BadConfig(f"[rsa] provider = \"command\" needs command-{step} (the absolute "
+                            "path of the site's script for that step; see flux-config-rsa(5))")
+    if bool(policy.command_attach) != bool(policy.command_detach):
+        have, lack = (("attach", "detach") if policy.command_attach else ("detach", "attach"))
+        raise BadConfig(f"[rsa] command-{have} needs command-{lack} too (compute nodes that "
+                        f"{have} the RAM disk must also {lack} it), or remove command-{have}")
+    for step in COMMAND_STEPS:
+        path = getattr(policy, f"command_{step}")
+        if path and (posixpath.normpath(path) != path or path.startswith("//")):
+            raise BadConfig(f"[rsa] command-{step}: {path!r} is not a plain absolute path (no "
+                            f"'.', '..', '//' or trailing '/'; e.g. {posixpath.normpath(path)!r})")
 
 
 def _checked(parse, value, key):

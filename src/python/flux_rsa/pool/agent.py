@@ -63,7 +63,8 @@ class Agent:
         self.policy = policy
         self.simulate = policy.simulate_rate > 0
         self.topic = topic
-        self.via = caller.choose(python, policy.privilege, policy.imp, os.getuid())
+        self.via = caller.choose(python, policy.privilege, policy.imp, os.getuid(),
+                                 policy.scripts)
         self.ports = Ports(*policy.port_range())  # of holders spanning nodes
         self.unusable = None  # why privileged operations cannot run here, or None
         self.environment = dict(os.environ)
@@ -334,11 +335,13 @@ class Agent:
                 self._refuse_over_kept(p)
                 port = secret = None
                 nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
-                if nodes > 1:  # a RAM disk over several nodes: its servers' ports
+                count = jobspecs.ports_needed(self.policy, nodes)
+                if count:  # its servers' ports
                     try:
-                        port = self.ports.take(key, nodes)
+                        port = self.ports.take(key, count)
                     except PortsExhausted as exc:
                         raise protocol.BadRequest(f"{protocol.topic(protocol.HOLD)}: {exc}") from None
+                if self.policy.provider == "glusterfs" and port is not None:
                     secret = secrets.token_urlsafe(24)
                 js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                      p["userid"], len(self.hosts), self.environment,

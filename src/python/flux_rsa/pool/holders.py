@@ -84,12 +84,22 @@ class Holder(Subjob):
         return "allocated" if self.R else "pending"
 
     def volume(self):
-        """What compute nodes mount, for a RAM disk over several nodes."""
-        if self.port is None or self.simulated:
+        """What compute nodes attach: a GlusterFS RAM disk over several
+        nodes (its servers and login), or one of provider command when the
+        site has an attach script (no secret: the site's scripts reach it
+        their own way); else None."""
+        policy = self.agent.policy
+        if self.simulated or (self.port is None and policy.provider != "command"):
             return None
         jobid, gen = self.key
-        return parallel.volume_of(jobspecs.ramdisk_name(jobid, gen), jobid, gen, self.nodes,
-                                  self.agent.policy.fs_host, self.port, self.secret).to_dict()
+        name = jobspecs.ramdisk_name(jobid, gen)
+        if policy.provider == "command":
+            if not policy.command_attach:
+                return None
+            return {"provider": "command", "name": name, "servers": self.nodes,
+                    "source": self.path, "port": self.port}
+        return parallel.volume_of(name, jobid, gen, self.nodes, policy.fs_host, self.port,
+                                  self.secret).to_dict()
 
     def release(self):
         """The service asked for this holder to go."""

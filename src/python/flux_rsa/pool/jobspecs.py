@@ -19,6 +19,7 @@ import math
 
 from flux.job import JobspecV1
 
+from flux_rsa.core.config import COMMAND_PORTS
 from flux_rsa.privileged.caller import subjob_environment
 
 OUTPUT_BATCH = 0.05
@@ -66,10 +67,12 @@ def layout(need, policy, nnodes):
     per_node = policy.node_granules
     nodes = math.ceil(granules / per_node)
     if nodes > 1 and not policy.spans:
+        fix = ("[rsa] command-spans = true" if policy.provider == "command"
+               else "[rsa] provider = \"glusterfs\"")
         raise Unfit(
             f"need {need} bytes is more than one RSA node holds ({per_node * policy.granule} "
             f"bytes) and provider {policy.provider} cannot span nodes (lower rsa.capacity, or "
-            "set [rsa] provider = \"glusterfs\")"
+            f"set {fix})"
         )
     if nodes > nnodes:
         raise Unfit(
@@ -93,12 +96,26 @@ def adopt_granules(need, kept_bytes, policy):
     return granules
 
 
+def ports_needed(policy, nodes):
+    """TCP ports a new holder over ``nodes`` RSA nodes gets from ``[rsa]
+    fs-ports``: one per brick of a GlusterFS RAM disk over several nodes, a
+    block for the site's scripts of provider command, else none."""
+    if policy.provider == "command":
+        return COMMAND_PORTS
+    if policy.provider == "glusterfs" and nodes > 1:
+        return nodes
+    return 0
+
+
 def holder_task(via, policy, jobid, gen, size, userid, adopt=None, port=None, secret=None):
-    """``size``: bytes on each node.  A RAM disk over several nodes (a
-    ``port`` given) also gets the volume's secret; one on a single node is a
-    plain tmpfs, whatever the provider (no servers: the fastest path)."""
+    """``size``: bytes on each node.  A GlusterFS RAM disk over several
+    nodes (a ``port`` given) also gets the volume's secret; one on a single
+    node is a plain tmpfs (no servers: the fastest path).  Provider command
+    always runs the site's scripts (with its first ``port``)."""
     provider, spanning = policy.provider, {}
-    if port is not None:
+    if provider == "command":
+        spanning = {"port": port}
+    elif port is not None:
         spanning = {"port": port, "secret": secret, "fs_host": policy.fs_host}
     elif policy.spans:
         provider = "tmpfs"

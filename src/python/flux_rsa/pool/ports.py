@@ -1,12 +1,13 @@
-"""Ports of the file-system servers of RAM disks that span RSA nodes.
+"""Ports of the file-system servers of RAM disks.
 
-Each such holder gets a block of consecutive ports, one per node (brick
-``i`` listens on ``base + i``), from ``[rsa] fs-ports``; no two live
-holders share a port, so bricks of different jobs never collide on a node
-(nor on one machine in a test instance).  Blocks are handed out round the
-range (next fit): a block just given back (a holder that failed, perhaps
-on a port another program holds) is the last to be used again.  Pure
-bookkeeping.
+Each holder of a GlusterFS RAM disk over several RSA nodes gets a block of
+consecutive ports, one per node (brick ``i`` listens on ``base + i``), and
+each holder of provider command a block for the site's scripts
+(``RSA_PORT``), from ``[rsa] fs-ports``; no two live holders share a port,
+so servers of different jobs never collide on a node (nor on one machine
+in a test instance).  Blocks are handed out round the range (next fit): a
+block just given back (a holder that failed, perhaps on a port another
+program holds) is the last to be used again.  Pure bookkeeping.
 """
 
 

@@ -29,6 +29,10 @@ class Via:
     python: str
     mode: str = "direct"  # "direct" | "imp"
     imp: Optional[str] = None
+    #: provider command's site scripts ((step, path), ...), passed on to the
+    #: operations that may run them, in direct mode only (through the IMP
+    #: the entry point reads them from the site's root-owned configuration)
+    scripts: tuple = ()
 
     def command(self, op, **values):
         """(argv, environment) of a task that runs ``op`` with ``values``
@@ -36,17 +40,21 @@ class Via:
         argv = [self.python, "-m", "flux_rsa.privileged"]
         if self.mode == "imp":
             argv += ["--imp", self.imp]
+        steps = request.OPS[op].scripts
+        values.update({request.script_var(step).lower(): path for step, path in self.scripts
+                       if step in steps})
         return argv, request.environment(op, **values)
 
     def describe(self):
         return {"mode": self.mode, "imp": self.imp}
 
 
-def choose(python, privilege, imp, uid):
-    """The Via for ``[rsa] privilege`` in a pool run by ``uid``."""
+def choose(python, privilege, imp, uid, scripts=None):
+    """The Via for ``[rsa] privilege`` in a pool run by ``uid``;
+    ``scripts``: provider command's ({step: path}, ``Policy.scripts``)."""
     if privilege == "imp" or (privilege == "auto" and uid != 0 and imp):
         return Via(python, "imp", imp or None)
-    return Via(python, "direct")
+    return Via(python, "direct", scripts=tuple(sorted((scripts or {}).items())))
 
 
 def subjob_environment(environ):
@@ -61,11 +69,20 @@ def imp_config_hint(confdir):
 
 def problem(via, confdir, user, environ=None):
     """None when ``via`` can run privileged operations on this node, else
-    one line saying what is wrong and which file to fix."""
+    one line saying what is wrong and which file to fix.  Provider
+    command's site scripts are checked as the entry point will check them
+    (through the IMP it checks the site's, answering ``check``)."""
+    guide = "see doc/guide/install.md"
     if via.mode != "imp":
+        from flux_rsa.privileged import trust
+
+        for step, path in via.scripts:
+            try:
+                trust.secure_file(path, f"[rsa] command-{step}")
+            except request.Refused as exc:
+                return f"{exc} (see flux-config-rsa(5))"
         return None
     conf = imp_config_hint(confdir)
-    guide = "see doc/guide/install.md"
     if not via.imp:
         return ("[rsa] privilege = \"imp\" needs the IMP: set [exec] imp = \"<libexecdir>/flux/"
                 f"flux-imp\" in the instance's configuration ({guide})")
@@ -89,6 +106,8 @@ def problem(via, confdir, user, environ=None):
     if proc.returncode == 0 and answer.get("ok") and answer.get("euid") == 0:
         return None
     said = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+    if said.startswith("flux-rsa-helper: [rsa] command-"):
+        return f"flux-imp run {IMP_RUN_NAME} refuses the site's script: {said} (see flux-config-rsa(5))"
     if "no configuration found" in said:
         fix = f"add a [run.{IMP_RUN_NAME}] table to {conf}"
     elif "permission denied" in said:

@@ -9,7 +9,8 @@ starts either.
 * ``direct(environ)``: the same operations in this process, for a caller
   that already has the rights they need: a pool run by root (test
   instances, single-user root installs) or an unprivileged test install
-  with ``provider = "dir"``.
+  with ``provider = "dir"``.  Only such a caller may name the site scripts
+  of provider command in its request.
 * ``call(argv)`` (``python3 -m flux_rsa.privileged [--imp PATH]``): the
   pool subjob's task.  It adds what only the task knows (its rank in the
   job, its node's name) and either runs the operation directly or execs
@@ -50,22 +51,25 @@ def imp_main(conf_dir, environ=None):
         trust.secure_path(os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package")
         req = request.parse(environ, int(caller))
         trust.check(req, conf_dir)
+        scripts = trust.scripts(req, conf_dir)  # the site's, never the caller's
     except Refused as exc:
         return _refuse(str(exc))
     # the IMP keeps the caller's groups: act as root:root, not root:flux
     os.setgroups([])
     os.setgid(0)
-    return ops.run(req)
+    return ops.run(req, scripts)
 
 
 def direct(environ=None):
-    """Run the request in ``environ`` here (a trusted caller)."""
+    """Run the request in ``environ`` here (a trusted caller: it may name
+    the site scripts of provider command)."""
     environ = os.environ if environ is None else environ
     try:
-        req = request.parse(environ, os.getuid())
+        req = request.parse(environ, os.getuid(), trusted=True)
+        scripts = trust.scripts(req)
     except Refused as exc:
         return _refuse(str(exc))
-    return ops.run(req)
+    return ops.run(req, scripts)
 
 
 def task_facts(environ, imp):
@@ -79,7 +83,7 @@ def task_facts(environ, imp):
     rank = env.get("FLUX_TASK_RANK")
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:
         env[f"{PREFIX}TASK_RANK"] = rank
-    if env.get(f"{PREFIX}PROVIDER") == "glusterfs" and f"{PREFIX}NODES" not in env:
+    if env.get(f"{PREFIX}PROVIDER") in ("glusterfs", "command") and f"{PREFIX}NODES" not in env:
         from flux_rsa.ramdisk.hold import job_nodes
 
         env[f"{PREFIX}NODES"] = ",".join(job_nodes())

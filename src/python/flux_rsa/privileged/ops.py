@@ -10,14 +10,18 @@ gid, uid, and a check that root cannot be regained).
 Each operation prints what the command it replaces printed (the RAM-disk
 command's JSON lines, the stager's progress lines) and returns an exit
 status; failures are one line on stderr.
+
+Provider command's site scripts run as root too; ``run`` is given the ones
+the caller may run (``trust.scripts``: the site's, checked).
 """
 
 import json
 import os
 import sys
 
-from flux_rsa.ramdisk import glusterfs, layout, parallel, volfiles
+from flux_rsa.ramdisk import command, glusterfs, layout, mounts, parallel, volfiles
 from flux_rsa.ramdisk.hold import hold
+from flux_rsa.ramdisk.providers import ProviderError
 from flux_rsa.ramdisk.purge import purge
 from flux_rsa.ramdisk.sweep import sweep
 
@@ -36,24 +40,31 @@ def _hold(r):
                                     r["FS_HOST"], r["PORT"], r["SECRET"])
     return hold(r["ROOT"], r["NAME"], r["SIZE"], r["OWNER"], r["PROVIDER"], prog=RAMDISK_PROG,
                 jobid=r.get("JOBID"), gen=r.get("GEN"), adopt=r.get("ADOPT"),
-                rank=r.get("TASK_RANK", 0), host=r.get("HOST"), volume=volume)
+                rank=r.get("TASK_RANK", 0), host=r.get("HOST"), volume=volume,
+                nodes=r.get("NODES", ()), port=r.get("PORT"))
 
 
 def _attach(r):
-    volume = volfiles.Volume(r["NAME"], r["SERVERS"], r["USER"], r["SECRET"])
+    mountpoint = os.path.join(r["ROOT"], r["NAME"])
     try:
         os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
-        glusterfs.attach(volume, os.path.join(r["ROOT"], r["NAME"]), r["RANK"])
-    except (OSError, glusterfs.GlusterError) as exc:
-        return _fail(f"attach {os.path.join(r['ROOT'], r['NAME'])}: {exc}")
+        if r.get("PROVIDER") == "command":
+            command.attach(mountpoint, r["RANK"], r["SOURCE"], r["NODES"], jobid=r.get("JOBID"),
+                           port=r.get("PORT"))
+        else:
+            volume = volfiles.Volume(r["NAME"], r["SERVERS"], r["USER"], r["SECRET"])
+            glusterfs.attach(volume, mountpoint, r["RANK"])
+    except (OSError, glusterfs.GlusterError, ProviderError) as exc:
+        return _fail(f"attach {mountpoint}: {exc}")
     return 0
 
 
 def _detach(r):
+    mountpoint = os.path.join(r["ROOT"], r["NAME"])
     try:
-        glusterfs.detach(os.path.join(r["ROOT"], r["NAME"]), r["RANK"])
-    except (OSError, glusterfs.GlusterError) as exc:
-        return _fail(f"detach {os.path.join(r['ROOT'], r['NAME'])}: {exc}")
+        mounts.detach(mountpoint, r["RANK"])
+    except (OSError, glusterfs.GlusterError, ProviderError) as exc:
+        return _fail(f"detach {mountpoint}: {exc}")
     return 0
 
 
@@ -146,6 +157,8 @@ RUN = {"hold": _hold, "purge": _purge, "discard": _discard, "sweep": _sweep,
        "detach": _detach}
 
 
-def run(request):
-    """Carry out ``request``; return its exit status."""
+def run(request, scripts=None):
+    """Carry out ``request``, with ``scripts`` ({step: path}) the site
+    scripts of provider command it may run; return its exit status."""
+    command.configure(scripts or {})
     return RUN[request.op](request)

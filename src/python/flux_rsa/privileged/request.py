@@ -12,19 +12,28 @@ RAM-disk paths are spelt exactly: ``ROOT/NAME`` (a RAM disk),
 ``ROOT/NAME/in`` or ``ROOT/NAME/out`` (its areas), with ROOT the
 ``RSA_ROOT`` of the request and NAME a RAM disk's name (``JOBID.GEN``).
 Nothing else is ever acted on as root.
+
+Provider ``command`` runs the site's scripts as root.  Their paths are
+variables too (``RSA_COMMAND_CREATE`` ...), but ``parse()`` accepts them
+only from a ``trusted`` caller (a pool run by root, which could run any
+script anyway); through ``flux-imp`` they come from the site's root-owned
+``[rsa]`` table alone (``trust.scripts``).
 """
 
 import os
 import re
 from dataclasses import dataclass, field
 
+from flux_rsa.core.config import COMMAND_PORTS, COMMAND_STEPS
 from flux_rsa.core.record import IN_AREA, OUT_AREA
 
 PREFIX = "RSA_"
 #: a RAM disk's name under the root, e.g. 1234.1 (no "/", no leading ".")
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-PROVIDERS = ("tmpfs", "dir", "glusterfs")
+PROVIDERS = ("tmpfs", "dir", "glusterfs", "command")
+#: providers whose RAM disk compute nodes attach (RSA_OP=attach)
+ATTACHED = ("glusterfs", "command")
 SECRET = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 FS_HOST = re.compile(r"^[A-Za-z0-9._-]*(\{host\}[A-Za-z0-9._-]*)?$")
 SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[0-9]{1,5}$")
@@ -151,6 +160,14 @@ class Spec:
     #: instance owner is root)?
     for_owner: bool = False
     what: str = ""
+    #: the steps of provider command whose site script it may run
+    #: (RSA_COMMAND_<STEP>, from a trusted caller only)
+    scripts: tuple = ()
+
+
+def script_var(step):
+    """The variable (without RSA_) naming the site script of ``step``."""
+    return f"COMMAND_{step.upper()}"
 
 
 OPS = {
@@ -160,21 +177,27 @@ OPS = {
         {"JOBID": number, "GEN": number, "ADOPT": exact_path, "TASK_RANK": number,
          "HOST": host,
          # a RAM disk over several RSA nodes (provider glusterfs): the holder's
-         # nodes, the first brick's port (brick i: PORT + i), the volume's secret
+         # nodes, the first brick's port (brick i: PORT + i), the volume's secret;
+         # provider command: the nodes and the first of its ports
          "NODES": hosts, "PORT": positive, "SECRET": secret, "FS_HOST": fs_host},
-        for_owner=True,
+        for_owner=True, scripts=("create", "destroy"),
         what="build (or adopt) the RAM disk ROOT/NAME, keep it until signalled, destroy or keep it"),
     "attach": Spec(
-        {"ROOT": exact_path, "NAME": name, "USER": name, "SERVERS": servers, "SECRET": secret,
-         "RANK": number},
+        {"ROOT": exact_path, "NAME": name, "RANK": number},
+        {"PROVIDER": one_of(ATTACHED),
+         # glusterfs (the default): the volume's servers and login
+         "USER": name, "SERVERS": servers, "SECRET": secret,
+         # command: the RAM disk's nodes, its path there, the job, its ports
+         "NODES": hosts, "SOURCE": exact_path, "JOBID": number, "PORT": positive},
+        scripts=("attach", "detach"),
         what="mount the job's RAM disk at ROOT/NAME on this compute node"),
-    "detach": Spec({"ROOT": exact_path, "NAME": name, "RANK": number},
+    "detach": Spec({"ROOT": exact_path, "NAME": name, "RANK": number}, scripts=("detach",),
                    what="unmount the job's RAM disk at ROOT/NAME on this compute node"),
     "purge": Spec({"ROOT": exact_path, "PATH": exact_path}, {"LINK": path},
                   what="drop the staged inputs ROOT/NAME/in, leave a link to LINK"),
-    "discard": Spec({"ROOT": exact_path, "PATH": exact_path},
+    "discard": Spec({"ROOT": exact_path, "PATH": exact_path}, scripts=("destroy",),
                     what="remove the kept RAM disk ROOT/NAME"),
-    "sweep": Spec({"ROOT": exact_path}, {"REPORT_KEPT": flag, "GONE": name},
+    "sweep": Spec({"ROOT": exact_path}, {"REPORT_KEPT": flag, "GONE": name}, scripts=("destroy",),
                   what="remove RAM disks under ROOT whose holder is gone (GONE: the RAM "
                        "disk of a holder job that ended, whose process is ended too)"),
     "stage": Spec(
@@ -185,7 +208,9 @@ OPS = {
         what="copy between a RAM disk area and a data directory, as the job owner"),
     "measure": Spec({"PATH": path, "OWNER": number}, for_owner=True,
                     what="size and file count of PATH, as the job owner"),
-    "check": Spec({}, what="answer, to show the IMP runs this entry point"),
+    "check": Spec({}, scripts=COMMAND_STEPS,
+                  what="answer, to show the IMP runs this entry point (and the site's scripts "
+                       "are fit to run)"),
 }
 
 
@@ -201,10 +226,11 @@ class Request:
         return self.values[var]
 
 
-def parse(environ, instance_owner):
+def parse(environ, instance_owner, trusted=False):
     """The Request in ``environ`` (a mapping of environment variables), for
     an instance owned by uid ``instance_owner``.  Only ``RSA_*`` variables
-    are read; each must belong to the operation."""
+    are read; each must belong to the operation.  The paths of site scripts
+    are accepted only from a ``trusted`` caller."""
     given = {k[len(PREFIX):]: v for k, v in environ.items() if k.startswith(PREFIX)}
     op = given.pop("OP", None)
     if op is None:
@@ -213,8 +239,13 @@ def parse(environ, instance_owner):
     if spec is None:
         raise Refused(f"{PREFIX}OP={op!r}: not an operation of this entry point "
                       f"(known: {', '.join(OPS)})")
-    kinds = {**spec.required, **spec.optional}
+    scripts = {script_var(step): exact_path for step in spec.scripts}
+    kinds = {**spec.required, **spec.optional, **(scripts if trusted else {})}
     for var in sorted(given):
+        if var in scripts and not trusted:
+            raise Refused(f"{PREFIX}{var}: the site's scripts are read from the [rsa] table of "
+                          "its root-owned configuration, never taken from a request (remove "
+                          f"{PREFIX}{var})")
         if var not in kinds:
             known = ", ".join(PREFIX + v for v in kinds) or "none"
             raise Refused(f"{PREFIX}{var}: not a variable of {PREFIX}OP={op} (its variables: {known})")
@@ -252,30 +283,59 @@ def ramdisk_of(root, value, var, areas=()):
     return os.path.join(root, parts[0])
 
 
-#: the variables a RAM disk over several RSA nodes needs
-SPANNING = ("NODES", "PORT", "SECRET", "FS_HOST", "TASK_RANK")
+#: the variables each provider's holder task needs (the first ones), and
+#: may have; the others have none of them but TASK_RANK
+HOLD_VARS = {
+    "glusterfs": (("NODES", "PORT", "SECRET", "FS_HOST", "TASK_RANK"), ()),
+    "command": (("NODES", "TASK_RANK"), ("PORT",)),
+}
+#: the variables each provider's attach needs (the first ones), and may have
+ATTACH_VARS = {
+    "glusterfs": (("USER", "SERVERS", "SECRET"), ()),
+    "command": (("NODES", "SOURCE"), ("JOBID", "PORT")),
+}
+
+
+def _provider_vars(r, provider, table, default=((), ())):
+    """Refuse a request that lacks a variable its provider needs, or has one
+    of another provider's."""
+    needs, may = table.get(provider, default)
+    missing = [v for v in needs if r.get(v) is None]
+    if missing:
+        raise Refused(f"{PREFIX}PROVIDER={provider} needs {PREFIX}{missing[0]} (and "
+                      f"{', '.join(PREFIX + v for v in needs)})")
+    for var in sorted({v for pair in table.values() for part in pair for v in part}):
+        if r.get(var) is not None and var not in needs + may:
+            users = [p for p, pair in table.items() if var in pair[0] + pair[1]]
+            raise Refused(f"{PREFIX}{var} is only for {PREFIX}PROVIDER={' or '.join(users)} "
+                          f"(this is {provider})")
 
 
 def _check_hold(r):
-    spanning = [v for v in SPANNING if r.get(v) is not None]
-    if r["PROVIDER"] == "glusterfs":
-        missing = [v for v in SPANNING if r.get(v) is None]
-        if missing:
-            raise Refused(f"{PREFIX}PROVIDER=glusterfs needs {PREFIX}{missing[0]} (and "
-                          f"{', '.join(PREFIX + v for v in SPANNING)})")
+    provider = r["PROVIDER"]
+    _provider_vars(r, provider, HOLD_VARS, default=((), ("TASK_RANK",)))
+    if provider in HOLD_VARS:
         if r["TASK_RANK"] >= len(r["NODES"]):
             raise Refused(f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
                           f"{len(r['NODES'])} node(s) ({PREFIX}NODES)")
-        if r["PORT"] + len(r["NODES"]) > 65536:
-            raise Refused(f"{PREFIX}PORT={r['PORT']}: brick ports run past 65535")
+        ports = len(r["NODES"]) if provider == "glusterfs" else COMMAND_PORTS
+        if r.get("PORT") is not None and r["PORT"] + ports > 65536:
+            raise Refused(f"{PREFIX}PORT={r['PORT']}: its {ports} ports run past 65535")
         if r.get("ADOPT") is not None:
-            raise Refused(f"{PREFIX}ADOPT: a glusterfs RAM disk cannot be adopted (it is not kept)")
-    elif [v for v in spanning if v != "TASK_RANK"]:
-        raise Refused(f"{PREFIX}{spanning[0]} is only for {PREFIX}PROVIDER=glusterfs")
+            raise Refused(f"{PREFIX}ADOPT: a {provider} RAM disk cannot be adopted (it is not kept)")
     if r.get("ADOPT") is not None:
         ramdisk_of(r["ROOT"], r["ADOPT"], "ADOPT")
         if r.get("JOBID") is None:
             raise Refused(f"{PREFIX}ADOPT needs {PREFIX}JOBID (whose kept RAM disk it is)")
+
+
+def _check_attach(r):
+    provider = r.get("PROVIDER", "glusterfs")
+    _provider_vars(r, provider, ATTACH_VARS)
+    source = r.get("SOURCE")
+    if source is not None and os.path.basename(source) != r["NAME"]:
+        raise Refused(f"{PREFIX}SOURCE={source!r}: not the RAM disk {PREFIX}NAME={r['NAME']!r} "
+                      "(must be its path on the RSA nodes, ending in /NAME)")
 
 
 def _check_purge(r):
@@ -301,7 +361,7 @@ def _check_stage(r):
         ramdisk_of(r["ROOT"], r["REPLICA"], "REPLICA", areas=(IN_AREA,))
 
 
-_CHECKS = {"hold": _check_hold, "purge": _check_purge, "discard": _check_discard,
+_CHECKS = {"hold": _check_hold, "attach": _check_attach, "purge": _check_purge, "discard": _check_discard,
            "stage": _check_stage}
 
 

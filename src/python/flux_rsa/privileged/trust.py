@@ -7,7 +7,9 @@ whose requests are checked but not believed about where root may act: the
 RAM-disk root comes from the ``[rsa]`` table of the TOML files in the
 configuration directory fixed when the entry point was installed (the
 system instance's, ``<sysconfdir>/flux/system/conf.d``), and only when those
-files are root-owned and not writable by others.
+files are root-owned and not writable by others.  So do the site scripts
+of provider command (``scripts``); root runs one only when it is a regular
+file that only root can change, in directories only root can change.
 """
 
 import os
@@ -15,16 +17,41 @@ import stat
 import tomllib
 
 from flux_rsa.core.config import Policy
-from flux_rsa.privileged.request import PREFIX, Refused
+from flux_rsa.privileged.request import OPS, PREFIX, Refused, script_var
 
 DEFAULT_ROOT = Policy.ramdisk_root
 
 
-def _secure(st):
-    """Owned by root and writable by root alone (a sticky directory such as
-    /tmp is fine: nobody can replace what root put there)."""
+def _secure(st, owners=(0,), sticky=True):
+    """Owned by one of ``owners`` (root) and writable by its owner alone
+    (with ``sticky``, a sticky directory such as /tmp is fine: nobody can
+    replace what root put there)."""
     writable_by_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return st.st_uid == 0 and (not writable_by_others or st.st_mode & stat.S_ISVTX)
+    return st.st_uid in owners and (not writable_by_others
+                                    or (sticky and st.st_mode & stat.S_ISVTX))
+
+
+def _entry(shown, path, directory, owners=(0,)):
+    """lstat ``path``; raise Refused (saying ``shown`` first) unless it is
+    a real directory (``directory``) or a regular file, owned by one of
+    ``owners`` and writable by its owner alone (a sticky directory such
+    as /tmp is fine)."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise Refused(f"{shown}: {exc.strerror}") from None
+    if not (stat.S_ISDIR if directory else stat.S_ISREG)(st.st_mode):
+        kind = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
+                else "not a directory" if directory else "not a regular file")
+        why = ("root acts only under real directories" if directory
+               else "root runs only regular files; name the script itself")
+        raise Refused(f"{shown} is {kind} ({why})")
+    if not _secure(st, owners, sticky=directory):
+        what = "acts only under directories" if directory else "runs only scripts"
+        raise Refused(f"{shown} is owned by uid {st.st_uid} with mode "
+                      f"{stat.S_IMODE(st.st_mode):04o}: root {what} that only root can change "
+                      "(chown root and chmod go-w it)")
+    return st
 
 
 def secure_path(path, what):
@@ -34,18 +61,7 @@ def secure_path(path, what):
     for part in filter(None, path.split("/")):
         chain.append(os.path.join(chain[-1], part))
     for current in chain:
-        try:
-            st = os.lstat(current)
-        except OSError as exc:
-            raise Refused(f"{what} {path}: {current}: {exc.strerror}") from None
-        if not stat.S_ISDIR(st.st_mode):
-            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
-            raise Refused(f"{what} {path}: {current} is {kind} (root acts only under real "
-                          "directories)")
-        if not _secure(st):
-            raise Refused(f"{what} {path}: {current} is owned by uid {st.st_uid} with mode "
-                          f"{stat.S_IMODE(st.st_mode):04o}: root acts only under directories "
-                          "that only root can change (chown root and chmod go-w it)")
+        _entry(f"{what} {path}: {current}", current, directory=True)
 
 
 def site_table(conf_dir):
@@ -58,7 +74,7 @@ def site_table(conf_dir):
             continue
         path = os.path.join(conf_dir, entry)
         st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or not _secure(st):
+        if not stat.S_ISREG(st.st_mode) or not _secure(st, sticky=False):
             raise Refused(f"configuration file {path} is not a regular file that only root can "
                           "change (chown root and chmod go-w it)")
         try:
@@ -102,3 +118,40 @@ def check(request, conf_dir):
     secure_path(parent, "the parent of the RAM-disk root")
     if os.path.lexists(root):
         secure_path(root, "the RAM-disk root")
+    source = request.get("SOURCE")
+    if source is not None and os.path.dirname(source) != site_root(conf_dir):
+        raise Refused(f"{PREFIX}SOURCE={source!r}: not a RAM disk under the site's RAM-disk root "
+                      f"{site_root(conf_dir)!r} ([rsa] ramdisk-root in {conf_dir})")
+
+
+def secure_file(path, what):
+    """Raise Refused unless ``path`` is an absolute path of a regular,
+    executable file that only root (or, in a pool not run by root, its
+    user) can change, in directories only root can change."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise Refused(f"{what} = {path!r}: not an absolute path (give the script's full path)")
+    euid = os.geteuid()
+    if euid == 0:
+        secure_path(os.path.dirname(path), f"{what} {path}: its directory")
+    st = _entry(f"{what} {path}", path, directory=False, owners=(0, euid))
+    if not st.st_mode & stat.S_IXUSR:
+        raise Refused(f"{what} {path} is not executable (chmod u+x it)")
+
+
+def scripts(request, conf_dir=None):
+    """The site scripts of provider command that ``request`` may run:
+    {step: path}.  Through flux-imp (``conf_dir`` given) they come from the
+    site's ``[rsa]`` table alone; for a trusted caller (``direct``) from
+    its request.  Each one is checked with ``secure_file``."""
+    steps = OPS[request.op].scripts
+    table = site_table(conf_dir) if conf_dir is not None and steps else {}
+    found = {}
+    for step in steps:
+        if conf_dir is not None:
+            path, what = table.get(f"command-{step}"), f"[rsa] command-{step}"
+        else:
+            path, what = request.get(script_var(step)), PREFIX + script_var(step)
+        if path:
+            secure_file(path, what)
+            found[step] = path
+    return found

@@ -17,8 +17,8 @@ and the first task also mounts the whole volume for the stager:
 
 A compute node of the job attaches (``attach``) at MOUNT_ROOT/NAME with
 the volume's servers and secret, keeping its client's files in
-MOUNT_ROOT/NAME.client/ (root-only); ``detach`` unmounts it when the last
-rank of the job on that node has detached.
+MOUNT_ROOT/NAME.client/ (root-only); ``mounts.detach`` unmounts it when
+the last rank of the job on that node has detached.
 
 Servers and clients run in sessions of their own: a signal meant for the
 holder (forwarded by flux-imp to its process group) never reaches them,
@@ -27,9 +27,6 @@ Everything started is recorded in a marker, so a sweep can stop what a
 dead holder left behind.
 """
 
-import errno
-import fcntl
-import json
 import os
 import shutil
 import signal
@@ -37,7 +34,8 @@ import socket
 import subprocess
 import time
 
-from flux_rsa.ramdisk import volfiles
+from flux_rsa.ramdisk import mounts, volfiles
+from flux_rsa.ramdisk.hold import unblock_signals
 
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: a brick or a mount must come up within this many seconds
@@ -84,16 +82,10 @@ def process_record(proc):
     return {"pid": proc.pid, "starttime": starttime(proc.pid)}
 
 
-def _unblock():
-    """In the child: the holder blocks its stop signals, and a blocked mask
-    is inherited across exec; a server must die of SIGTERM."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-
-
 def _spawn(argv):
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                            preexec_fn=_unblock)
+                            preexec_fn=unblock_signals)
 
 
 def stop_process(record, timeout=STOP_TIMEOUT):
@@ -168,22 +160,9 @@ def _log_tail(path, lines=3):
 # --- mounts ------------------------------------------------------------------
 
 
-def _unescape(field):
-    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
-
-
 def mounted(path, fstype="fuse.glusterfs"):
     """True when a file system of ``fstype`` is mounted at ``path``."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                dash = fields.index("-")
-                if _unescape(fields[4]) == path and fields[dash + 1] == fstype:
-                    return True
-    except (OSError, ValueError):
-        pass
-    return False
+    return mounts.mounted(path, fstype)
 
 
 def unmount(path):
@@ -211,10 +190,10 @@ def start_brick(workdir, index, bind, port, volume):
                            "flux-rsa a range of its own: [rsa] fs-ports)")
     os.makedirs(os.path.join(workdir, "brick"), mode=0o755, exist_ok=True)
     volfile = os.path.join(workdir, "brick.vol")
-    _write_private(volfile, volfiles.brick(index, os.path.join(workdir, "brick"), bind, port,
-                                           volume.user, volume.secret))
+    mounts.write_private(volfile, volfiles.brick(index, os.path.join(workdir, "brick"), bind,
+                                                 port, volume.user, volume.secret))
     log = os.path.join(workdir, "brick.log")
-    _write_private(log, "")
+    mounts.write_private(log, "")
     proc = _spawn([glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"])
     deadline = time.monotonic() + START_TIMEOUT
     while not _listening(bind, port):
@@ -263,9 +242,9 @@ def mount(volume, mountpoint, workdir):
     glusterfs = program("glusterfs")
     wait_servers(volume.servers)
     volfile = os.path.join(workdir, "client.vol")
-    _write_private(volfile, volfiles.client(volume))
+    mounts.write_private(volfile, volfiles.client(volume))
     log = os.path.join(workdir, "client.log")
-    _write_private(log, "")
+    mounts.write_private(log, "")
     proc = _spawn([glusterfs, "-N", "-f", volfile, "-l", log, "--fs-display-name",
                    f"rsa:{volume.name}", "--process-name", "rsa-client", mountpoint])
     deadline = time.monotonic() + START_TIMEOUT
@@ -296,72 +275,16 @@ def _count(path, text):
         return 0
 
 
-def _write_private(path, text):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-
-
-# --- attach and detach (on the job's compute nodes) -----------------------
-
-
-def _refs_update(workdir, rank, add):
-    """Add or remove ``rank`` from the ranks using this node's mount;
-    return the ranks left."""
-    path = os.path.join(workdir, "ranks")
-    try:
-        with open(path) as f:
-            ranks = set(json.load(f))
-    except (OSError, ValueError):
-        ranks = set()
-    (ranks.add if add else ranks.discard)(rank)
-    _write_private(path, json.dumps(sorted(ranks)))
-    return ranks
+# --- attach (on the job's compute nodes) ---------------------------------
 
 
 def attach(volume, mountpoint, rank):
     """Mount the volume at ``mountpoint`` on this node for job rank
-    ``rank`` (idempotent; ranks of one job on one node share the mount)."""
-    workdir = mountpoint + ".client"
-    os.makedirs(workdir, mode=0o700, exist_ok=True)
-    with _locked(workdir):
+    ``rank`` (idempotent; ranks of one job on one node share the mount,
+    and ``mounts.detach`` unmounts it when the last one leaves)."""
+
+    def mount_once(workdir):
         if not mounted(mountpoint):
-            os.makedirs(mountpoint, mode=0o755, exist_ok=True)
             mount(volume, mountpoint, workdir)
-        _refs_update(workdir, rank, add=True)
 
-
-def detach(mountpoint, rank):
-    """This rank is done with the volume: unmount it when no rank of the
-    job on this node uses it any more, and remove what attach made."""
-    workdir = mountpoint + ".client"
-    if not os.path.isdir(workdir):
-        return
-    with _locked(workdir):
-        if _refs_update(workdir, rank, add=False):
-            return
-        unmount(mountpoint)
-        try:
-            os.rmdir(mountpoint)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EBUSY):
-                raise
-    shutil.rmtree(workdir, ignore_errors=True)
-
-
-class _locked:
-    """flock on ``workdir/lock``: attaches and detaches of several ranks on
-    one node take turns."""
-
-    def __init__(self, workdir):
-        self.path = os.path.join(workdir, "lock")
-
-    def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)
+    mounts.attach(mountpoint, rank, {"provider": "glusterfs"}, mount_once)

@@ -28,7 +28,7 @@ def _say(line):
     print(line, file=sys.stderr, flush=True)
 
 
-def _print(event, **fields):
+def report(event, **fields):
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
@@ -81,13 +81,21 @@ def block_signals():
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS | {KEEP_SIGNAL})
 
 
+def unblock_signals():
+    """In a child the holder starts (a server, a site script): a blocked
+    mask is inherited across exec, and the child must die of SIGTERM."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None, gen=None,
-         adopt=None, rank=0, host=None, volume=None):
+         adopt=None, rank=0, host=None, volume=None, nodes=(), port=None):
     """Build (or adopt) the RAM disk on task ``rank`` 0 (the others only
     hold capacity), report it, keep it until signalled.  ``host``: this
     node's name for a kept marker (default: asked from Flux at keep time).
     A provider that spans nodes (``volume``: the volfiles.Volume) has every
-    task hold its node's share (ramdisk.parallel)."""
+    task hold its node's share (ramdisk.parallel); provider command has
+    every task of the holder's ``nodes`` run the site's scripts
+    (ramdisk.command, ``port``: the first of its ports)."""
     signals = STOP_SIGNALS | {KEEP_SIGNAL}
     block_signals()
     if volume is not None:
@@ -95,6 +103,11 @@ def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None,
 
         return parallel.hold(root, name, size, owner, rank, volume, jobid=jobid, gen=gen,
                              prog=prog)
+    if provider == "command":
+        from flux_rsa.ramdisk import command
+
+        return command.hold(root, name, size, owner, rank, nodes, jobid=jobid, gen=gen,
+                            port=port, prog=prog)
     if rank != 0:
         signal.sigwait(signals)
         return 0
@@ -102,18 +115,18 @@ def hold(root, name, size, owner, provider, prog="flux-rsa-ramdisk", jobid=None,
         if adopt is not None:
             path = adopt
             marker = layout.adopt(path, jobid, size, owner)
-            _print("adopted", path=path, size=marker["size"])
+            report("adopted", path=path, size=marker["size"])
         else:
             path = layout.build(root, name, size, owner, provider, jobid=jobid, gen=gen)
     except layout.RamdiskError as exc:
         _say(f"{prog}: {exc}")
         return 1
-    _print("built", path=path)
+    report("built", path=path)
     sig = signal.sigwait(signals)
     try:
         if sig == KEEP_SIGNAL:
             marker = layout.keep(path, host or node_name())
-            _print("kept", path=path, host=marker["host"], size=marker["size"])
+            report("kept", path=path, host=marker["host"], size=marker["size"])
         else:
             layout.destroy(path)
     except layout.RamdiskError as exc:

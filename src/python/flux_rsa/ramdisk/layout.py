@@ -135,7 +135,7 @@ def _holder_fields():
     return {"pid": os.getpid(), "starttime": _starttime(os.getpid()), "boot_id": _boot_id()}
 
 
-def _ids_from_name(name):
+def ids_from_name(name):
     """(jobid, gen) from a JOBID.GEN name, else (None, None)."""
     jobid, _, gen = name.partition(".")
     if jobid.isdigit() and gen.isdigit():
@@ -165,7 +165,7 @@ def new_marker(name, provider, size, owner, jobid=None, gen=None, **fields):
     """The marker of a RAM disk this process builds and holds."""
     uid, gid = owner_ids(owner)
     if jobid is None or gen is None:
-        jobid, gen = _ids_from_name(name)
+        jobid, gen = ids_from_name(name)
     return {"name": name, "provider": provider, "size": int(size), "owner": uid,
             "group": gid, "jobid": jobid, "gen": gen, "kept": False, **fields,
             **_holder_fields()}
@@ -179,20 +179,22 @@ def make_areas(path, marker):
         os.chown(sub, marker["owner"], marker["group"])
 
 
-def build(root, name, size, owner, provider, jobid=None, gen=None):
-    """Make the RAM disk ROOT/NAME for uid ``owner`` on this node; return
-    its path."""
+def build(root, name, size, owner, provider, jobid=None, gen=None, areas=True, **fields):
+    """Make the RAM disk ROOT/NAME for uid ``owner`` on this node (with the
+    owner's areas unless ``areas`` is false; ``fields`` go into the marker);
+    return its path."""
     path = path_of(root, name)
-    marker = new_marker(name, provider, size, owner, jobid, gen)
+    marker = new_marker(name, provider, size, owner, jobid, gen, **fields)
     make = providers.get(provider)
     claim(path)
     try:
         os.mkdir(path, 0o755)
         write_marker(path, marker)
-        make.create(path, size)
+        make.create(path, size, marker)
         os.chmod(path, 0o755)
         write_marker(path, marker)
-        make_areas(path, marker)
+        if areas:
+            make_areas(path, marker)
     except (OSError, providers.ProviderError) as exc:
         try:
             destroy(path)

@@ -9,7 +9,6 @@ A parallel RAM disk is not kept through a pool restart: its servers are
 the holder's children.
 """
 
-import json
 import os
 import signal
 import socket
@@ -161,16 +160,12 @@ def destroy(path, marker):
 # --- the holder task --------------------------------------------------------
 
 
-def _print(event, **fields):
-    print(json.dumps({"event": event, **fields}), flush=True)
-
-
 def hold(root, name, size, owner, index, volume, jobid=None, gen=None,
          prog="flux-rsa-ramdisk"):
     """Holder task ``index``: keep this node's brick (the first task also
     the namespace) until signalled, then stop in order.  Signals are
     blocked by the caller."""
-    from flux_rsa.ramdisk.hold import KEEP_SIGNAL, STOP_SIGNALS
+    from flux_rsa.ramdisk.hold import KEEP_SIGNAL, STOP_SIGNALS, report
 
     built = []
     try:
@@ -179,7 +174,7 @@ def hold(root, name, size, owner, index, volume, jobid=None, gen=None,
         if index == 0:
             built.insert(0, build_namespace(root, name, size * len(volume.servers), owner,
                                             volume, jobid, gen, brick))
-            _print("built", path=built[0])
+            report("built", path=built[0])
     except layout.RamdiskError as exc:
         _stop(built, prog)
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)

@@ -23,14 +23,16 @@ Shipped:
 * ``dir``: one node; a plain directory, no size limit (unprivileged tests);
 * ``glusterfs``: spans nodes; one GlusterFS volume over a tmpfs brick per
   node, mounted by the stager and by every compute node (``glusterfs.py``,
-  ``parallel.py``).
+  ``parallel.py``);
+* ``command``: the site's own script for each step (``command.py``), e.g.
+  to start BeeOND over the reservation's nodes.
 
-Single-node providers are triples of functions over a path:
-``create(path, size)`` turns the empty root-owned directory ``path``
-(holding only the marker) into storage of ``size`` bytes;
-``destroy(path, marker)`` gives the space back and leaves ``path`` an
-ordinary directory that the caller removes; ``resize(path, size)`` grows
-it (when a kept RAM disk is adopted by a larger reservation).
+Providers are picked by name.  ``create(path, size, marker)`` turns the
+empty root-owned directory ``path`` (holding only the marker) into storage
+of ``size`` bytes; ``destroy(path, marker)`` gives the space back and
+leaves ``path`` an ordinary directory that the caller removes;
+``resize(path, size)`` grows it (when a kept RAM disk is adopted by a
+larger reservation).
 """
 
 import ctypes
@@ -87,7 +89,7 @@ def mount_tmpfs(path, size, mode=0o755):
     _check(rc, f"mount tmpfs (size={size})", path)
 
 
-def create_tmpfs(path, size):
+def create_tmpfs(path, size, marker=None):
     mount_tmpfs(path, size)
 
 
@@ -106,8 +108,8 @@ def destroy_tmpfs(path, marker=None):
         umount(path)
 
 
-def create_dir(path, size):
-    del path, size  # a plain directory: nothing to set up, no size limit
+def create_dir(path, size, marker=None):
+    del path, size, marker  # a plain directory: nothing to set up, no size limit
 
 
 def destroy_dir(path, marker=None):
@@ -127,9 +129,21 @@ def destroy_glusterfs(path, marker):
         raise ProviderError(str(exc)) from None
 
 
-def _create_spanning(path, size):
+def _create_spanning(path, size, marker=None):
     raise ProviderError(f"{path}: a glusterfs RAM disk is built by its holder's tasks "
                         "(ramdisk.parallel), not as one directory")
+
+
+def create_command(path, size, marker):
+    from flux_rsa.ramdisk import command
+
+    command.create(path, marker)
+
+
+def destroy_command(path, marker):
+    from flux_rsa.ramdisk import command
+
+    command.destroy(path, marker)
 
 
 PROVIDERS = {
@@ -137,6 +151,8 @@ PROVIDERS = {
     "dir": Provider("dir", create_dir, destroy_dir, resize_dir),
     "glusterfs": Provider("glusterfs", _create_spanning, destroy_glusterfs, spans=True,
                           attaches=True),
+    # spans and attaches as [rsa] command-spans and command-attach say
+    "command": Provider("command", create_command, destroy_command, spans=True, attaches=True),
 }
 
 

@@ -15,8 +15,12 @@ from flux_rsa.ramdisk import glusterfs, layout, parallel
 
 
 def _part_of(entry, name):
-    """The RAM disk ``name`` itself or one of its bricks (NAME.bI)."""
-    return entry == name or (entry.startswith(name + ".b") and entry[len(name) + 2:].isdigit())
+    """The RAM disk ``name`` itself or its part on another node: a brick
+    (NAME.bI, provider glusterfs) or a marker (NAME.nI, provider command)."""
+    if entry == name:
+        return True
+    rest = entry[len(name) + 1:] if entry.startswith(name + ".") else ""
+    return rest[:1] in ("b", "n") and rest[1:].isdigit()
 
 
 def sweep(root, say=print, report_kept=False, gone=None):

@@ -33,6 +33,10 @@ class Mounts:
         volume = a.volume
 
         def values(rank):
+            if volume.get("provider") == "command":
+                return dict(root=a.root, name=a.name, provider="command",
+                            nodes=",".join(volume["servers"]), source=volume["source"],
+                            jobid=a.jobid, port=volume.get("port"), rank=rank)
             return dict(root=a.root, name=a.name, user=volume["user"],
                         servers=",".join(volume["servers"]), secret=volume["secret"], rank=rank)
 

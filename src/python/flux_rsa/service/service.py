@@ -393,7 +393,7 @@ class Service:
     def via(self):
         """How privileged operations run for the current policy."""
         return caller.choose(sys.executable, self.policy.privilege, self.policy.imp,
-                             os.getuid())
+                             os.getuid(), self.policy.scripts)
 
     # --- timers ---
 
