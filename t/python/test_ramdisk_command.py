@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -176,6 +177,12 @@ def test_every_holder_task_runs_create_and_task_0_makes_the_owners_areas(site):
         st = os.stat(os.path.join(path, area))
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (NOBODY.pw_uid, NOBODY.pw_gid,
                                                                0o700)
+    # the tasks create at the same time: task 0 says built when its own
+    # create is done, task 1 may still be running its create
+    deadline = time.monotonic() + 30
+    while not site.recorded("create", 1):
+        assert time.monotonic() < deadline, "task 1 did not run its create in 30 s"
+        time.sleep(0.05)
     for index in (0, 1):
         told = site.recorded("create", index)
         assert told == {"RSA_STEP": "create", "RSA_PATH": path, "RSA_NAME": "12.1",
