@@ -120,6 +120,24 @@ test_expect_success 'afterstaged on something that is not a job is refused' '
 	test_must_fail flux submit --dependency=afterstaged:f1 true 2>none.err &&
 	grep "afterstaged: job f1: no such job" none.err
 '
+test_expect_success 'a job depending on the outputs of two jobs starts once both are home' '
+	mkdir out3 out4 &&
+	rm -f slowout.open &&
+	A3=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out3" --setattr=rsa.on_late=wait \
+		sh -c "echo three >\$RSA_DATA_OUT/r") &&
+	A4=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out4" --setattr=rsa.stage_out="$gate" \
+		--setattr=rsa.on_late=wait sh -c "echo four >\$RSA_DATA_OUT/r") &&
+	B3=$(flux submit -N1 --dependency=afterstaged:$A3 --dependency=afterstaged:$A4 \
+		sh -c "cat out3/r out4/r >b3-read") &&
+	flux rsa wait -t 60 $A3 &&
+	rsa_wait_state $A4 STAGING_OUT 60 &&
+	test "$(flux jobs -n -o "{state}" $B3)" = DEPEND &&
+	rsa_open slowout &&
+	flux job wait-event -t 60 $B3 clean &&
+	test "$(flux jobs -n -o "{result}" $B3)" = COMPLETED &&
+	test "$(cat b3-read)" = "three
+four"
+'
 test_expect_success 'nothing is left: no RAM disk, holder or reserved capacity' '
 	rsa_at_rest $A2 60 &&
 	rsa_nothing_left

@@ -669,7 +669,10 @@ static int conf_update (flux_plugin_t *p)
  * every AFTERSTAGED_RETRY seconds.
  */
 
-#define AFTERSTAGED_AUX "rsa::afterstaged"
+/* one aux item per dependency: "rsa::afterstaged::<f58 of the job waited for>"
+ * (one key for all would drop the first dependency's state with its
+ * question in flight when a job names two) */
+#define AFTERSTAGED_AUX "rsa::afterstaged::"
 #define AFTERSTAGED_RETRY 2.0
 
 struct afterstaged {
@@ -794,6 +797,7 @@ static int afterstaged_cb (flux_plugin_t *p, const char *topic,
     flux_jobid_t id, after;
     uint32_t userid, after_userid;
     const char *value;
+    char key[sizeof (AFTERSTAGED_AUX) + 32];
 
     if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN,
                                 "{s:I s:i s:{s:s}}",
@@ -843,10 +847,11 @@ static int afterstaged_cb (flux_plugin_t *p, const char *topic,
                   (uintmax_t)after);
     snprintf (as->description, sizeof (as->description), "afterstaged=%s",
               as->after_f58);
+    snprintf (key, sizeof (key), "%s%s", AFTERSTAGED_AUX, as->after_f58);
     if (!(as->retry_w = flux_timer_watcher_create (r, 0., 0.,
                                                    afterstaged_retry_cb, as))
         || flux_jobtap_job_aux_set (p, FLUX_JOBTAP_CURRENT_JOB,
-                                    AFTERSTAGED_AUX, as,
+                                    key, as,
                                     afterstaged_destroy) < 0) {
         afterstaged_destroy (as);
         return flux_jobtap_reject_job (p, args, "afterstaged: out of memory");
