@@ -61,3 +61,23 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
         for record in glusterfs.processes_in(root):
             glusterfs.stop_process(record)
         subprocess.run(["rm", "-rf", root])
+
+
+def test_the_volume_is_mounted_nosuid_and_nodev():
+    """Root mounts it, on RSA and compute nodes: a setuid file or a device
+    node on it must not count there."""
+    root = tempfile.mkdtemp(prefix="rsa-brick-test-")
+    try:
+        volume = parallel.volume_of("6.1", 6, 1, ["n0"], "127.0.0.1", 24394, "s3cret")
+        brick, _ = parallel.build_brick(root, "6.1", 0, 16 << 20, os.getuid(), volume, 6, 1)
+        path = parallel.build_namespace(root, "6.1", 16 << 20, os.getuid(), volume, 6, 1, brick)
+        with open("/proc/mounts") as f:
+            (options,) = [line.split()[3].split(",") for line in f if line.split()[1] == path]
+        assert "nosuid" in options and "nodev" in options
+        assert parallel._stop([path, brick], "test") == 0
+    finally:
+        for record in glusterfs.processes_in(root):
+            glusterfs.stop_process(record)
+        for entry in os.scandir(root):
+            subprocess.run(["umount", "-l", entry.path], capture_output=True)
+        subprocess.run(["rm", "-rf", root])

@@ -245,8 +245,11 @@ def mount(volume, mountpoint, workdir):
     mounts.write_private(volfile, volfiles.client(volume))
     log = os.path.join(workdir, "client.log")
     mounts.write_private(log, "")
-    proc = _spawn([glusterfs, "-N", "-f", volfile, "-l", log, "--fs-display-name",
-                   f"rsa:{volume.name}", "--process-name", "rsa-client", mountpoint])
+    # nosuid, nodev: nothing on a RAM disk may raise privileges where it is
+    # mounted (root mounts it; its files come from servers over the network)
+    proc = _spawn([glusterfs, "-N", "-f", volfile, "-l", log, "--fuse-mountopts=nosuid,nodev",
+                   "--fs-display-name", f"rsa:{volume.name}", "--process-name", "rsa-client",
+                   mountpoint])
     deadline = time.monotonic() + START_TIMEOUT
     # never look into the mount before every brick took us: an access to a
     # mount whose bricks refused the client hangs
