@@ -40,16 +40,20 @@ class Mounts:
             return dict(root=a.root, name=a.name, user=volume["user"],
                         servers=",".join(volume["servers"]), secret=volume["secret"], rank=rank)
 
+        def undo(ranks):
+            self._run("detach", ranks, lambda r: dict(root=a.root, name=a.name, rank=r),
+                      lambda *args: None)
+
         def done(failed, ok_ranks):
             if failed:
                 if ok_ranks:  # nothing may stay attached: the job uses its directories
-                    self._run("detach", ok_ranks, lambda r: dict(root=a.root, name=a.name, rank=r),
-                              lambda *args: None)
+                    undo(ok_ranks)
                 self.deliver(a.jobid, E.Attached(time.time(), False, "; ".join(failed)))
             else:
                 self.deliver(a.jobid, E.Attached(time.time(), True))
 
-        self._run("attach", a.ranks, values, done)
+        # a rank that attached after it was given up (TIMEOUT) detaches too
+        self._run("attach", a.ranks, values, done, late=lambda rank: undo([rank]))
 
     def detach(self, a):
         def done(failed, ok_ranks):
@@ -57,9 +61,10 @@ class Mounts:
 
         self._run("detach", a.ranks, lambda r: dict(root=a.root, name=a.name, rank=r), done)
 
-    def _run(self, op, ranks, values, done):
+    def _run(self, op, ranks, values, done, late=None):
         """Run ``op`` on every rank; ``done(failures, ok_ranks)`` once all
-        have ended (or TIMEOUT passed)."""
+        have ended (or TIMEOUT passed); ``late(rank)`` when a rank given up
+        at TIMEOUT succeeds after all."""
         pending = set(ranks)
         failed, ok = [], []
         state = {"over": False}
@@ -72,13 +77,18 @@ class Mounts:
 
         def ended(rank, why):
             if rank not in pending:
+                if why is None and rank in expired and late is not None:
+                    late(rank)
                 return
             pending.discard(rank)
             (failed.append(f"rank {rank}: {why}") if why else ok.append(rank))
             finish()
 
+        expired = set()
+
         def expire(*args):
             for rank in sorted(pending):
+                expired.add(rank)
                 ended(rank, f"no answer within {TIMEOUT:.0f}s")
 
         timer = self.h.timer_watcher_create(TIMEOUT, expire)
