@@ -194,18 +194,34 @@ def start_brick(workdir, index, bind, port, volume):
                                                  port, volume.user, volume.secret))
     log = os.path.join(workdir, "brick.log")
     mounts.write_private(log, "")
-    proc = _spawn([glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"])
+    return _start([glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"],
+                  lambda: _listening(bind, port), log,
+                  exited=f"brick server on port {port} exited",
+                  late=f"brick server did not listen on {bind}:{port}",
+                  stopped="stopped before the brick server listened")
+
+
+def _start(argv, ready, log, exited, late, stopped, undo=None):
+    """Start a server or client (``argv``) and return it once ``ready()``.
+    GlusterError when it exits (``exited`` and its log's last errors), is
+    not ready within START_TIMEOUT (``late``), or the holder is told to
+    stop meanwhile (``stopped``); in the last two it is stopped and
+    ``undo()`` run."""
+    proc = _spawn(argv)
     deadline = time.monotonic() + START_TIMEOUT
-    while not _listening(bind, port):
-        if _stopping():
-            stop_process(process_record(proc))
-            raise GlusterError("stopped before the brick server listened")
+    while not ready():
         if proc.poll() is not None:
-            raise GlusterError(f"brick server on port {port} exited ({_log_tail(log) or 'see ' + log})")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise GlusterError(f"brick server did not listen on {bind}:{port} within "
-                               f"{START_TIMEOUT:.0f}s")
+            raise GlusterError(f"{exited} ({_log_tail(log) or 'see ' + log})")
+        why = None
+        if _stopping():
+            why = stopped
+        elif time.monotonic() > deadline:
+            why = f"{late} within {START_TIMEOUT:.0f}s"
+        if why is not None:
+            stop_process(process_record(proc))
+            if undo is not None:
+                undo()
+            raise GlusterError(why)
         time.sleep(0.02)
     return proc
 
@@ -247,27 +263,17 @@ def mount(volume, mountpoint, workdir):
     mounts.write_private(log, "")
     # nosuid, nodev: nothing on a RAM disk may raise privileges where it is
     # mounted (root mounts it; its files come from servers over the network)
-    proc = _spawn([glusterfs, "-N", "-f", volfile, "-l", log, "--fuse-mountopts=nosuid,nodev",
-                   "--fs-display-name", f"rsa:{volume.name}", "--process-name", "rsa-client",
-                   mountpoint])
-    deadline = time.monotonic() + START_TIMEOUT
     # never look into the mount before every brick took us: an access to a
     # mount whose bricks refused the client hangs
-    while not (mounted(mountpoint) and _count(log, CONNECTED) >= len(volume.servers)):
-        if _stopping():
-            stop_process(process_record(proc))
-            unmount(mountpoint)
-            raise GlusterError("stopped before the volume was mounted")
-        if proc.poll() is not None:
-            raise GlusterError(f"mounting the volume at {mountpoint} failed "
-                               f"({_log_tail(log) or 'see ' + log})")
-        if time.monotonic() > deadline:
-            proc.kill()
-            unmount(mountpoint)
-            raise GlusterError(f"the volume was not mounted at {mountpoint} with all "
-                               f"{len(volume.servers)} bricks within {START_TIMEOUT:.0f}s")
-        time.sleep(0.02)
-    return proc
+    return _start([glusterfs, "-N", "-f", volfile, "-l", log, "--fuse-mountopts=nosuid,nodev",
+                   "--fs-display-name", f"rsa:{volume.name}", "--process-name", "rsa-client",
+                   mountpoint],
+                  lambda: mounted(mountpoint) and _count(log, CONNECTED) >= len(volume.servers),
+                  log, exited=f"mounting the volume at {mountpoint} failed",
+                  late=f"the volume was not mounted at {mountpoint} with all "
+                       f"{len(volume.servers)} bricks",
+                  stopped="stopped before the volume was mounted",
+                  undo=lambda: unmount(mountpoint))
 
 
 def _count(path, text):
