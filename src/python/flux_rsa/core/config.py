@@ -209,11 +209,6 @@ class Policy:
         """The most one RSA node holds for RAM disks (whole granules)."""
         return self.node_granules * self.granule
 
-    @property
-    def attach_root(self):
-        """Where compute nodes attach RAM disks that need it."""
-        return self.mount_root or self.ramdisk_root
-
     def need(self, nnodes, request):
         """Bytes of RAM disk to reserve, in whole granules (at least one).
         A provider that cannot span RSA nodes is charged at most one node's

@@ -26,9 +26,9 @@ class Ports:
         it has one already); raises PortsExhausted."""
         if key in self.blocks:
             return self.blocks[key][0]
-        base = self._fit(self.next, self.high, count)
+        base = self._fit(self.next, count)
         if base is None:
-            base = self._fit(self.low, self.high, count)
+            base = self._fit(self.low, count)
         if base is None:
             raise PortsExhausted(
                 f"no {count} free ports left in [rsa] fs-ports {self.low}-{self.high} "
@@ -37,8 +37,8 @@ class Ports:
         self.next = base + count
         return base
 
-    def _fit(self, start, high, count):
-        """The first base >= start where ``count`` ports up to ``high`` are free."""
+    def _fit(self, start, count):
+        """The first base >= start of ``count`` free ports in the range."""
         base = start
         for used, n in sorted(self.blocks.values()):
             if used + n <= base:
@@ -46,7 +46,7 @@ class Ports:
             if base + count <= used:
                 break
             base = used + n
-        return base if base + count - 1 <= high else None
+        return base if base + count - 1 <= self.high else None
 
     def give(self, key):
         self.blocks.pop(key, None)
