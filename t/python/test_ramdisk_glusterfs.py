@@ -18,35 +18,39 @@ pytestmark = [
 ]
 
 
+@pytest.fixture
+def root():
+    """A RAM-disk root; whatever a failed test left there is stopped,
+    unmounted and removed."""
+    top = tempfile.mkdtemp(prefix="rsa-brick-test-")
+    yield top
+    for record in glusterfs.processes_in(top):
+        glusterfs.stop_process(record)
+    for entry in os.scandir(top):
+        subprocess.run(["umount", "-l", entry.path], capture_output=True)
+    subprocess.run(["rm", "-rf", top])
+
+
 def brick_servers(path):
     found = subprocess.run(["pgrep", "-a", "-f", "rsa-brick"], capture_output=True,
                            text=True).stdout
     return [line for line in found.splitlines() if path + "/" in line]
 
 
-def test_a_brick_server_the_marker_does_not_name_is_stopped_with_the_brick():
-    root = tempfile.mkdtemp(prefix="rsa-brick-test-")
-    try:
-        volume = parallel.volume_of("7.1", 7, 1, ["n0"], "127.0.0.1", 24390, "s3cret")
-        path, marker = parallel.build_brick(root, "7.1", 0, 16 << 20, os.getuid(), volume, 7, 1)
-        assert len(brick_servers(path)) == 1
-        del marker["server"]  # as if the holder died before recording it
-        layout.write_marker(path, marker)
-        layout.destroy(path)
-        assert brick_servers(path) == []
-        assert not os.path.exists(path)
-    finally:
-        for record in glusterfs.processes_in(root):
-            glusterfs.stop_process(record)
-        for entry in os.scandir(root):
-            subprocess.run(["umount", "-l", entry.path], capture_output=True)
-        subprocess.run(["rm", "-rf", root])
+def test_a_brick_server_the_marker_does_not_name_is_stopped_with_the_brick(root):
+    volume = parallel.volume_of("7.1", 7, 1, ["n0"], "127.0.0.1", 24390, "s3cret")
+    path, marker = parallel.build_brick(root, "7.1", 0, 16 << 20, os.getuid(), volume, 7, 1)
+    assert len(brick_servers(path)) == 1
+    del marker["server"]  # as if the holder died before recording it
+    layout.write_marker(path, marker)
+    layout.destroy(path)
+    assert brick_servers(path) == []
+    assert not os.path.exists(path)
 
 
-def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing():
+def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing(root):
     import signal
 
-    root = tempfile.mkdtemp(prefix="rsa-brick-test-")
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # pending, as in a holder
@@ -58,26 +62,16 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
     finally:
         signal.sigtimedwait({signal.SIGTERM}, 0)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        for record in glusterfs.processes_in(root):
-            glusterfs.stop_process(record)
-        subprocess.run(["rm", "-rf", root])
 
 
-def test_the_volume_is_mounted_nosuid_and_nodev():
+def test_the_volume_is_mounted_nosuid_and_nodev(root):
     """Root mounts it, on RSA and compute nodes: a setuid file or a device
     node on it must not count there."""
-    root = tempfile.mkdtemp(prefix="rsa-brick-test-")
-    try:
-        volume = parallel.volume_of("6.1", 6, 1, ["n0"], "127.0.0.1", 24394, "s3cret")
-        brick, _ = parallel.build_brick(root, "6.1", 0, 16 << 20, os.getuid(), volume, 6, 1)
-        path = parallel.build_namespace(root, "6.1", 16 << 20, os.getuid(), volume, 6, 1, brick)
-        with open("/proc/mounts") as f:
-            (options,) = [line.split()[3].split(",") for line in f if line.split()[1] == path]
-        assert "nosuid" in options and "nodev" in options
-        assert parallel._stop([path, brick], "test") == 0
-    finally:
-        for record in glusterfs.processes_in(root):
-            glusterfs.stop_process(record)
-        for entry in os.scandir(root):
-            subprocess.run(["umount", "-l", entry.path], capture_output=True)
-        subprocess.run(["rm", "-rf", root])
+    volume = parallel.volume_of("6.1", 6, 1, ["n0"], "127.0.0.1", 24394, "s3cret")
+    brick, _ = parallel.build_brick(root, "6.1", 0, 16 << 20, os.getuid(), volume, 6, 1)
+    path = parallel.build_namespace(root, "6.1", 16 << 20, os.getuid(), volume, 6, 1, brick)
+    with open("/proc/mounts") as f:
+        (options,) = [line.split()[3].split(",") for line in f if line.split()[1] == path]
+    assert "nosuid" in options and "nodev" in options
+    layout.destroy(path)
+    layout.destroy(brick)
