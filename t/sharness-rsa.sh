@@ -141,10 +141,11 @@ rsa_attached() {
 	findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/mnt/" || true
 }
 
-# wait until file $1 exists (at most 60 s)
+# wait until file $1 has something in it (at most 60 s): a job's shell
+# creates the file of a redirection before the command writes to it
 rsa_wait_file() {
 	_i=0
-	while ! test -e "$1"; do
+	while ! test -s "$1"; do
 		_i=$((_i + 1)); test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
 		sleep 0.1
 	done
@@ -180,6 +181,16 @@ rsa_gate_out() {
 }
 rsa_open() {
 	touch "$PWD/$1.open"
+}
+
+# what job $1 holds on each RSA node (flux rsa pool), in bytes, as JSON:
+# one list per node, e.g. [[67108864], [67108864]]
+rsa_node_shares() {
+	flux rsa pool -o json | flux python -c "
+import json, sys
+nodes = json.load(sys.stdin)[\"nodes\"]
+print(json.dumps([[h[\"bytes\"] for h in n[\"holders\"] if h[\"jobid\"] == $(flux job id --to=dec $1)]
+                  for n in nodes]))"
 }
 
 # the nodes a job ran on

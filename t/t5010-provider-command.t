@@ -110,13 +110,8 @@ test_expect_success 'a -N2 job with 2 x 48M reserved: create ran on both RSA nod
 	steps >steps.a && cat steps.a &&
 	grep -x "create 0 $name rsa0,rsa1 $((48 << 20))" steps.a &&
 	grep -x "create 1 $name rsa0,rsa1 $((48 << 20))" steps.a &&
-	flux rsa pool -o json >pool.json &&
-	flux python -c "
-import json
-nodes = json.load(open(\"pool.json\"))[\"nodes\"]
-mine = [[h[\"bytes\"] for h in n[\"holders\"] if h[\"jobid\"] == $(flux job id --to=dec $id)] for n in nodes]
-assert mine == [[48 << 20], [48 << 20]], mine
-"
+	rsa_node_shares $id >shares && cat shares &&
+	test "$(cat shares)" = "[[$((48 << 20))], [$((48 << 20))]]"
 '
 test_expect_success 'both ranks see the staged inputs at the attached path' '
 	mnt="$RSA_INSTANCE_TMP/mnt/$name" &&
