@@ -75,3 +75,23 @@ def test_the_volume_is_mounted_nosuid_and_nodev(root):
     assert "nosuid" in options and "nodev" in options
     layout.destroy(path)
     layout.destroy(brick)
+
+
+def test_a_holder_task_stopped_while_it_builds_ends_as_a_stop_does(root, capsys):
+    """A cancel in BOOTING is no failure: the task exits 0, says nothing,
+    and leaves nothing."""
+    import signal
+
+    from flux_rsa.ramdisk.hold import STOP_SIGNALS
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        volume = parallel.volume_of("9.1", 9, 1, ["n0"], "127.0.0.1", 24396, "s3cret")
+        assert parallel.hold(root, "9.1", 16 << 20, os.getuid(), 0, volume, 9, 1) == 0
+        assert signal.sigpending() == set()
+    finally:
+        signal.sigtimedwait({signal.SIGTERM}, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    assert capsys.readouterr().err == ""
+    assert glusterfs.processes_in(root) == [] and os.listdir(root) == []

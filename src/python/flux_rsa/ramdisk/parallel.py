@@ -176,7 +176,12 @@ def hold(root, name, size, owner, index, volume, jobid=None, gen=None,
                                             volume, jobid, gen, brick))
             report("built", path=built[0])
     except layout.RamdiskError as exc:
-        _stop(built, prog)
+        failed = _stop(built, prog)
+        if signal.sigpending() & STOP_SIGNALS:
+            # told to stop while building (a cancel in BOOTING): building
+            # stopped and what was made is gone, as the stop asked
+            signal.sigtimedwait(STOP_SIGNALS, 0)
+            return 1 if failed else 0
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)
         # the job ends at the first failed task (exit-on-error), and a
         # line from another node's shell can be lost if that comes first:
