@@ -102,7 +102,8 @@ test_expect_success 'a -N2 job with 2 x 48M reserved: create ran on both RSA nod
 		--setattr=rsa.capacity=96M --setattr=rsa.on_late=wait \
 		sh -c "echo \"\$RSA_RAMDISK \$RSA_DATA_IN \$RSA_DATA_OUT\" >\"\$T/env.\$FLUX_TASK_RANK\";
 		       findmnt -n -o FSTYPE --mountpoint \"\$RSA_RAMDISK\" >\"\$T/fstype.\$FLUX_TASK_RANK\";
-		       (cd \"\$RSA_DATA_IN\" && find . | sort) >\"\$T/seen.\$FLUX_TASK_RANK\";
+		       (cd \"\$RSA_DATA_IN\" && find . | sort) >\"\$T/seen.\$FLUX_TASK_RANK.tmp\";
+		       mv \"\$T/seen.\$FLUX_TASK_RANK.tmp\" \"\$T/seen.\$FLUX_TASK_RANK\";
 		       test \$FLUX_TASK_RANK = 1 || cp -a \"\$RSA_DATA_IN\" \"\$RSA_DATA_OUT/copy\";
 		       while ! test -e \"\$T/a.go\"; do sleep 0.1; done") &&
 	rsa_wait_file seen.0 && rsa_wait_file seen.1 &&
