@@ -2,8 +2,17 @@
 the jobtap plugin, and from the journal's replay when the service starts:
 any may come twice), how a job ended, and the queue job-manager lists."""
 
+import pytest
+
+import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 from flux_rsa.core import events as E
-from flux_rsa.service.jobs import UNSURE, Queue, Tracker
+
+flux_constants = pytest.importorskip("flux.constants", reason="Flux's Python bindings are missing: no service tests")
+from flux_rsa.service.jobs import Fed, Tracker  # noqa: E402
+from flux_rsa.service.queue import Queue  # noqa: E402
+
+SCHED, RUN, DEPEND = (flux_constants.FLUX_JOB_STATE_SCHED, flux_constants.FLUX_JOB_STATE_RUN,
+                      flux_constants.FLUX_JOB_STATE_DEPEND)
 
 JOBSPEC = {"resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1}]}],
            "attributes": {"system": {"rsa": {"data_in": "/in", "data_out": "/out"}}}}
@@ -11,9 +20,9 @@ PLAIN = {"resources": [{"type": "slot", "count": 1}], "attributes": {"system": {
 
 
 def submitted(tracker, jobid, jobspec=JOBSPEC, t=1.0):
-    facts, new, events = tracker.feed(jobid, "submit", t, {"userid": 1000}, jobspec)
-    assert new and events == []
-    return facts
+    fed = tracker.feed(jobid, "submit", t, {"userid": 1000}, jobspec)
+    assert fed.new and fed.events == () and not fed.unsure
+    return fed.facts
 
 
 def queued(tracker, jobid, priority=16):
@@ -22,7 +31,7 @@ def queued(tracker, jobid, priority=16):
     tracker.feed(jobid, "priority", 2.0, {"priority": priority})
 
 
-def listed(jobid, state=8, priority=16, t_submit=1.0, estimate=None):
+def listed(jobid, state=SCHED, priority=16, t_submit=1.0, estimate=None):
     job = {"id": jobid, "state": state, "priority": priority, "t_submit": t_submit}
     if estimate is not None:
         job["annotations"] = {"sched": {"t_estimate": estimate}}
@@ -34,7 +43,7 @@ def test_the_queue_is_the_last_read_with_our_jobs_as_told():
     queued(tr, 1)
     queue = Queue(tr)
     queue.read([listed(1, priority=16, estimate=99.0), listed(5, priority=20, t_submit=0.5, estimate=50.0),
-                listed(4, state=16), listed(3, state=2)])  # RUN and DEPEND are not pending
+                listed(4, state=RUN), listed(3, state=DEPEND)])  # RUN and DEPEND are not pending
     assert sorted((p.jobid, p.priority, p.t_estimate) for p in queue.pending()) == [(1, 16, 99.0), (5, 20, 50.0)]
     # ours moves at once (a new priority, its alloc); the others only at the next read
     tr.feed(1, "priority", 2.5, {"priority": 30})
@@ -66,7 +75,7 @@ def test_a_job_read_before_the_plugin_told_of_it_counts_once():
 def test_every_event_heard_twice_changes_nothing_the_second_time():
     tr = Tracker()
     submitted(tr, 1)
-    assert tr.feed(1, "submit", 1.0, {"userid": 1000}, JOBSPEC) == (tr.jobs[1], False, [])
+    assert tr.feed(1, "submit", 1.0, {"userid": 1000}, JOBSPEC) == Fed(tr.jobs[1])
     for name in ("priority", "alloc"):
         tr.feed(1, name, 2.0, {"priority": 16})
         tr.feed(1, name, 2.0, {"priority": 16})
@@ -77,11 +86,12 @@ def test_start_and_finish_heard_twice_count_once():
     tr = Tracker()
     submitted(tr, 1)
     tr.feed(1, "alloc", 3.0, {})
-    starts = tr.feed(1, "start", 4.0, {})[2] + tr.feed(1, "start", 4.0, {})[2]
-    finishes = tr.feed(1, "finish", 5.0, {"status": 0})[2] + tr.feed(1, "finish", 5.0, {"status": 0})[2]
+    starts = tr.feed(1, "start", 4.0, {}).events + tr.feed(1, "start", 4.0, {}).events
+    finishes = tr.feed(1, "finish", 5.0, {"status": 0}).events + tr.feed(1, "finish", 5.0, {"status": 0}).events
     assert [type(e) for e in starts] == [E.Started]
     assert [type(e) for e in finishes] == [E.Finished]
-    assert tr.feed(1, "clean", 6.0, {})[2] == []  # ended as it finished
+    ended = tr.feed(1, "clean", 6.0, {})
+    assert ended.events == () and not ended.unsure  # ended as it finished
     assert not tr.active(1)
 
 
@@ -89,7 +99,7 @@ def test_a_job_that_never_got_resources_was_canceled():
     tr = Tracker()
     queued(tr, 1)
     tr.feed(1, "exception", 3.0, {"severity": 0, "type": "cancel"})
-    events = tr.feed(1, "clean", 4.0, {})[2]
+    events = tr.feed(1, "clean", 4.0, {}).events
     assert [type(e) for e in events] == [E.Canceled]
 
 
@@ -99,20 +109,20 @@ def test_an_allocated_job_ending_without_its_finish_heard_is_unsure():
     tr = Tracker()
     submitted(tr, 1)
     tr.feed(1, "alloc", 3.0, {})
-    assert tr.feed(1, "clean", 4.0, {})[2] == [UNSURE]
+    ended = tr.feed(1, "clean", 4.0, {})
+    assert ended.unsure and ended.events == ()
 
 
 def test_events_of_a_job_never_submitted_here_are_ignored():
     tr = Tracker()
-    assert tr.feed(7, "finish", 1.0, {}) == (None, False, [])
+    assert tr.feed(7, "finish", 1.0, {}) == Fed(None)
     assert not tr.active(7)
 
 
 def test_a_job_without_rsa_is_not_followed():
     tr = Tracker()
-    facts, new, events = tr.feed(2, "submit", 1.0, {"userid": 1000}, PLAIN)
-    assert (facts, new, events) == (None, False, [])
-    assert tr.feed(2, "alloc", 2.0, {}) == (None, False, [])
+    assert tr.feed(2, "submit", 1.0, {"userid": 1000}, PLAIN) == Fed(None)
+    assert tr.feed(2, "alloc", 2.0, {}) == Fed(None)
     assert not tr.active(2)
 
 

@@ -4,12 +4,22 @@ is idempotent on the receiving side, so re-sending after a restart is safe.
 
 import errno
 import time
+from dataclasses import dataclass
 
+from flux.constants import FLUX_JOB_URGENCY_EXPEDITE
+
+from flux_rsa.core import Record
 from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
 from flux_rsa.service import wire
 
-URGENCY_EXPEDITE = 31  # highest urgency the instance owner may set
+
+@dataclass(frozen=True)
+class PostState(A.Action):
+    """The service's own action, not the core's: mirror a record's new
+    rsa-state into its job (``Executor.post_state``)."""
+
+    record: Record
 
 
 class Executor:
@@ -35,6 +45,7 @@ class Executor:
             A.Withdraw: self.withdraw,
             A.Attach: lambda a: self.mounts.attach(a),
             A.Detach: lambda a: self.mounts.detach(a),
+            PostState: lambda a: self.post_state(a.record),
         }
         self.deliver = None  # deliver(jobid, event): Withdrawn answers go back to the core
         self.retries = {}  # jobid -> timer of a withdrawal to ask again
@@ -82,7 +93,7 @@ class Executor:
         self.h.rpc("job-manager.rsa.withdraw", {"id": a.jobid}).then(answered)
 
     def lock_in(self, a):
-        self._jobmanager("job-manager.urgency", {"id": a.jobid, "urgency": URGENCY_EXPEDITE})
+        self._jobmanager("job-manager.urgency", {"id": a.jobid, "urgency": FLUX_JOB_URGENCY_EXPEDITE})
 
     def post_event(self, a):
         if self.active(a.jobid):

@@ -5,17 +5,25 @@ Job events are RFC 21 eventlog entries.  The jobtap plugin sends those of
 jobs that mention rsa; when the service starts, the job-manager journal
 replays what it missed, so an event may arrive twice: feeding one again
 changes nothing.  Jobs without rsa are not followed at all: the on-deck
-rule reads the rest of the queue from job-manager (``Queue``).  A job that got
-resources and ends (``clean``) without its finish heard is *unsure*: only
-its eventlog says whether it ran.
+rule reads the rest of the queue from job-manager (service.queue).  A job
+that got resources and ends (``clean``) without its finish heard is
+*unsure*: only its eventlog says whether it ran.
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from flux.constants import (
+    FLUX_JOB_STATE_CLEANUP as CLEANUP,
+    FLUX_JOB_STATE_DEPEND as DEPEND,
+    FLUX_JOB_STATE_INACTIVE as INACTIVE,
+    FLUX_JOB_STATE_PRIORITY as PRIORITY,
+    FLUX_JOB_STATE_RUN as RUN,
+    FLUX_JOB_STATE_SCHED as SCHED,
+)
 
 from flux_rsa.core import Env
 from flux_rsa.core import events as E
-from flux_rsa.core.ondeck import Pending
 
 
 @dataclass
@@ -25,7 +33,7 @@ class JobFacts:
     t_submit: float
     nnodes: int
     rsa: Optional[object]  # attributes.system.rsa as submitted (any type)
-    state: str = "DEPEND"
+    state: int = DEPEND  # a flux.constants FLUX_JOB_STATE_*
     priority: Optional[int] = None
     allocated: bool = False
     started: bool = False
@@ -34,9 +42,7 @@ class JobFacts:
 
     @property
     def pending(self):
-        return self.state == "SCHED" and self.priority is not None
-
-
+        return self.state == SCHED and self.priority is not None
 
 def count_nodes(jobspec):
     """Nodes a jobspec asks for (1 when it asks for slots only)."""
@@ -79,8 +85,13 @@ def env_from_context(context):
     )
 
 
-#: in feed()'s events: the job ended and only its eventlog says how
-UNSURE = "unsure"
+class Fed(NamedTuple):
+    """What one job event told (Tracker.feed)."""
+
+    facts: Optional[JobFacts]  # the job as known now (None: not followed)
+    new: bool = False  # the job was just submitted
+    events: tuple = ()  # core events for its record (if it has one)
+    unsure: bool = False  # it ended and only its eventlog says how (ended_from_eventlog)
 
 
 class Tracker:
@@ -93,9 +104,7 @@ class Tracker:
         return jobid in self.jobs
 
     def feed(self, jobid, name, t, context, jobspec=None):
-        """Apply one journal entry.  Returns (facts, new, events): ``new`` is
-        true for a job just submitted; ``events`` are core events for its
-        record (if it has one)."""
+        """Apply one job event; what it told (``Fed``)."""
         facts = self.jobs.get(jobid)
         if name == "submit":
             if facts is None and jobspec is not None and rsa_attrs(jobspec) is not None:
@@ -107,19 +116,19 @@ class Tracker:
                     rsa=rsa_attrs(jobspec),
                 )
                 self.jobs[jobid] = facts
-                return facts, True, []
-            return facts, False, []
+                return Fed(facts, new=True)
+            return Fed(facts)
         if facts is None:
-            return None, False, []
-        events = []
+            return Fed(None)
+        events, unsure = [], False
         if name == "priority":
             facts.priority = context.get("priority")
-            if facts.state in ("DEPEND", "PRIORITY"):
-                facts.state = "SCHED"
+            if facts.state in (DEPEND, PRIORITY):
+                facts.state = SCHED
         elif name == "flux-restart":
-            facts.state = "PRIORITY"
+            facts.state = PRIORITY
         elif name == "alloc":
-            facts.state = "RUN"
+            facts.state = RUN
             facts.allocated = True
         elif name == "rsa-ready":
             events.append(E.Started(t, env_from_context(context)))
@@ -128,70 +137,34 @@ class Tracker:
             events.append(E.Started(t))
         elif name == "finish" and not facts.finished:
             facts.finished = True
-            facts.state = "CLEANUP"
+            facts.state = CLEANUP
             events.append(E.Finished(t))
         elif name == "exception" and context.get("severity") == 0:
-            if facts.state != "RUN":
-                facts.state = "CLEANUP"
+            if facts.state != RUN:
+                facts.state = CLEANUP
         elif name == "clean":
-            facts.state = "INACTIVE"
+            facts.state = INACTIVE
             if not facts.allocated:
                 events.append(E.Canceled(t))
             elif not facts.finished:
-                events.append(UNSURE)
+                unsure = True
             del self.jobs[jobid]
-        return facts, False, events
-
-
-#: FLUX_JOB_STATE_SCHED (RFC 21): the job waits for the scheduler
-SCHED = 8
-
-
-class Queue:
-    """The pending jobs as the on-deck rule sees them: those job-manager
-    listed in SCHED at the last read (``read``: its active jobs with id,
-    state, priority, t_submit and annotations), the jobs the Tracker follows
-    (those that mention rsa) as it knows them now: a message of the plugin
-    can arrive after the read was answered, so one of ours it said is
-    allocated is not pending, whatever the read says; one the read does not
-    list yet waits for the next read."""
-
-    def __init__(self, tracker):
-        self.tracker = tracker
-        self.listed = {}  # jobid -> Pending, as of the last read
-
-    def read(self, jobs):
-        self.listed = {}
-        for job in jobs:
-            if job.get("state") == SCHED:
-                estimate = ((job.get("annotations") or {}).get("sched") or {}).get("t_estimate")
-                jobid = int(job["id"])
-                self.listed[jobid] = Pending(jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate)
-
-    def pending(self):
-        out = []
-        for jobid, p in self.listed.items():
-            facts = self.tracker.jobs.get(jobid)
-            if facts is None:
-                out.append(p)
-            elif facts.pending:
-                out.append(Pending(jobid, facts.priority, facts.t_submit, p.t_estimate))
-        return out
+        return Fed(facts, events=tuple(events), unsure=unsure)
 
 
 def ended_from_eventlog(entries):
     """For a job that went inactive while the service was away: the core
-    events its eventlog implies."""
+    events its eventlog (``flux.eventlog.EventLogEvent`` entries) implies."""
     out = []
     for entry in entries:
-        name, t = entry.get("name"), entry.get("timestamp", 0.0)
-        if name == "rsa-ready":
-            out.append(E.Started(t, env_from_context(entry.get("context") or {})))
-        elif name == "start":
-            out.append(E.Started(t))
-        elif name == "finish":
-            out.append(E.Finished(t))
+        if entry.name == "rsa-ready":
+            out.append(E.Started(entry.timestamp, env_from_context(entry.context)))
+        elif entry.name == "start":
+            out.append(E.Started(entry.timestamp))
+        elif entry.name == "finish":
+            out.append(E.Finished(entry.timestamp))
     if not any(isinstance(ev, E.Finished) for ev in out):
-        t = entries[-1].get("timestamp", 0.0) if entries else 0.0
-        out.append(E.Canceled(t) if not any(e.get("name") == "start" for e in entries) else E.Finished(t))
+        t = entries[-1].timestamp if entries else 0.0
+        started = any(entry.name == "start" for entry in entries)
+        out.append(E.Finished(t) if started else E.Canceled(t))
     return out

@@ -7,38 +7,42 @@ burst of cancels), and no action may wait for it.  After a crash a record
 can lag behind what the pool was asked to do; every action is idempotent
 and the restart reconciles both ways (orphan holders and stages are
 cancelled, in-flight requests are asked again).
+
+This class only wires the pieces, one concern each: intake (job events),
+queue (reads of job-manager's queue), pool_events, timers, store (the
+KVS), outbox and execute (actions out), reconcile, drain, access (who
+sees what), metrics.
 """
 
-import collections
 import dataclasses
-import errno
-import json
 import os
 import sys
 import time
 
-import flux.job
-import flux.kvs
 from flux.idset import IDset
-from flux.job import JournalConsumer
 
-from flux_rsa.core import BadRequest, IllegalEvent, Policy, accepts, admit, parse_request, process, settle
+from flux_rsa.core import BadRequest, IllegalEvent, Policy, admit, parse_request, process, settle
 from flux_rsa.core import events as E
 from flux_rsa.core import actions as A
 from flux_rsa.core import inflight, ondeck, rates, reuse
-from flux_rsa.core.states import HOLDING, PRE_RUN, RsaState
-from flux_rsa.pool import protocol
-from flux_rsa.service import store, wire
+from flux_rsa.core.states import PRE_RUN, RsaState
 from flux_rsa.privileged import caller
+from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
-from flux_rsa.service.execute import Executor
+from flux_rsa.service.drain import Drains
+from flux_rsa.service.execute import Executor, PostState
+from flux_rsa.service.intake import Intake
+from flux_rsa.service.jobs import Tracker
+from flux_rsa.service.metrics import Metrics
 from flux_rsa.service.mounts import Mounts
-from flux_rsa.service.jobs import UNSURE, Queue, Tracker, ended_from_eventlog
+from flux_rsa.service.outbox import Outbox
 from flux_rsa.service.pool import PoolLink
+from flux_rsa.service.pool_events import PoolEvents
+from flux_rsa.service.queue import QueueReader
+from flux_rsa.service.reconcile import Reconciler
+from flux_rsa.service.timers import JobTimers, Timer, timer_event
 
 S = RsaState
-#: rsa-states whose RAM disk may hold outputs not yet home: kept through a restart
-KEEP_STATES = frozenset({S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED})
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
 #: records are committed at most once per SAVE_DELAY, one commit at a time:
@@ -47,67 +51,6 @@ PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
 #: KVS so busy at 2,000 jobs that job-exec's release of finished jobs waited
 #: behind it (compute nodes held up to 0.4 s after their job ended)
 SAVE_DELAY = 0.2
-LATENCY_SAMPLES = 20000
-#: events of RSA jobs that change the queue the on-deck rule looks at
-QUEUE_CHANGES = frozenset({"submit", "priority", "alloc", "clean", "flux-restart", "exception"})
-
-#: the job events the service follows (Tracker.feed).  The jobtap plugin
-#: sends them for jobs that mention rsa (rsa.job-event); the journal,
-#: filtered to them, replays what happened while the service was away,
-#: and is closed once it has caught up: a job without rsa costs nothing
-JOB_EVENTS = ("submit", "priority", "flux-restart", "alloc", "rsa-ready", "start", "finish",
-              "exception", "clean")
-#: the on-deck pass reads the jobs without rsa and the scheduler's
-#: estimates from job-manager (job-manager.list: every active job with its
-#: state, priority and annotations, exact when it answers).  A read costs
-#: the service (and job-manager about as much) time that grows with the
-#: number of active jobs, so reads are spaced: at least QUERY_GAP apart,
-#: and far enough apart that handling them takes the service at most
-#: QUERY_DUTY of the time
-QUERY_GAP = 0.05
-QUERY_DUTY = 0.1
-
-
-class Journal(JournalConsumer):
-    """The job-manager journal, only the events in JOB_EVENTS."""
-
-    @property
-    def request_payload(self):
-        return {"full": self.full, "allow": {name: 1 for name in JOB_EVENTS}}
-
-
-def memory_kb(field, default=None):
-    """VmHWM (peak) or VmRSS (now) of this process, in KiB.  Not
-    ru_maxrss: Linux keeps that across execve, so a module started by a
-    broker that had grown big would report the broker's size."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return default
-
-
-def shown(rec):
-    """A record as `flux rsa status` shows it: without the secret that lets
-    a client mount its RAM disk."""
-    d = rec.to_dict()
-    if d.get("volume"):
-        d["volume"] = {k: v for k, v in d["volume"].items() if k != "secret"}
-    return d
-
-
-def timer_event(action, t):
-    """The core event a StartTimer action asked for."""
-    if action.name == "delay":
-        return E.InputReleased(t, why="delay")
-    if action.name == "late":
-        return E.LateTimeout(t)
-    if action.name == "retry":
-        return E.RetryStage(t)
-    return E.Timeout(t, action.state, action.since)
 
 
 class Service:
@@ -115,46 +58,34 @@ class Service:
         self.h = h
         self.log = log
         self.policy = policy
-        self.records = store.load(h)
-        self.drained = store.load_drained(h)  # RSA node -> reason
+        self.records = store.load(h)  # jobid -> Record (shared with the pieces: never replaced)
+        self.metrics = Metrics()
         self.tracker = Tracker()
-        self.store = store.Store(h, log)
+        self.store = store.Store(h, log, delay=SAVE_DELAY)
         self.pool = PoolLink(h, log)
+        self.drains = Drains(self.pool, self.store, store.load_drained(h))
         self.mounts = Mounts(h, log, self.via, self.withdrawn)
-        self.execute = Executor(h, log, self.pool, self.set_timer, self.tracker.active, self.mounts)
+        self.timers = JobTimers(h, log, self.timer_fired)
+        self.execute = Executor(h, log, self.pool, self.timers.set, self.tracker.active, self.mounts)
         self.execute.deliver = self.withdrawn
+        self.outbox = Outbox(h, log, self.execute.run, self.metrics, prepare=self.reusing)
+        self.intake = Intake(h, log, self.tracker, self)
+        self.reader = QueueReader(h, log, self.tracker, self.metrics, again=self.arm_plan)
+        self.reconciler = Reconciler(log, self.records, self.pool, self.apply, done=self.arm_flush)
+        self.pool_events = PoolEvents(log, self)
+        self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
-        self.timers = {}
-        self.actions = []  # (intake time, action) waiting for their records to be saved
-        self.intake = time.time()  # when the message being handled arrived
-        self.latency = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, intake -> action sent
-        self.plan_w = h.timer_watcher_create(PLAN_DELAY, self._plan)
-        self.plan_armed = False
-        self.queue = Queue(self.tracker)
-        self.reading = False  # a read is out
-        self.plan_again = False  # a pass was asked for while it was out
-        self.next_read = 0.0  # monotonic time the next read may start
-        self.again_w_armed = False
-        self.reads = collections.deque(maxlen=LATENCY_SAMPLES)  # seconds, queue read sent -> pass done
-        self.again_w = h.timer_watcher_create(QUERY_GAP, self._again)
         self.starts = {}  # start requests for jobs not seen yet: jobid -> ranks
         self.replayed = False
-        self.flush_armed = False
-        self.flush_w = h.timer_watcher_create(0.0, self._flush)
-        self.save_armed = False
-        self.save_w = h.timer_watcher_create(SAVE_DELAY, self._save)
-        self.tick_w = h.timer_watcher_create(TICK, self._tick, repeat=TICK)
-        self.journal = None
-        self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
+        self.plan_timer = Timer(h, log, "on-deck pass", self.plan, after=PLAN_DELAY)
+        self.tick_timer = Timer(h, log, "tick", self.tick, after=TICK, every=TICK)
 
     # --- life cycle ---
 
     def start(self):
-        self.journal = Journal(self.h, full=True, include_sentinel=True)
-        self.journal.start()
-        self.journal.set_callback(self.on_journal)
-        self.tick_w.start()
+        self.intake.start()
+        self.tick_timer.arm()
         if self.launch_pool is not None:
             try:
                 self.launch_pool(self)
@@ -162,13 +93,13 @@ class Service:
                 self.log.error(f"rsa: cannot start the RSA pool: {exc!r} (jobs run on persistent storage until it is up)")
 
     def stop(self):
-        self.tick_w.stop()
-        self.flush_w.stop()
-        self.save_w.stop()
-        for w in self.timers.values():
-            w.stop()
-        if self.journal is not None:
-            self.journal.stop()
+        for piece in (self.tick_timer, self.plan_timer, self.reader, self.outbox, self.store.timer, self.timers,
+                      self.intake):
+            piece.stop()
+
+    def save_now(self):
+        """Commit what is not saved yet and wait for it (module unload)."""
+        self.store.flush_sync()
 
     # --- applying events ---
 
@@ -189,10 +120,9 @@ class Service:
             self.store.save(new)
             self.waiters.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
-                self.actions.append((self.intake, ("state", new)))
+                self.outbox.add([PostState(new.jobid, new)], None)
                 self.arm_plan()
-        self.actions.extend((self.intake, a) for a in actions)
-        self.arm_flush()
+        self.outbox.add(actions, self.metrics.intake)
 
     def admit(self, facts, t):
         """A new job: a record if it mentions rsa (INELIGIBLE ones too)."""
@@ -210,180 +140,46 @@ class Service:
             ranks = self.starts.pop(facts.jobid)
             self.apply(facts.jobid, E.Starting(t, ranks=ranks))
 
-    # --- the journal ---
-
-    def on_journal(self, entry):
-        if entry is None:
-            return  # the journal closed (below)
-        self.intake = time.time()
-        try:
-            if entry.is_empty():
-                self.replay_done()
-                self.journal.stop()  # from now on the plugin tells
-                self.journal = None
-                return
-            jobid = int(entry.jobid)
-            if self.keeper is not None and jobid == self.keeper.jobid:
-                self.pool_job_entry(jobid, entry)
-                return
-            self.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
-        except Exception as exc:  # never let one entry kill the module
-            self.log.error(f"rsa: journal entry {entry}: {exc!r}")
+    # --- job events (service.intake) ---
 
     def on_job_event(self, payload):
-        """An event of a job that mentions rsa, from the jobtap plugin."""
-        self.intake = time.time()
-        if payload.get("name") not in JOB_EVENTS:
-            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(JOB_EVENTS)}")
-        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]),
-                  payload.get("context") or {}, payload.get("jobspec"))
+        self.intake.on_job_event(payload)
 
-    def feed(self, jobid, name, t, context, jobspec=None):
-        facts, new, events = self.tracker.feed(jobid, name, t, context, jobspec)
-        if name in QUEUE_CHANGES:
-            self.arm_plan()
-        if new:
-            self.admit(facts, t)
-        if UNSURE in events:
-            events = self.ended(jobid)
-        for ev in events:
-            self.apply(jobid, ev)
+    def pool_entry(self, jobid, entry):
+        """A journal entry of the pool job goes to the pool keeper."""
+        if self.keeper is None or jobid != self.keeper.jobid:
+            return False
+        self.keeper.event(jobid, entry.name, entry.context or {})
+        return True
 
-    def ended(self, jobid):
-        """Core events for a job that went inactive, from its eventlog
-        (those its record has seen already are ignored by the core)."""
-        rec = self.records.get(jobid)
-        if rec is None or rec.final:
-            return []
-        return ended_from_eventlog(self._eventlog(jobid))
+    def resume(self, rec, now):
+        """After the replay: ask again whatever was in flight for ``rec``."""
+        again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
+        self.outbox.add(again, now)
 
-    def replay_done(self):
-        """The journal caught up: settle jobs that ended while we were away
-        and ask again whatever was in flight."""
-        now = time.time()
-        for jobid, rec in list(self.records.items()):
-            if rec.final:
-                continue
-            if not self.tracker.active(jobid):
-                for ev in self.ended(jobid):
-                    self.apply(jobid, ev)
-            rec = self.records[jobid]
-            again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
-            self.actions.extend((now, a) for a in again)
+    def caught_up(self):
         self.replayed = True
         self.waiters.replayed(self.records)
         self.arm_flush()
         self.arm_plan()
 
-    def _eventlog(self, jobid):
-        try:
-            text = flux.kvs.get(self.h, flux.job.JobID(jobid).kvs + ".eventlog")
-        except (OSError, FileNotFoundError):
-            return []
-        if isinstance(text, (bytes, str)):
-            lines = text.decode() if isinstance(text, bytes) else text
-            return [json.loads(line) for line in lines.splitlines() if line.strip()]
-        return []
-
-    # --- the pool ---
+    # --- the pool (service.pool_events) ---
 
     def on_pool_event(self, payload):
-        self.intake = time.time()
-        kind = payload.get("kind")
-        if kind == protocol.POOL_READY:
-            self.pool_up(payload)
-            return
-        if kind == protocol.PURGE_END and not payload.get("ok"):
-            self.log.warning(f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}")
-        elif kind == protocol.NODE_STATE:
-            self.log.warning(f"rsa: RSA node {payload.get('host')} is {payload.get('state')}")
-        elif kind == protocol.DISCARD_END and not payload.get("ok"):
-            self.log.error(f"rsa: removing kept RAM disk {payload.get('path')} failed: {payload.get('error')}")
-        if kind == protocol.HOLDER_END and payload.get("kept"):
-            # kept through a pool shutdown: the RAM disk lives on, to be
-            # adopted by the next pool (reconciled())
-            self.log.info(f"rsa: job {payload.get('jobid')}: RAM disk {payload['kept']} kept for the next pool")
-            return
-        found = wire.event(payload, time.time())
-        if found is not None:
-            jobid, event = found
-            self.apply(int(jobid), event)
-
-    def pool_job_entry(self, jobid, entry):
-        self.keeper.event(jobid, entry.name, entry.context or {})
+        self.pool_events.on_event(payload)
 
     def pool_up(self, info):
-        if self.keeper is not None:
-            self.keeper.ready(info)
-        self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
-        unusable = (info.get("privilege") or {}).get("error")
-        if unusable:
-            self.log.error(f"rsa: the RSA pool cannot make RAM disks, RSA jobs use their "
-                           f"directories: {unusable}")
-        self.pool.up(info)
-        for host, reason in self.drained.items():
-            self.pool.call(protocol.DRAIN, {"host": host, "reason": reason})
-        self.reconcile_pool()
-        self.arm_flush()
-        self.arm_plan()
+        self.pool_events.up(info)
 
-    def reconcile_pool(self):
-        """Ask the pool what it runs (answer handled in ``reconciled``)."""
-
-        def listed(f):
-            try:
-                self.reconciled(f.get())
-            except OSError as exc:
-                self.log.warning(f"rsa: pool list failed: {exc}")
-            except Exception as exc:
-                self.log.error(f"rsa: reconciling with the pool: {exc!r}")
-            self.arm_flush()
-
-        self.pool.rpc(protocol.LIST).then(listed)
-
-    def reconciled(self, listing):
-        """Cancel what the pool runs for nobody; adopt the RAM disks kept
-        through a restart (or discard them); learn what the pool lost."""
-        holders = {(h["jobid"], h["gen"]) for h in listing.get("holders", [])}
-        for kept in listing.get("kept", []):
-            if kept.get("adopting"):
-                holders.add((kept["jobid"], kept["gen"]))
-                continue
-            rec = self.records.get(kept["jobid"])
-            if rec is not None and rec.gen == kept["gen"] and rec.rsa_state in KEEP_STATES:
-                self.log.info(f"rsa: adopting the RAM disk {kept['path']} kept for job {rec.jobid}")
-                self.pool.call(protocol.HOLD, {"jobid": rec.jobid, "gen": rec.gen, "need": rec.need,
-                                               "userid": rec.userid, "adopt": kept["path"]})
-                holders.add((rec.jobid, rec.gen))
-            else:
-                self.log.info(f"rsa: discarding the kept RAM disk {kept['path']} (nobody needs it)")
-                self.pool.call(protocol.DISCARD, {"path": kept["path"]})
-        stages = {(s["jobid"], s["seq"]) for s in listing.get("stages", [])}
-        wanted_holders = {(r.jobid, r.gen) for r in self.records.values() if r.rsa_state in HOLDING}
-        wanted_stages = {
-            (r.jobid, r.stage_seq)
-            for r in self.records.values()
-            if r.rsa_state in (S.STAGING_IN, S.STAGING_OUT, S.STOPPING)
-        }
-        for jobid, gen in holders - wanted_holders:
-            self.log.warning(f"rsa: cancelling orphan holder {jobid}.{gen}")
-            self.pool.call(protocol.CANCEL, {"jobid": jobid, "gen": gen})
-        for jobid, seq in stages - wanted_stages:
-            self.pool.call(protocol.STOP, {"jobid": jobid, "seq": seq})
-        for rec in list(self.records.values()):
-            if rec.rsa_state not in HOLDING or (rec.jobid, rec.gen) in holders:
-                continue
-            if rec.rsa_state is S.REQUESTED:
-                continue  # its hold was (re)sent: the pool makes it
-            why = None if rec.rsa_state is S.TEARDOWN else "the RSA pool restarted without this RAM disk"
-            self.apply(rec.jobid, E.HolderEnded(time.time(), rec.gen, why))
+    def keep_list(self):
+        return self.reconciler.keep_list()
 
     # --- job-manager asks ---
 
     def on_start(self, jobid, ranks=""):
         """job-manager asks what to start the job with; ``ranks``: the
         broker ranks it runs on (an idset string)."""
-        self.intake = time.time()
+        self.metrics.arrived()
         ranks = tuple(IDset(ranks)) if ranks else ()
         if jobid in self.records:
             self.apply(jobid, E.Starting(time.time(), ranks=ranks))
@@ -395,32 +191,18 @@ class Service:
         return caller.choose(sys.executable, self.policy.privilege, self.policy.imp,
                              os.getuid(), self.policy.scripts)
 
-    # --- timers ---
+    # --- answers and timers ---
 
     def withdrawn(self, jobid, event):
-        self.intake = time.time()
+        self.metrics.arrived()
         self.apply(jobid, event)
         self.arm_flush()
 
-    def set_timer(self, action):
-        """Arm a core timer; one per (job, name): a new one replaces the old."""
-        key = (action.jobid, action.name)
-        old = self.timers.pop(key, None)
-        if old is not None:
-            old.stop()
+    def timer_fired(self, action):
+        """A core timer (StartTimer) went off."""
+        self.apply(action.jobid, timer_event(action, self.metrics.arrived()))
 
-        def fire(handle, watcher, revents, arg):
-            self.timers.pop(key, None)
-            self.intake = time.time()
-            self.apply(action.jobid, timer_event(action, self.intake))
-
-        w = self.h.timer_watcher_create(max(0.0, action.seconds), fire)
-        w.start()
-        self.timers[key] = w
-
-    # --- on deck ---
-
-    def _tick(self, handle, watcher, revents, arg):
+    def tick(self):
         try:
             if self.keeper is not None:
                 self.keeper.tick()
@@ -429,115 +211,38 @@ class Service:
             self.log.error(f"rsa: tick: {exc!r}")
         self.arm_plan()  # what no hint says: new jobs, priorities, estimates
 
+    # --- on deck ---
+
     def arm_plan(self):
         """Ask for an on-deck pass soon (passes are batched)."""
-        if not self.plan_armed:
-            self.plan_armed = True
-            self.plan_w.reset(after=PLAN_DELAY)
-            self.plan_w.start()
-
-    def _plan(self, handle, watcher, revents, arg):
-        self.plan_armed = False
-        try:
-            self.intake = time.time()
-            self.plan()
-        except Exception as exc:
-            self.log.error(f"rsa: on-deck pass: {exc!r}")
+        self.plan_timer.arm()
 
     def plan(self):
         """Read the queue from job-manager; the on-deck pass runs on the
-        answer.  Reads are spaced (QUERY_GAP, QUERY_DUTY): passes asked for
+        answer.  Reads are spaced (service.queue): passes asked for
         meanwhile are served by the next read."""
+        self.metrics.arrived()
         if not self.replayed or not self.pool.ready:
             return
         if not any(r.job_state in PRE_RUN and r.rsa_state is not S.INELIGIBLE for r in self.records.values()):
             return  # no RSA job waits to run (a machine busy with other jobs)
-        if self.reading:
-            self.plan_again = True
-            return
-        wait = self.next_read - time.monotonic()
-        if wait > 0:
-            if not self.again_w_armed:
-                self.again_w_armed = True
-                self.again_w.reset(after=wait)
-                self.again_w.start()
-            return
-        self.reading, self.plan_again = True, False
-        asked, sent = self.intake, time.monotonic()
+        asked = self.metrics.intake
+        self.reader.read(lambda pending: self.on_deck(pending, asked))
 
-        def listed(f):
-            self.reading = False
-            begun = time.monotonic()
-            try:
-                self.queue.read(f.get()["jobs"])
-                self.intake = asked  # the actions' latency includes the read
-                now = time.time()
-                rate = rates.stage_rate(self.records, self.policy.stage_rate)
-                events = ondeck.plan(self.queue.pending(), self.records, self.pool.nodes, self.policy,
-                                     now, rate, self.drained)
-                for jobid, ev in events:
-                    self.apply(jobid, ev)
-            except (OSError, KeyError, TypeError) as exc:
-                self.log.warning(f"rsa: reading the queue from job-manager: {exc!r}")
-            except Exception as exc:
-                self.log.error(f"rsa: on-deck pass: {exc!r}")
-            done = time.monotonic()
-            self.reads.append(done - sent)
-            self.next_read = done + max(QUERY_GAP, (done - begun) / QUERY_DUTY)
-            if self.plan_again:
-                self.arm_plan()
+    def on_deck(self, pending, asked):
+        """The on-deck pass on the queue as read (``pending``)."""
+        self.metrics.intake = asked  # the actions' latency includes the read
+        now = time.time()
+        rate = rates.stage_rate(self.records, self.policy.stage_rate)
+        events = ondeck.plan(pending, self.records, self.pool.nodes, self.policy, now, rate, self.drains.drained)
+        for jobid, ev in events:
+            self.apply(jobid, ev)
 
-        self.h.rpc("job-manager.list", {"max_entries": 0}).then(listed)
-
-    def _again(self, handle, watcher, revents, arg):
-        self.again_w_armed = False
-        self.arm_plan()
-
-    # --- save records (batched) and act ---
+    # --- actions out ---
 
     def arm_flush(self):
-        if not self.flush_armed:
-            self.flush_armed = True
-            self.flush_w.reset(after=0.0)
-            self.flush_w.start()
-
-    def _flush(self, handle, watcher, revents, arg):
-        self.flush_armed = False
-        try:
-            actions, self.actions = self.actions, []
-            self.arm_save()
-            self._run(actions)
-        except Exception as exc:
-            self.log.error(f"rsa: flush: {exc!r}")
-
-    def arm_save(self):
-        if not self.save_armed and self.store.pending():
-            self.save_armed = True
-            self.save_w.reset(after=SAVE_DELAY)
-            self.save_w.start()
-
-    def _save(self, handle, watcher, revents, arg):
-        self.save_armed = False
-        try:
-            if self.store.inflight:
-                self.arm_save()  # one commit at a time: the next batch waits
-                return
-            self.store.flush(lambda: None)
-        except Exception as exc:
-            self.log.error(f"rsa: saving records: {exc!r}")
-
-    def save_now(self):
-        """Commit what is not saved yet and wait for it (module unload)."""
-        self.save_w.stop()
-        self.store.flush_sync()
-
-    def _run(self, actions):
-        for intake, action in actions:
-            if isinstance(action, tuple):
-                self.execute.post_state(action[1])
-            else:
-                self.execute.run(self.reusing(action))
-                self.latency.append(time.time() - intake)
+        """Send the actions waiting (at the next turn of the reactor)."""
+        self.outbox.add((), None)
 
     def reusing(self, action):
         """With [rsa] reuse: point a stage-in at a staged copy of the same
@@ -551,40 +256,6 @@ class Service:
             return dataclasses.replace(action, prefer=tuple(reuse.holders_of(rec, self.records)))
         return action
 
-    def stats(self):
-        """Figures for `flux rsa stats` and the scale benchmark."""
-        import resource
-        import statistics
-
-        def summary(seconds):
-            samples = sorted(seconds)
-
-            def pct(p):
-                return samples[min(len(samples) - 1, int(p / 100 * len(samples)))] * 1000 if samples else None
-
-            return {
-                "count": len(samples),
-                "p50": pct(50),
-                "p90": pct(90),
-                "p99": pct(99),
-                "max": samples[-1] * 1000 if samples else None,
-                "mean": statistics.fmean(samples) * 1000 if samples else None,
-            }
-
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        states = collections.Counter(r.rsa_state.value for r in self.records.values())
-        return {
-            "records": len(self.records),
-            "states": dict(states),
-            "active_jobs": len(self.tracker.jobs),
-            "latency_ms": summary(self.latency),
-            "queue_read_ms": summary(self.reads),
-            "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "maxrss_kb": memory_kb("VmHWM", usage.ru_maxrss),
-            "rss_kb": memory_kb("VmRSS"),
-            "restages": sum(r.restages for r in self.records.values()),
-        }
-
     def trim(self):
         """Keep at most ``keep`` records of ended jobs (oldest go first)."""
         final = [r for r in self.records.values() if r.final]
@@ -596,39 +267,17 @@ class Service:
             del self.records[rec.jobid]
             self.store.remove(rec.jobid)
 
-    def keep_list(self):
-        """Holders whose RAM disks must survive a pool shutdown (restart)."""
-        out = []
-        for rec in self.records.values():
-            env = rec.env
-            if rec.rsa_state in KEEP_STATES and env is not None and env.out_on_ramdisk and rec.output_home is not True:
-                out.append({"jobid": rec.jobid, "gen": rec.gen})
-        return out
-
     # --- requests from people ---
 
+    def stats(self):
+        """Figures for `flux rsa stats` and the scale benchmark."""
+        return self.metrics.stats(self.records, len(self.tracker.jobs))
+
     def drain(self, host, reason, undrain=False):
-        """Take an RSA node out of new reservations (or back in)."""
-        if self.pool.nodes and host not in self.pool.nodes:
-            known = ", ".join(self.pool.nodes)
-            raise OSError(errno.EINVAL, f"{host}: not an RSA node of the pool (RSA nodes: {known})")
-        if undrain:
-            self.drained.pop(host, None)
-            self.pool.call(protocol.UNDRAIN, {"host": host})
-        else:
-            self.drained[host] = reason or "drained by the instance owner"
-            self.pool.call(protocol.DRAIN, {"host": host, "reason": self.drained[host]})
-        self.store.save_drained(self.drained)
-        self.arm_flush()
-        return {"drained": dict(self.drained)}
-
-
-    def visible(self, rec, userid, owner):
-        return owner or rec.userid == userid
+        return self.drains.drain(host, reason, undrain)
 
     def status(self, jobids, userid, owner):
-        recs = [self.records[j] for j in jobids if j in self.records] if jobids else list(self.records.values())
-        return [shown(r) for r in recs if self.visible(r, userid, owner)]
+        return access.status(self.records, jobids, userid, owner)
 
     def when_staged(self, jobid, answer):
         """``answer(payload or OSError)`` once job ``jobid``'s outputs are
@@ -637,13 +286,6 @@ class Service:
 
     def request(self, jobid, event, userid, owner):
         """A person's request on a job (retry, release, release-input)."""
-        rec = self.records.get(jobid)
-        if rec is None or not self.visible(rec, userid, owner):
-            raise OSError(errno.ENOENT, f"{flux.job.JobID(jobid).f58}: no RSA record for this job (or not yours)")
-        if not accepts(rec, event):
-            raise OSError(
-                errno.EINVAL,
-                f"{flux.job.JobID(jobid).f58}: not possible in {rec.job_state}/{rec.rsa_state}",
-            )
+        access.check_request(self.records.get(jobid), jobid, event, userid, owner)
         self.apply(jobid, event)
         return self.records[jobid].to_dict()

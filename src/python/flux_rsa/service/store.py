@@ -7,6 +7,7 @@ them in one transaction; a record is the truth after a restart.
 import flux.kvs
 
 from flux_rsa.core import Record
+from flux_rsa.service.timers import Timer
 
 DIR = "rsa.jobs"
 DRAINED = "rsa.drained"
@@ -41,54 +42,78 @@ def load_drained(h):
 
 
 class Store:
-    def __init__(self, h, log):
+    """Records (and the drained set) waiting to be written.  Changes are
+    committed at most once per ``delay`` seconds, one commit at a time
+    (armed by every change)."""
+
+    def __init__(self, h, log, delay=0.0, txn=None):
         self.h = h
         self.log = log
+        self.txn = txn or flux.kvs.KVSTxn  # txn(h): a KVS transaction
         self.dirty = {}
         self.removed = set()
         self.inflight = 0
         self.drained = None  # a new drained set to write
+        self.timer = Timer(h, log, "saving records", self._timed, after=delay)
 
     def save_drained(self, drained):
         self.drained = dict(drained)
+        self.arm()
 
     def save(self, rec):
         self.dirty[rec.jobid] = rec
         self.removed.discard(rec.jobid)
+        self.arm()
 
     def remove(self, jobid):
         self.dirty.pop(jobid, None)
         self.removed.add(jobid)
+        self.arm()
 
     def pending(self):
         return bool(self.dirty or self.removed or self.drained is not None)
 
-    def _txn(self):
-        txn = flux.kvs.KVSTxn(self.h)
-        if self.drained is not None:
-            txn.put(DRAINED, self.drained)
-            self.drained = None
-        for jobid, rec in self.dirty.items():
+    def arm(self):
+        """Commit what changed soon (batched)."""
+        if self.pending():
+            self.timer.arm()
+
+    def _timed(self):
+        if self.inflight:
+            self.arm()  # one commit at a time: the next batch waits
+            return
+        self.flush(lambda: None)
+
+    def _take(self):
+        """What is to be written, as (dirty, removed, drained); cleared here."""
+        batch = (self.dirty, self.removed, self.drained)
+        self.dirty, self.removed, self.drained = {}, set(), None
+        return batch
+
+    def _txn(self, batch):
+        dirty, removed, drained = batch
+        txn = self.txn(self.h)
+        if drained is not None:
+            txn.put(DRAINED, drained)
+        for jobid, rec in dirty.items():
             txn.put(key(jobid), rec.to_dict())
-        for jobid in self.removed:
+        for jobid in removed:
             txn.unlink(key(jobid))
-        count = len(self.dirty) + len(self.removed)
-        self.dirty, self.removed = {}, set()
-        return txn, count
+        return txn
 
     def flush_sync(self):
-        """Commit what changed and wait for it."""
+        """Commit what changed and wait for it (module unload)."""
+        self.timer.stop()
         if self.pending():
-            txn, _ = self._txn()
-            txn.commit()
+            self._txn(self._take()).commit()
 
     def flush(self, then):
         """Commit what changed, then call ``then()`` (at once if nothing did)."""
         if not self.pending():
             then()
             return
-        txn, count = self._txn()
-        future = txn.commit_async()
+        batch = self._take()
+        future = self._txn(batch).commit_async()
         self.inflight += 1
 
         def committed(f):
@@ -96,6 +121,7 @@ class Store:
             try:
                 f.get()
             except OSError as exc:
+                count = len(batch[0]) + len(batch[1])
                 self.log.error(f"rsa: saving {count} record(s) to the KVS failed: {exc}")
             then()
 

@@ -1,0 +1,101 @@
+"""The queue the on-deck rule looks at, read from job-manager.
+
+The on-deck pass needs the jobs without rsa and the scheduler's estimates:
+job-manager.list gives every active job with its state, priority and
+annotations, exact when it answers.  A read costs the service (and
+job-manager about as much) time that grows with the number of active
+jobs, so reads are spaced: at least QUERY_GAP apart, and far enough apart
+that handling them takes the service at most QUERY_DUTY of the time.
+"""
+
+import time
+
+from flux.constants import FLUX_JOB_STATE_SCHED
+
+from flux_rsa.core.ondeck import Pending
+from flux_rsa.service.timers import Timer
+
+QUERY_GAP = 0.05
+QUERY_DUTY = 0.1
+
+
+class Queue:
+    """The pending jobs as the on-deck rule sees them: those job-manager
+    listed in SCHED at the last read (``read``: its active jobs with id,
+    state, priority, t_submit and annotations), the jobs the Tracker follows
+    (those that mention rsa) as it knows them now: a message of the plugin
+    can arrive after the read was answered, so one of ours it said is
+    allocated is not pending, whatever the read says; one the read does not
+    list yet waits for the next read."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.listed = {}  # jobid -> Pending, as of the last read
+
+    def read(self, jobs):
+        self.listed = {}
+        for job in jobs:
+            if job.get("state") == FLUX_JOB_STATE_SCHED:
+                estimate = ((job.get("annotations") or {}).get("sched") or {}).get("t_estimate")
+                jobid = int(job["id"])
+                self.listed[jobid] = Pending(jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate)
+
+    def pending(self):
+        out = []
+        for jobid, p in self.listed.items():
+            facts = self.tracker.jobs.get(jobid)
+            if facts is None:
+                out.append(p)
+            elif facts.pending:
+                out.append(Pending(jobid, facts.priority, facts.t_submit, p.t_estimate))
+        return out
+
+
+class QueueReader:
+    """Reads of the queue, spaced.  ``read(then)`` reads it and calls
+    ``then(pending)`` with the answer; asked while a read is out, or too
+    soon after the last one, it calls ``again()`` once the next read may
+    start instead (the caller asks then)."""
+
+    def __init__(self, h, log, tracker, metrics, again):
+        self.h = h
+        self.log = log
+        self.queue = Queue(tracker)
+        self.metrics = metrics
+        self.again = again
+        self.reading = False  # a read is out
+        self.wanted = False  # a read was asked for while it was out
+        self.next_read = 0.0  # monotonic time the next read may start
+        self.later = Timer(h, log, "queue read", again, after=QUERY_GAP)
+
+    def stop(self):
+        self.later.stop()
+
+    def read(self, then):
+        if self.reading:
+            self.wanted = True
+            return
+        wait = self.next_read - time.monotonic()
+        if wait > 0:
+            self.later.arm(wait)
+            return
+        self.reading, self.wanted = True, False
+        sent = time.monotonic()
+
+        def listed(f):
+            self.reading = False
+            begun = time.monotonic()
+            try:
+                self.queue.read(f.get()["jobs"])
+                then(self.queue.pending())
+            except (OSError, KeyError, TypeError) as exc:
+                self.log.warning(f"rsa: reading the queue from job-manager: {exc!r}")
+            except Exception as exc:
+                self.log.error(f"rsa: on-deck pass: {exc!r}")
+            done = time.monotonic()
+            self.metrics.read(done - sent)
+            self.next_read = done + max(QUERY_GAP, (done - begun) / QUERY_DUTY)
+            if self.wanted:
+                self.again()
+
+        self.h.rpc("job-manager.list", {"max_entries": 0}).then(listed)
