@@ -1,7 +1,8 @@
 """Records in the KVS: ``rsa.jobs.<jobid>`` holds one record as JSON.
 
 Writes are batched: the service marks records dirty and ``flush`` commits
-them in one transaction; a record is the truth after a restart.
+them in one transaction; a record is the truth after a restart, so a
+commit that fails is made again.
 """
 
 import flux.kvs
@@ -44,7 +45,8 @@ def load_drained(h):
 class Store:
     """Records (and the drained set) waiting to be written.  Changes are
     committed at most once per ``delay`` seconds, one commit at a time
-    (armed by every change)."""
+    (armed by every change); a commit that fails leaves what it carried to be written
+    again (unless it changed meanwhile) and is tried again ``delay`` later."""
 
     def __init__(self, h, log, delay=0.0, txn=None):
         self.h = h
@@ -101,6 +103,18 @@ class Store:
             txn.unlink(key(jobid))
         return txn
 
+    def _failed(self, batch):
+        """Keep what a failed commit carried, unless newer changes replace it."""
+        dirty, removed, drained = batch
+        for jobid, rec in dirty.items():
+            if jobid not in self.dirty and jobid not in self.removed:
+                self.dirty[jobid] = rec
+        for jobid in removed:
+            if jobid not in self.dirty:
+                self.removed.add(jobid)
+        if drained is not None and self.drained is None:
+            self.drained = drained
+
     def flush_sync(self):
         """Commit what changed and wait for it (module unload)."""
         self.timer.stop()
@@ -122,7 +136,10 @@ class Store:
                 f.get()
             except OSError as exc:
                 count = len(batch[0]) + len(batch[1])
-                self.log.error(f"rsa: saving {count} record(s) to the KVS failed: {exc}")
+                self.log.error(f"rsa: saving {count} record(s) to the KVS failed: {exc}; "
+                               f"trying again in {self.timer.after:g}s")
+                self._failed(batch)
+                self.arm()
             then()
 
         future.then(committed)
