@@ -8,6 +8,7 @@ from flux_rsa.core import outputs as O
 from flux_rsa.core import events as E
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
+from flux_rsa.core.states import Measure, Offer
 
 POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "delay": 30})
 NO_RETRY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "stage-retries": 0})
@@ -390,13 +391,13 @@ def sized_job(attrs=BOTH):
 
 def test_headroom_measures_data_in_before_the_job_can_go_on_deck():
     rec, acts = sized_job()
-    assert rec.measure == "asked"
+    assert rec.measure is Measure.ASKED
     assert acts == [A.Measure(7, path="/p/in", userid=1000)]
     # on deck before the size is known: no reservation is asked for yet
     rec, acts = run(rec, E.OnDeck(1))
     assert rec.rsa_state is S.INITIAL and "RequestCapacity" not in kinds(acts)
     rec, acts = run(rec, E.Measured(2, True, 10 * 2**20))
-    assert (rec.measure, rec.input_bytes) == ("", 10 * 2**20)
+    assert (rec.measure, rec.input_bytes) == (Measure.NONE, 10 * 2**20)
     assert rec.need == 16 * 2**20  # 15 MiB rounded up to whole 4M granules
     assert rec.rsa_state is S.REQUESTED and acts[0] == A.RequestCapacity(7, gen=1, need=16 * 2**20, userid=1000)
 
@@ -404,13 +405,13 @@ def test_headroom_measures_data_in_before_the_job_can_go_on_deck():
 def test_headroom_falls_back_to_the_proportion_rule_when_measuring_fails():
     rec, _ = sized_job()
     rec, acts = run(rec, E.Measured(1, False, 0, "rsa.data_in: /p/in: Permission denied"))
-    assert rec.need == 64 * 2**20 and rec.measure == ""
+    assert rec.need == 64 * 2**20 and rec.measure is Measure.NONE
     assert "Permission denied" in rec.error and "proportion rule" in rec.error
 
 
 def test_an_explicit_capacity_is_never_measured():
     rec, acts = sized_job({**BOTH, "capacity": "8M"})
-    assert rec.measure == "" and acts == [] and rec.need == 8 * 2**20
+    assert rec.measure is Measure.NONE and acts == [] and rec.need == 8 * 2**20
 
 
 def test_a_late_measurement_changes_nothing():
@@ -425,12 +426,12 @@ def staged_pending():
 
 def test_a_job_staged_while_pending_is_offered_its_start():
     rec, acts = staged_pending()
-    assert rec.rsa_state is S.READY and rec.offer == "made"
+    assert rec.rsa_state is S.READY and rec.offer is Offer.MADE
     offer = [a for a in acts if isinstance(a, A.Offer)]
     assert offer and offer[0].env.staged_in and offer[0].env.data_in == "/rd/7/in"
     # the job starts with it: job-manager's rsa-ready says so, no Starting
     rec, acts = run(rec, E.Started(6, offer[0].env))
-    assert (rec.job_state, rec.rsa_state, rec.offer) == (J.RUNNING, S.INUSE_IN, "")
+    assert (rec.job_state, rec.rsa_state, rec.offer) == (J.RUNNING, S.INUSE_IN, Offer.NONE)
 
 
 def test_a_revoked_offer_is_withdrawn_before_the_ramdisk_goes():

@@ -295,7 +295,7 @@ class World:
         raise AssertionError("the world never settles")
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(request=st.sampled_from(REQUESTS), spanning=st.booleans(), data=st.data())
 def test_random_orders_keep_the_invariants(request, spanning, data):
     world = World(request, spanning)

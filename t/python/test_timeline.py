@@ -1,8 +1,11 @@
 """flux rsa timeline's data, from records made by the core (no Flux)."""
 
+import pytest
+
 from flux_rsa.cli import timeline
 from flux_rsa.core import Policy, admit, parse_request, process
 from flux_rsa.core import events as E
+from flux_rsa.core.record import Record
 
 POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "stage-retries": 0})
 MB = 1 << 20
@@ -54,3 +57,17 @@ def test_an_active_job_lasts_until_now_and_since_drops_old_jobs():
     pic = timeline.data([record(1, 100.0), rec.to_dict()], since=200.0, now=600.0)
     assert [r["jobid"] for r in pic["jobs"]] == [3]
     assert pic["jobs"][0]["segments"] == [{"phase": "pending", "start": 500.0, "end": 600.0}]
+
+
+def test_status_rows_read_final_and_times_from_the_record():
+    pytest.importorskip("flux", reason="no Flux (flux-core not installed): `flux rsa status` needs flux.util")
+    from flux_rsa.cli import views
+
+    done = record(1, 100.0)
+    row = views.RsaJob(done)
+    assert row.final and row.at_rest and row.final == Record.from_dict(done).final
+    assert (row.t_submit, row.t.REQUESTED, row.t.STAGING_OUT, row.t.DESTROYED, row.t.HELD) == (
+        100.0, "1.0", "7.0", "9.0", "-")
+    detaching = views.RsaJob({**done, "mount": "detaching", "mount_path": "/mnt/rsa/1.1"})
+    assert not detaching.final
+    assert [j.id for j in views.select([row, detaching])] == [detaching.id]

@@ -15,6 +15,7 @@ draws it with matplotlib, imported only there.
 import math
 import time
 
+from flux_rsa.core.record import Record
 from flux_rsa.core.states import HOLDING, PRE_RUN, JobState, RsaState
 
 S = RsaState
@@ -82,8 +83,7 @@ def spans(history, name_of, end):
 def job_row(rec, now):
     """A job's row: its phases and the spans its RAM disk held capacity."""
     history = rec.get("history") or []
-    final = rec["job_state"] in ("FINISHED", "CANCELED") and rec["rsa_state"] in ("INITIAL", "INELIGIBLE", "DESTROYED")
-    end = history[-1][0] if final and history else now
+    end = history[-1][0] if history and Record.from_dict(rec).final else now
     segments = [{"phase": s["name"], "start": s["start"], "end": s["end"]}
                 for s in spans(history, phase, end)]
     held = spans(history, lambda j, r: "ramdisk" if RsaState(r) in GRANTED else None, end)

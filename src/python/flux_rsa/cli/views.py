@@ -12,10 +12,9 @@ from flux.job import JobID
 
 from flux_rsa.core import outputs
 from flux_rsa.core.record import Record, Request
-from flux_rsa.core.states import JobState, RsaState
+from flux_rsa.core.states import ENDED, JobState, RsaState
 from flux_rsa.core.units import format_size
 
-STATES_DONE = ("INITIAL", "INELIGIBLE", "DESTROYED")
 #: names `status --filter` takes: job-states and rsa-states
 STATE_NAMES = [s.value for s in JobState] + [s.value for s in RsaState]
 
@@ -134,13 +133,12 @@ class PoolFormat(flux.util.OutputFormat):
 
 
 class Times:
-    """Seconds from the record's first transition to each rsa-state."""
+    """Seconds from the record's first transition to each rsa-state
+    (``Record.times``), as `{t.STATE}` in a format."""
 
-    def __init__(self, history):
-        self.t0 = history[0][0] if history else 0.0
-        self.first = {}
-        for t, _, state in history:
-            self.first.setdefault(state, t)
+    def __init__(self, record):
+        self.t0 = record.history[0].t if record.history else 0.0
+        self.first = record.times()
 
     def __getattr__(self, state):
         if state.startswith("_"):
@@ -159,6 +157,7 @@ def user_name(userid):
 class RsaJob:
     def __init__(self, rec):
         self.rec = rec
+        self.record = Record.from_dict(rec)
         self.id = JobID(rec["jobid"])
         self.userid = rec["userid"]
         self.user = user_name(self.userid)
@@ -172,9 +171,8 @@ class RsaJob:
         self.data_out = req.get("data_out") or "-"
         self.ramdisk = rec.get("ramdisk") or "-"
         self.error = rec.get("error") or ""
-        history = rec.get("history", [])
-        self.t = Times(history)
-        self.t_submit = history[0][0] if history else 0.0
+        self.t = Times(self.record)
+        self.t_submit = self.t.t0
         self.t_state = rec.get("state_since", 0.0)
         # the stage's last reading, while it runs
         self.staging = rec["rsa_state"] in ("STAGING_IN", "STAGING_OUT")
@@ -185,15 +183,15 @@ class RsaJob:
 
     @property
     def final(self):
-        return self.job_state in ("FINISHED", "CANCELED") and self.rsa_state in STATES_DONE
+        return self.record.final
 
     @property
     def at_rest(self):
         """Nothing more happens to this job without a person: it ended and
         its outputs are settled (home, lost, none, or HELD)."""
-        if self.job_state not in ("FINISHED", "CANCELED"):
+        if self.record.job_state not in ENDED:
             return False
-        return outputs.outputs(Record.from_dict(self.rec))[0] != outputs.MOVING
+        return outputs.outputs(self.record)[0] != outputs.MOVING
 
     @property
     def percent(self):

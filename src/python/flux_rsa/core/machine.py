@@ -1,7 +1,9 @@
 """Apply an event to a record: ``process(record, event) -> (record', actions)``.
 
 Pure and deterministic.  The rows live in ``table.py``; this file only
-looks them up and applies them.
+looks them up and applies them, with the policy ``table.py``'s opening
+comment states: a stale event is dropped, an event with no row raises
+``IllegalEvent``.
 """
 
 import dataclasses
@@ -9,7 +11,7 @@ import dataclasses
 from flux_rsa.core import events as E
 from flux_rsa.core.actions import CancelHolder
 from flux_rsa.core.record import Record, Transition
-from flux_rsa.core.states import RsaState
+from flux_rsa.core.states import Measure, RsaState
 from flux_rsa.core.steps import deadline_timer
 from flux_rsa.core.table import EVENT_ROWS, JOB_ROWS, PASS_ROWS
 
@@ -18,7 +20,7 @@ MAX_PASS = 32
 
 
 class IllegalEvent(Exception):
-    """The event has no row for the record's state."""
+    """The event has no row for the record's state (an illegal move)."""
 
     def __init__(self, rec, ev):
         self.record = rec
@@ -59,14 +61,22 @@ def _note(rec, before, t):
     )
 
 
+def _event_row(rec, ev):
+    """The first EVENT_ROWS row for ``ev`` that matches ``rec`` (None: none)."""
+    for row in EVENT_ROWS.get(type(ev), ()):
+        if rec.rsa_state in row.states and row.guard(rec, ev):
+            return row
+    return None
+
+
 def accepts(rec, ev):
     """Would ``process`` take this event (rather than raise or ignore it)?"""
     if _stale(rec, ev):
         return False
     job = JOB_ROWS.get(type(ev))
-    if job is not None and rec.job_state not in job[0]:
+    if job is not None and rec.job_state not in job.moves:
         return False
-    return any(rec.rsa_state in row.states and row.guard(rec, ev) for row in EVENT_ROWS[type(ev)])
+    return _event_row(rec, ev) is not None
 
 
 #: pool events saying an (old) holder is alive: it must not be left running
@@ -81,28 +91,31 @@ def process(rec: Record, ev: E.Event):
             return rec, [CancelHolder(rec.jobid, gen=ev.gen)]
         return rec, []
     job = JOB_ROWS.get(type(ev))
-    if job is not None and rec.job_state not in job[0]:
-        return rec, []  # e.g. OnDeck for a job that already started
+    if job is not None and rec.job_state not in job.moves:
+        if rec.job_state in job.ignored:
+            return rec, []  # e.g. OnDeck for a job that already started
+        raise IllegalEvent(rec, ev)
     actions = []
     before = (rec.job_state, rec.rsa_state)
     if job is not None:
-        rec = dataclasses.replace(rec, job_state=job[1])
-    for row in EVENT_ROWS[type(ev)]:
-        if rec.rsa_state in row.states and row.guard(rec, ev):
-            rec = _apply(rec, ev, row.to, row.steps, actions)
-            break
-    else:
+        rec = dataclasses.replace(rec, job_state=job.to)
+    row = _event_row(rec, ev)
+    if row is None:
         raise IllegalEvent(rec, ev)
+    rec = _apply(rec, ev, row.to, row.steps, actions)
     rec = _note(rec, before, ev.t)
     return settle(rec, ev, actions)
 
 
 def settle(rec, ev, actions=None):
-    """Run the scheduler pass to a fixed point."""
+    """Run the scheduler pass to a fixed point: until no row matches, or
+    the row that matches stays (SAME, no steps)."""
     actions = [] if actions is None else actions
     for _ in range(MAX_PASS):
         for row in PASS_ROWS:
             if rec.job_state in row.jobs and rec.rsa_state in row.states and row.guard(rec):
+                if row.to is None and not row.steps:
+                    return rec, actions
                 before = (rec.job_state, rec.rsa_state)
                 rec = _note(_apply(rec, ev, row.to, row.steps, actions), before, ev.t)
                 break
@@ -120,7 +133,7 @@ def admit(jobid, userid, nnodes, request, policy, t):
         nnodes=nnodes,
         request=policy.resolve(request),
         need=0 if reason else policy.need(nnodes, request),
-        measure="wanted" if not reason and policy.sizes_from_input(request) else "",
+        measure=Measure.WANTED if not reason and policy.sizes_from_input(request) else Measure.NONE,
         rsa_state=RsaState.INELIGIBLE if reason else RsaState.INITIAL,
         reason=reason,
         limits=policy.limits(),

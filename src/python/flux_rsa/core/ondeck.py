@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from flux_rsa.core import events as E
-from flux_rsa.core.states import HOLDING, JobState, RsaState
+from flux_rsa.core.states import HOLDING, JobState, Measure, RsaState
 
 J, S = JobState, RsaState
 
@@ -145,7 +145,7 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
 
     def candidate(p):
         rec = records.get(p.jobid)
-        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed or not rec.need or rec.measure:
+        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed or not rec.need or rec.measure is not Measure.NONE:
             return False
         stay = HYSTERESIS if rec.job_state is J.ONDECK else 1.0
         if p.t_estimate is not None:

@@ -3,7 +3,7 @@
 the core: it reads a record and decides nothing else.
 """
 
-from flux_rsa.core.states import JobState, RsaState
+from flux_rsa.core.states import OUTPUT_KEPT, JobState, RsaState
 
 #: the RSA may still move the outputs: wait
 MOVING = "moving"
@@ -15,6 +15,18 @@ HOME = "home"
 LOST = "lost"
 #: the RSA had nothing to stage out
 NONE = "none"
+
+
+def not_home(rec):
+    """The job was given an output area on its RAM disk and what it wrote
+    there has not been staged out (yet, or ever)."""
+    return rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is not True
+
+
+def at_risk(rec):
+    """The RAM disk holds outputs not yet home: losing it loses them, and a
+    pool restart must keep it (``OUTPUT_KEPT`` states only)."""
+    return rec.rsa_state in OUTPUT_KEPT and not_home(rec)
 
 
 def outputs(rec):

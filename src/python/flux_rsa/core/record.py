@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from flux_rsa.core.states import JobState, Mount, RsaState
+from flux_rsa.core.states import AT_REST, ENDED, JobState, Measure, Mount, Offer, RsaState
 
 #: the RAM disk's layout: inputs and outputs live side by side
 IN_AREA = "in"
@@ -135,7 +135,7 @@ class Record:
     nnodes: int
     request: Request
     need: int = 0  # bytes of RAM disk to reserve
-    measure: str = ""  # sizing from data_in: "wanted", "asked"; "" when sized
+    measure: Measure = Measure.NONE  # sizing the reservation from data_in
     input_bytes: Optional[int] = None  # measured size of data_in
     job_state: JobState = JobState.PENDING
     rsa_state: RsaState = RsaState.INITIAL
@@ -143,7 +143,7 @@ class Record:
     limits: Limits = field(default_factory=Limits)
     revoked: bool = False  # demoted job whose capacity must go back
     start_pending: bool = False  # job-manager waits for our start reply
-    offer: str = ""  # start env offered to job-manager: "made", "withdrawing"
+    offer: Offer = Offer.NONE  # start env offered to job-manager
     started: bool = False  # the job's eventlog shows it was released to run
     env: Optional[Env] = None  # what the job was given at start
     gen: int = 0  # reservation generation: one holder per generation
@@ -169,8 +169,8 @@ class Record:
 
     @property
     def final(self):
-        from flux_rsa.core.states import AT_REST, ENDED
-
+        """Nothing is held, in flight or attached, and never will be again:
+        the job ended and its RAM disk is gone (or never was)."""
         return (self.job_state in ENDED and self.rsa_state in AT_REST
                 and self.mount in (Mount.NONE, Mount.FAILED))
 
@@ -206,7 +206,7 @@ class Record:
             "nnodes": self.nnodes,
             "request": self.request.to_dict(),
             "need": self.need,
-            "measure": self.measure,
+            "measure": self.measure.value,
             "input_bytes": self.input_bytes,
             "job_state": self.job_state.value,
             "rsa_state": self.rsa_state.value,
@@ -214,7 +214,7 @@ class Record:
             "limits": self.limits.to_dict(),
             "revoked": self.revoked,
             "start_pending": self.start_pending,
-            "offer": self.offer,
+            "offer": self.offer.value,
             "started": self.started,
             "env": self.env.to_dict() if self.env else None,
             "gen": self.gen,
@@ -248,7 +248,7 @@ class Record:
             nnodes=d["nnodes"],
             request=Request.from_dict(d["request"]),
             need=d.get("need", 0),
-            measure=d.get("measure", ""),
+            measure=Measure(d.get("measure", "")),
             input_bytes=d.get("input_bytes"),
             job_state=JobState(d["job_state"]),
             rsa_state=RsaState(d["rsa_state"]),
@@ -256,7 +256,7 @@ class Record:
             limits=Limits.from_dict(d.get("limits")),
             revoked=d.get("revoked", False),
             start_pending=d.get("start_pending", False),
-            offer=d.get("offer", ""),
+            offer=Offer(d.get("offer", "")),
             started=d.get("started", False),
             env=Env.from_dict(d["env"]) if d.get("env") else None,
             gen=d.get("gen", 0),

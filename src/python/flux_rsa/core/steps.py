@@ -8,7 +8,8 @@ import math
 
 from flux_rsa.core import actions as A
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import RAMDISK_UP, Mount, RsaState
+from flux_rsa.core import outputs
+from flux_rsa.core.states import IN_FLIGHT, RAMDISK_UP, Measure, Mount, Offer, RsaState
 
 S = RsaState
 
@@ -43,14 +44,18 @@ def start_env(rec):
 
 
 def request(rec, ev):
-    gen = rec.gen + 1
-    rec = _set(rec, gen=gen, error=None)
-    return rec, [A.RequestCapacity(rec.jobid, gen=gen, need=rec.need, userid=rec.userid)]
+    rec = _set(rec, gen=rec.gen + 1, error=None)
+    return ask_capacity(rec, ev)
+
+
+def ask_capacity(rec, ev):
+    """Ask the pool for the current reservation (again, after a restart)."""
+    return rec, [A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)]
 
 
 def measure(rec, ev):
     """Size the reservation from data_in: ask the pool to measure it."""
-    return _set(rec, measure="asked"), [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
+    return _set(rec, measure=Measure.ASKED), [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
 
 
 def sized(rec, ev):
@@ -61,12 +66,12 @@ def sized(rec, ev):
     if not ev.ok:
         error = (f"measuring rsa.data_in failed ({ev.error}): reserving "
                  f"{format_size(rec.need)} by the proportion rule instead")
-        return _set(rec, measure="", error=error), []
+        return _set(rec, measure=Measure.NONE, error=error), []
     granule = rec.limits.granule
     need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
     if rec.limits.cap:
         need = min(need, rec.limits.cap)
-    return _set(rec, measure="", need=need, input_bytes=ev.nbytes), []
+    return _set(rec, measure=Measure.NONE, need=need, input_bytes=ev.nbytes), []
 
 
 def cancel_holder(rec, ev):
@@ -122,13 +127,12 @@ def lost(rec, ev):
     """The holder died under us: its RAM disk (and anything on it) is gone.
     Outputs on it are lost (said loudly); otherwise a new reservation is
     tried, up to stage-retries times, before the job uses its directories."""
-    had_output = rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is not True
     error = ev.error or "the RAM-disk holder ended unexpectedly"
     if rec.stage_dir is not None:  # a stage on the lost RAM disk: forget it
         rec, stop = abandon_stage(rec, ev)
         lost_rec, acts = lost(rec, ev)
         return lost_rec, stop + acts
-    if had_output and rec.rsa_state in (S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED):
+    if outputs.at_risk(rec):
         error = f"RAM disk lost before its outputs were staged out: {error}"
         return _set(rec, error=error, failed=True, output_home=False), [
             A.PostEvent(rec.jobid, "error", {"error": error})
@@ -195,11 +199,6 @@ def note_error(rec, ev):
     return _set(rec, error=ev.error or "unknown error"), []
 
 
-def give_up(rec, ev):
-    """No more staging attempts for this job: it uses persistent storage."""
-    return _set(rec, failed=True), []
-
-
 def staged_in(rec, ev):
     reused = getattr(ev, "reused", None)
     rec = _set(rec, attempts=0, retry_pending=False, reused=reused)
@@ -226,10 +225,6 @@ def held(rec, ev):
             {"ramdisk": rec.area(OUT_AREA), "nodes": list(rec.nodes), "error": rec.error},
         )
     ]
-
-
-def clear_error(rec, ev):
-    return _set(rec, error=None, output_home=None), []
 
 
 def too_big(rec, ev):
@@ -310,13 +305,9 @@ def _deadline(rec):
     return rec.limits.holder_timeout
 
 
-#: rsa-states whose stay is bounded (in-flight: waiting for the pool)
-TIMED = frozenset({S.REQUESTED, S.ASSIGNED, S.BOOTING, S.STAGING_IN, S.STAGING_OUT, S.STOPPING, S.TEARDOWN})
-
-
 def deadline_timer(rec, t):
     """The timer bounding the state ``rec`` just entered, if any."""
-    if rec.rsa_state not in TIMED:
+    if rec.rsa_state not in IN_FLIGHT:
         return []
     return [A.StartTimer(rec.jobid, name="timeout", seconds=_deadline(rec), state=rec.rsa_state.value, since=t)]
 
@@ -374,7 +365,7 @@ def take_env(rec, ev):
     (a job that started with our offer keeps its RAM disk)."""
     env = ev.env if ev.env is not None else rec.env
     uses = env is not None and env.on_ramdisk
-    return _set(rec, env=env, start_pending=False, started=True, offer="",
+    return _set(rec, env=env, start_pending=False, started=True, offer=Offer.NONE,
                 revoked=rec.revoked and not uses), []
 
 
@@ -382,30 +373,30 @@ def take_env(rec, ev):
 
 
 def offer(rec, ev):
-    return _set(rec, offer="made"), [A.Offer(rec.jobid, env=start_env(rec))]
+    return _set(rec, offer=Offer.MADE), [A.Offer(rec.jobid, env=start_env(rec))]
 
 
 def withdraw(rec, ev):
     """The RAM disk is wanted back: take the offer back first."""
-    return _set(rec, offer="withdrawing"), [A.Withdraw(rec.jobid)]
+    return _set(rec, offer=Offer.WITHDRAWING), [A.Withdraw(rec.jobid)]
 
 
 def drop_offer(rec, ev):
     """The RAM disk is gone: take any offer back, without waiting."""
-    if not rec.offer:
+    if rec.offer is Offer.NONE:
         return rec, []
-    return _set(rec, offer=""), [A.Withdraw(rec.jobid)]
+    return _set(rec, offer=Offer.NONE), [A.Withdraw(rec.jobid)]
 
 
 def withdrawn(rec, ev):
     """The offer is back: the capacity may go."""
-    return _set(rec, offer=""), []
+    return _set(rec, offer=Offer.NONE), []
 
 
 def offer_taken(rec, ev):
     """The job started with the offer: it runs on this RAM disk whatever
     happened meanwhile (its own rsa-ready, if already seen, set the env)."""
-    rec = _set(rec, offer="", revoked=False)
+    rec = _set(rec, offer=Offer.NONE, revoked=False)
     if rec.started:
         return rec, []
     return _set(rec, env=start_env(rec), started=True, start_pending=False), []
@@ -423,7 +414,7 @@ def starting(rec, ev):
     """job-manager holds the job until we answer; on_late=wait may make it
     wait for the inputs, never longer than the site's late timeout."""
     first = not rec.start_pending and rec.env is None
-    rec = _set(rec, start_pending=True, revoked=False, offer="", ranks=ev.ranks or rec.ranks)
+    rec = _set(rec, start_pending=True, revoked=False, offer=Offer.NONE, ranks=ev.ranks or rec.ranks)
     if first and rec.request.on_late == "wait" and rec.rsa_state is not S.INELIGIBLE:
         return late_timer(rec, ev)
     return rec, []

@@ -1,26 +1,43 @@
 """The RSA state machine as data.
 
-Two tables, read like the thesis's rsa-scheduler.sh:
+Three tables, read like the thesis's rsa-scheduler.sh.  ``machine.py`` only
+looks their rows up and applies them; every rule about states is here (the
+states themselves, and every flag a guard reads, are listed in ``states.py``):
 
-* EVENT_ROWS: what an event does to the record it names, by rsa-state.  Job
-  events move the job-state axis; pool events complete what an in-flight
-  rsa-state was waiting for.
+* JOB_ROWS: what a job event does to the job-state axis: the job-states it
+  moves the job from, the one it moves it to, and those in which the event
+  is ignored (late or repeated, e.g. replayed from the journal).
+* EVENT_ROWS: what an event does to the record, by rsa-state, first
+  matching row wins: the side effects of job events; pool events completing
+  what an in-flight rsa-state waits for; timers; people.
 * PASS_ROWS: the scheduler pass.  After every event they are applied, first
-  matching row wins, until none matches: (job-state, rsa-state, guard) ->
-  (rsa-state', steps).  This is where "what happens to a STAGING_IN job that
-  is demoted?" is answered, by one row.
+  matching row wins, until no row matches or the row that matches stays
+  (``SAME`` and no steps): (job-state, rsa-state, guard) -> (rsa-state',
+  steps).  This is where "what happens to a STAGING_IN job that is
+  demoted?" is answered, by one row.
 
-A row's steps run in order; each is a function from ``steps.py``.  ``SAME``
-keeps the rsa-state.  An event with no row for the record's rsa-state is an
-illegal move (``machine.IllegalEvent``); rows that deliberately do nothing
-say so with no steps.
+A row's steps run in order; each is a function from ``steps.py``.  A guard
+is a named function below whose name reads as the condition it checks.
+``SAME`` keeps the rsa-state.  Rows that deliberately do nothing say so with
+no steps.
+
+An event with no row is an illegal move, always: ``machine.process`` raises
+``machine.IllegalEvent`` when the event's JOB_ROWS entry neither moves nor
+ignores the job-state, or when no EVENT_ROWS row matches the rsa-state;
+``machine.accepts`` answers the same question without raising (the service
+refuses a person's request with it, and logs any other illegal event as a
+bug).  Nothing is dropped silently for want of a row.  Only a stale event is
+dropped before the rows are read: a pool event of another reservation
+(``gen``) or stage (``seq``), or a deadline for an rsa-state the job has
+left; an earlier reservation's holder that reports itself alive is
+cancelled.
 """
 
 from collections import namedtuple
 
 from flux_rsa.core import events as E
 from flux_rsa.core import steps as do
-from flux_rsa.core.states import HOLDING, PRE_RUN, JobState, Mount, RsaState
+from flux_rsa.core.states import ENDED, HOLDER_IN_FLIGHT, HOLDING, PRE_RUN, JobState, Measure, Mount, Offer, RsaState
 
 J = JobState
 S = RsaState
@@ -28,6 +45,7 @@ SAME = None
 ANY = frozenset(S)
 
 Row = namedtuple("Row", "states guard to steps")
+JobRow = namedtuple("JobRow", "moves to ignored")
 PassRow = namedtuple("PassRow", "jobs states guard to steps")
 
 
@@ -85,10 +103,6 @@ def out_on_ramdisk(rec):
     return rec.env is not None and rec.env.out_on_ramdisk
 
 
-def not_out_on_ramdisk(rec):
-    return not out_on_ramdisk(rec)
-
-
 def has_input(rec):
     return rec.request.has_stage_in and not rec.failed
 
@@ -103,15 +117,15 @@ def can_stage(rec):
 
 def sized(rec):
     """The reservation's size is known (no data_in measurement outstanding)."""
-    return not rec.measure
+    return rec.measure is Measure.NONE
 
 
 def measure_wanted(rec):
-    return rec.measure == "wanted"
+    return rec.measure is Measure.WANTED
 
 
 def measure_asked(rec, ev):
-    return rec.measure == "asked"
+    return rec.measure is Measure.ASKED
 
 
 def not_backing_off(rec):
@@ -130,7 +144,7 @@ def revoked(rec):
 def offerable(rec):
     """Staged and pending, nothing offered yet: offer the start env (not
     when the compute nodes must attach the RAM disk first)."""
-    return (not rec.offer and not rec.revoked and not rec.start_pending and not rec.failed
+    return (rec.offer is Offer.NONE and not rec.revoked and not rec.start_pending and not rec.failed
             and rec.volume is None)
 
 
@@ -168,7 +182,7 @@ def needless_mount(rec):
     to start on a new RAM disk (the attached one was lost)."""
     if rec.mount is not Mount.ATTACHED:
         return False
-    over = rec.job_state in (J.FINISHED, J.CANCELED)
+    over = rec.job_state in ENDED
     unused = rec.env is not None and not uses_ramdisk(rec)
     stale = rec.start_pending and rec.mount_path != rec.job_ramdisk
     return over or unused or stale
@@ -185,15 +199,32 @@ def unmounted(rec):
 
 def give_back(rec):
     """Revoked, and no offer job-manager could still start the job with."""
-    return rec.revoked and not rec.offer
+    return rec.revoked and rec.offer is Offer.NONE
 
 
 def offered(rec):
-    return rec.revoked and rec.offer == "made"
+    return rec.revoked and rec.offer is Offer.MADE
 
 
 def withdrawing(rec, ev):
-    return rec.offer == "withdrawing"
+    return rec.offer is Offer.WITHDRAWING
+
+
+def attaching(rec, ev):
+    return rec.mount is Mount.ATTACHING
+
+
+def detaching(rec, ev):
+    return rec.mount is Mount.DETACHING
+
+
+def still_waiting(rec, ev):
+    """The late timer fired while the job still waits for its inputs."""
+    return waits(rec)
+
+
+def not_revoked(rec):
+    return not rec.revoked
 
 
 def advancing(rec):
@@ -201,26 +232,62 @@ def advancing(rec):
     return rec.job_state is J.ONDECK or waits(rec)
 
 
+def advancing_sized(rec):
+    """Advancing, staging allowed and the reservation's size known: reserve."""
+    return advancing(rec) and can_stage(rec) and sized(rec)
+
+
+def advancing_with_input(rec):
+    return advancing(rec) and has_input(rec)
+
+
+def advancing_without_input(rec):
+    return advancing(rec) and no_input(rec)
+
+
+def advancing_retry_due(rec):
+    """Advancing after a failed stage-in whose back-off is over."""
+    return advancing(rec) and has_input(rec) and not_backing_off(rec)
+
+
+def advancing_can_stage(rec):
+    return advancing(rec) and can_stage(rec)
+
+
+def output_to_stage_out(rec):
+    """Outputs are on the RAM disk and no compute node holds it any more."""
+    return out_on_ramdisk(rec) and unmounted(rec)
+
+
 # --- job-state axis: (from job-states) -> job-state, per event --------------
 
 
+ALL_JOBS = frozenset(J)
+BEFORE_END = PRE_RUN | {J.RUNNING}
+
+
+def job_row(moves, to):
+    """The event moves the job from ``moves`` to ``to`` and is ignored in
+    every other job-state (it came late, or again)."""
+    return JobRow(moves, to, ALL_JOBS - moves)
+
+
 JOB_ROWS = {
-    E.OnDeck: (frozenset({J.PENDING, J.DEMOTED}), J.ONDECK),
-    E.Demoted: (frozenset({J.ONDECK}), J.DEMOTED),
-    E.Revoke: (frozenset({J.DEMOTED}), J.DEMOTED),
-    E.Starting: (PRE_RUN | {J.RUNNING}, J.RUNNING),
-    E.Started: (PRE_RUN | {J.RUNNING}, J.RUNNING),
-    E.OfferTaken: (PRE_RUN | {J.RUNNING}, J.RUNNING),
-    E.Finished: (PRE_RUN | {J.RUNNING}, J.FINISHED),
-    E.Canceled: (PRE_RUN | {J.RUNNING}, J.CANCELED),
+    E.OnDeck: job_row(frozenset({J.PENDING, J.DEMOTED}), J.ONDECK),
+    E.Demoted: job_row(frozenset({J.ONDECK}), J.DEMOTED),
+    E.Revoke: job_row(frozenset({J.DEMOTED}), J.DEMOTED),
+    E.Starting: job_row(BEFORE_END, J.RUNNING),
+    E.Started: job_row(BEFORE_END, J.RUNNING),
+    E.OfferTaken: job_row(BEFORE_END, J.RUNNING),
+    E.Finished: job_row(BEFORE_END, J.FINISHED),
+    E.Canceled: job_row(BEFORE_END, J.CANCELED),
 }
 
 # --- EVENT_ROWS: completions and requests, by rsa-state --------------------
 
-IN_FLIGHT_HOLDER = states(S.REQUESTED, S.ASSIGNED, S.BOOTING)
 #: states in which the current holder generation is believed gone
 GONE = states(S.INITIAL, S.DESTROYED)
-LIVE_RAMDISK = HOLDING - IN_FLIGHT_HOLDER - {S.TEARDOWN}
+LIVE_RAMDISK = HOLDING - HOLDER_IN_FLIGHT - {S.TEARDOWN}
 
 EVENT_ROWS = {
     # job events: the job-state change is in JOB_ROWS; rsa side effects here
@@ -256,7 +323,7 @@ EVENT_ROWS = {
         Row(states(S.TEARDOWN), always, S.DESTROYED, (do.forget_holder,)),
         Row(GONE, always, SAME, ()),
         # not asked for: the reservation failed or the RAM disk was lost
-        Row(IN_FLIGHT_HOLDER, always, S.DESTROYED, (do.lost, do.forget_holder)),
+        Row(HOLDER_IN_FLIGHT, always, S.DESTROYED, (do.lost, do.forget_holder)),
         Row(LIVE_RAMDISK, always, S.DESTROYED, (do.drop_offer, do.lost, do.forget_holder)),
     ],
     # stage jobs
@@ -279,7 +346,7 @@ EVENT_ROWS = {
         Row(ANY, always, SAME, ()),
     ],
     E.LateTimeout: [
-        Row(ANY, lambda rec, ev: waits(rec), SAME, (do.late,)),
+        Row(ANY, still_waiting, SAME, (do.late,)),
         Row(ANY, always, SAME, ()),
     ],
     E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
@@ -290,7 +357,7 @@ EVENT_ROWS = {
     E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
     # a deadline (machine.py ignores one for a state the job has left)
     E.Timeout: [
-        Row(IN_FLIGHT_HOLDER, always, S.TEARDOWN, (do.timed_out, do.cancel_holder)),
+        Row(HOLDER_IN_FLIGHT, always, S.TEARDOWN, (do.timed_out, do.cancel_holder)),
         Row(states(S.STAGING_IN), always, S.STOPPING, (do.timed_out, do.stop_stage)),
         Row(states(S.STAGING_OUT), always, S.HELD, (do.timed_out, do.abandon_stage, do.held)),
         Row(states(S.STOPPING), always, SAME, (do.stop_stage, do.rearm)),
@@ -298,9 +365,9 @@ EVENT_ROWS = {
     ],
     E.Release: [Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))],
     # the RAM disk on the compute nodes (the mount sub-machine)
-    E.Attached: [Row(ANY, lambda rec, ev: rec.mount is Mount.ATTACHING, SAME, (do.attached,)),
+    E.Attached: [Row(ANY, attaching, SAME, (do.attached,)),
                  Row(ANY, always, SAME, ())],
-    E.Detached: [Row(ANY, lambda rec, ev: rec.mount is Mount.DETACHING, SAME, (do.detached,)),
+    E.Detached: [Row(ANY, detaching, SAME, (do.detached,)),
                  Row(ANY, always, SAME, ())],
 }
 
@@ -308,7 +375,7 @@ EVENT_ROWS = {
 
 RUN = frozenset({J.RUNNING})
 ONDECK_OR_RUN = frozenset({J.ONDECK, J.RUNNING})
-ENDED = frozenset({J.FINISHED, J.CANCELED})
+DEMOTED = frozenset({J.DEMOTED})
 GIVE_BACK = states(S.REQUESTED, S.ASSIGNED, S.BOOTING, S.BOOTED, S.READY, S.ABORTED)
 
 PASS_ROWS = [
@@ -328,22 +395,24 @@ PASS_ROWS = [
     # -- sizing from data_in (headroom): measure it first --
     PassRow(PRE_RUN | RUN, states(S.INITIAL), measure_wanted, SAME, (do.measure,)),
     # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
-    PassRow(ONDECK_OR_RUN, states(S.INITIAL), lambda r: advancing(r) and can_stage(r) and sized(r), S.REQUESTED, (do.request,)),
-    PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and has_input(r), S.STAGING_IN, (do.stage_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.BOOTED), lambda r: advancing(r) and no_input(r), S.READY, (do.staged_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.ABORTED), lambda r: advancing(r) and has_input(r) and not_backing_off(r), S.STAGING_IN, (do.stage_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.DESTROYED), lambda r: advancing(r) and can_stage(r), S.INITIAL, (do.reset,)),
+    PassRow(ONDECK_OR_RUN, states(S.INITIAL), advancing_sized, S.REQUESTED, (do.request,)),
+    PassRow(ONDECK_OR_RUN, states(S.BOOTED), advancing_with_input, S.STAGING_IN, (do.stage_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.BOOTED), advancing_without_input, S.READY, (do.staged_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.ABORTED), advancing_retry_due, S.STAGING_IN, (do.stage_in,)),
+    PassRow(ONDECK_OR_RUN, states(S.DESTROYED), advancing_can_stage, S.INITIAL, (do.reset,)),
     # -- staged while pending: offer the start, so it needs no round trip --
     PassRow(PRE_RUN, states(S.READY), offerable, SAME, (do.offer,)),
     # -- demoted and revoked: give the capacity back (Figure 3.3) --
-    PassRow(frozenset({J.DEMOTED}), states(S.STAGING_IN), revoked, S.STOPPING, (do.stop_stage,)),
-    PassRow(frozenset({J.DEMOTED}), states(S.READY), offered, SAME, (do.withdraw,)),
-    PassRow(frozenset({J.DEMOTED}), GIVE_BACK, give_back, S.TEARDOWN, (do.cancel_holder,)),
-    PassRow(frozenset({J.DEMOTED}), states(S.DESTROYED), can_stage, S.INITIAL, (do.reset,)),
+    PassRow(DEMOTED, states(S.STAGING_IN), revoked, S.STOPPING, (do.stop_stage,)),
+    # ... not revoked (yet): keep staging, the job may be on deck again soon
+    PassRow(DEMOTED, states(S.STAGING_IN), not_revoked, SAME, ()),
+    PassRow(DEMOTED, states(S.READY), offered, SAME, (do.withdraw,)),
+    PassRow(DEMOTED, GIVE_BACK, give_back, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(DEMOTED, states(S.DESTROYED), can_stage, S.INITIAL, (do.reset,)),
     # -- the job is over (Figure 3.5, thesis job-finish.sh) --
     # its compute nodes let go of the RAM disk before anything reads or ends it
     PassRow(frozenset(J), ANY, needless_mount, SAME, (do.detach,)),
-    PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), lambda r: out_on_ramdisk(r) and unmounted(r), S.STAGING_OUT, (do.stage_out,)),
+    PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), output_to_stage_out, S.STAGING_OUT, (do.stage_out,)),
     PassRow(frozenset({J.FINISHED}), states(S.HELD), auto_retry, S.STAGING_OUT, (do.auto_retry_out, do.stage_out)),
     PassRow(ENDED, states(S.STAGING_IN), always, S.STOPPING, (do.stop_stage,)),
     PassRow(ENDED, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, unmounted, S.TEARDOWN, (do.cancel_holder,)),
