@@ -130,3 +130,13 @@ def test_bad_command_settings_name_the_key_and_the_fix(table, message):
     with pytest.raises(BadConfig) as err:
         Policy.from_config(table)
     assert message in str(err.value)
+
+
+def test_the_schema_is_a_valid_json_schema():
+    # from_config no longer checks the schema itself on every call (it is
+    # checked here, once)
+    import jsonschema
+
+    from flux_rsa.core.config import SCHEMA
+
+    jsonschema.validators.validator_for(SCHEMA).check_schema(SCHEMA)

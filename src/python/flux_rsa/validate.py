@@ -6,10 +6,15 @@ at submit, with one line naming the key, the value and the fix.
 
 Paths are judged as the submitting user (job-ingest runs as the instance
 owner); rsa.capacity is bounded by the pool: the instance's RSA nodes
-(``[rsa] property``) times ``[rsa] node-capacity``.
+(``[rsa] property``) times ``[rsa] node-capacity``.  A worker reads
+the pool's size (the config and the resource set: two RPCs, ~5 ms) at most
+once a second (POOL_TTL): a burst of submissions shares one reading, and a
+change of the instance's RSA nodes or ``[rsa]`` reaches the check within
+that second.
 """
 
 import errno
+import time
 
 import flux.resource
 from flux.job.validator import ValidatorPlugin
@@ -18,8 +23,20 @@ from flux_rsa.checks import Pool, check_request
 from flux_rsa.core import BadConfig, Policy
 
 
+POOL_TTL = 1.0  # s a worker uses one reading of the pool's size
+
+
 class Validator(ValidatorPlugin):
+    _pool_read = None  # (monotonic time, Pool or None) of the last reading
+
     def pool(self):
+        """The pool's size, read at most once every POOL_TTL seconds."""
+        now = time.monotonic()
+        if self._pool_read is None or now - self._pool_read[0] >= POOL_TTL:
+            self._pool_read = (now, self.read_pool())
+        return self._pool_read[1]
+
+    def read_pool(self):
         """The RSA pool's size now, or None when it cannot be told (no or
         bad [rsa] table, no RSA nodes): rsa.capacity is then not bounded here."""
         try:
