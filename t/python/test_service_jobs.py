@@ -41,7 +41,7 @@ def listed(jobid, state=SCHED, priority=16, t_submit=1.0, estimate=None):
 def test_the_queue_is_the_last_read_with_our_jobs_as_told():
     tr = Tracker()
     queued(tr, 1)
-    queue = Queue(tr)
+    queue = Queue(tr, head=100)
     queue.read([listed(1, priority=16, estimate=99.0), listed(5, priority=20, t_submit=0.5, estimate=50.0),
                 listed(4, state=RUN), listed(3, state=DEPEND)])  # RUN and DEPEND are not pending
     assert sorted((p.jobid, p.priority, p.t_estimate) for p in queue.pending()) == [(1, 16, 99.0), (5, 20, 50.0)]
@@ -56,7 +56,7 @@ def test_the_queue_is_the_last_read_with_our_jobs_as_told():
 
 def test_a_job_joins_the_queue_once_a_read_placed_it():
     tr = Tracker()
-    queue = Queue(tr)
+    queue = Queue(tr, head=100)
     queue.read([listed(7, priority=16, t_submit=0.5)])
     queued(tr, 1)
     assert [p.jobid for p in queue.pending()] == [7]  # 1 is not placed yet
@@ -66,7 +66,7 @@ def test_a_job_joins_the_queue_once_a_read_placed_it():
 
 def test_a_job_read_before_the_plugin_told_of_it_counts_once():
     tr = Tracker()
-    queue = Queue(tr)
+    queue = Queue(tr, head=100)
     queue.read([listed(1, priority=16, t_submit=1.0)])
     queued(tr, 1)
     assert [p.jobid for p in queue.pending()] == [1]

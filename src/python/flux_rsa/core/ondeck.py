@@ -30,6 +30,11 @@ J, S = JobState, RsaState
 
 #: an on-deck job stays on deck until it is this much further out
 HYSTERESIS = 1.5
+#: the queue's first jobs a pass reads, at least: the depth rule needs
+#: ondeck_depth x HYSTERESIS of them, and a scheduler gives start estimates
+#: only to the jobs it reserves for, near the queue's head (Fluxion: within
+#: its queue-depth, 32 by default)
+HEAD_MIN = 1024
 LATER = math.inf  # start key of a pending job outside the window
 
 
@@ -109,6 +114,20 @@ class Ledger:
 
 def _holds(rec):
     return rec.rsa_state in HOLDING
+
+
+def head(policy):
+    """How many of the queue's first jobs a pass reads."""
+    return max(HEAD_MIN, 4 * policy.ondeck_depth)
+
+
+def engaged(rec):
+    """Does the on-deck pass need ``rec`` even when its job is not among
+    the queue's first jobs read?  Yes if it holds capacity (which the pass
+    may count, keep or take back) or is on deck (which it may demote).
+    Passing the pass the records of the jobs read plus the engaged ones
+    gives the same answer as passing every record."""
+    return _holds(rec) or rec.job_state is J.ONDECK
 
 
 def _reclaimable(rec, pending_ids):

@@ -1,11 +1,14 @@
 """The queue the on-deck rule looks at, read from job-manager.
 
 The on-deck pass needs the jobs without rsa and the scheduler's estimates:
-job-manager.list gives every active job with its state, priority and
-annotations, exact when it answers.  A read costs the service (and
-job-manager about as much) time that grows with the number of active
-jobs, so reads are spaced: at least QUERY_GAP apart, and far enough apart
-that handling them takes the service at most QUERY_DUTY of the time.
+job-manager.list gives the active jobs with their state, priority and
+annotations, exact when it answers, SCHED ones first in queue order.  A
+read asks for the queue's head only (core.ondeck.head: what the on-deck
+rule can reach), so it costs the same however long the queue; our jobs
+the pass must see behind the head (core.ondeck.engaged) are added from
+what the Tracker knows.  Reads are spaced too: at least QUERY_GAP apart,
+and far enough apart that handling them takes the service at most
+QUERY_DUTY of the time.
 """
 
 import time
@@ -21,26 +24,31 @@ QUERY_DUTY = 0.1
 
 class Queue:
     """The pending jobs as the on-deck rule sees them: those job-manager
-    listed in SCHED at the last read (``read``: its active jobs with id,
-    state, priority, t_submit and annotations), the jobs the Tracker follows
-    (those that mention rsa) as it knows them now: a message of the plugin
-    can arrive after the read was answered, so one of ours it said is
-    allocated is not pending, whatever the read says; one the read does not
-    list yet waits for the next read."""
+    listed in SCHED at the last read (``read``: the first ``head`` of its
+    active jobs, with id, state, priority, t_submit and annotations), the
+    jobs the Tracker follows (those that mention rsa) as it knows them now:
+    a message of the plugin can arrive after the read was answered, so one
+    of ours it said is allocated is not pending, whatever the read says; one
+    the read does not list yet waits for the next read, unless the read
+    stopped at ``head`` jobs: then a pending job of ours the pass must see
+    (``extra``) is behind them."""
 
-    def __init__(self, tracker):
+    def __init__(self, tracker, head):
         self.tracker = tracker
+        self.head = head  # jobs asked for in a read (job-manager.list max_entries)
         self.listed = {}  # jobid -> Pending, as of the last read
+        self.truncated = False  # the last read stopped at head jobs
 
     def read(self, jobs):
         self.listed = {}
+        self.truncated = len(jobs) >= self.head
         for job in jobs:
             if job.get("state") == FLUX_JOB_STATE_SCHED:
                 estimate = ((job.get("annotations") or {}).get("sched") or {}).get("t_estimate")
                 jobid = int(job["id"])
                 self.listed[jobid] = Pending(jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate)
 
-    def pending(self):
+    def pending(self, extra=()):
         out = []
         for jobid, p in self.listed.items():
             facts = self.tracker.jobs.get(jobid)
@@ -48,6 +56,11 @@ class Queue:
                 out.append(p)
             elif facts.pending:
                 out.append(Pending(jobid, facts.priority, facts.t_submit, p.t_estimate))
+        if self.truncated:
+            for jobid in extra:
+                facts = self.tracker.jobs.get(jobid)
+                if jobid not in self.listed and facts is not None and facts.pending:
+                    out.append(Pending(jobid, facts.priority, facts.t_submit))
         return out
 
 
@@ -57,10 +70,11 @@ class QueueReader:
     soon after the last one, it calls ``again()`` once the next read may
     start instead (the caller asks then)."""
 
-    def __init__(self, h, log, tracker, metrics, again):
+    def __init__(self, h, log, tracker, metrics, again, head, extra):
         self.h = h
         self.log = log
-        self.queue = Queue(tracker)
+        self.queue = Queue(tracker, head)
+        self.extra = extra  # jobids of ours the pass must see behind the head (a live set)
         self.metrics = metrics
         self.again = again
         self.reading = False  # a read is out
@@ -87,7 +101,7 @@ class QueueReader:
             begun = time.monotonic()
             try:
                 self.queue.read(f.get()["jobs"])
-                then(self.queue.pending())
+                then(self.queue.pending(self.extra))
             except (OSError, KeyError, TypeError) as exc:
                 self.log.warning(f"rsa: reading the queue from job-manager: {exc!r}")
             except Exception as exc:
@@ -98,4 +112,4 @@ class QueueReader:
             if self.wanted:
                 self.again()
 
-        self.h.rpc("job-manager.list", {"max_entries": 0}).then(listed)
+        self.h.rpc("job-manager.list", {"max_entries": self.queue.head}).then(listed)

@@ -24,11 +24,12 @@ from flux.idset import IDset
 from flux_rsa.core import BadRequest, IllegalEvent, Policy, admit, parse_request, process, settle
 from flux_rsa.core import events as E
 from flux_rsa.core import actions as A
-from flux_rsa.core import inflight, ondeck, rates, reuse
+from flux_rsa.core import inflight, ondeck, reuse
 from flux_rsa.core.states import PRE_RUN, RsaState
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
+from flux_rsa.service.deckindex import DeckIndex
 from flux_rsa.service.drain import Drains
 from flux_rsa.service.execute import Executor, PostState
 from flux_rsa.service.intake import Intake
@@ -70,7 +71,9 @@ class Service:
         self.execute.deliver = self.withdrawn
         self.outbox = Outbox(h, log, self.execute.run, self.metrics, prepare=self.reusing)
         self.intake = Intake(h, log, self.tracker, self)
-        self.reader = QueueReader(h, log, self.tracker, self.metrics, again=self.arm_plan)
+        self.index = DeckIndex(self.records)
+        self.reader = QueueReader(h, log, self.tracker, self.metrics, again=self.arm_plan,
+                                  head=ondeck.head(policy), extra=self.index.engaged)
         self.reconciler = Reconciler(log, self.records, self.pool, self.apply, done=self.arm_flush)
         self.pool_events = PoolEvents(log, self)
         self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
@@ -117,6 +120,7 @@ class Service:
     def commit(self, old, new, actions):
         if new != old:
             self.records[new.jobid] = new
+            self.index.changed(old, new)
             self.store.save(new)
             self.waiters.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
@@ -233,8 +237,9 @@ class Service:
         """The on-deck pass on the queue as read (``pending``)."""
         self.metrics.intake = asked  # the actions' latency includes the read
         now = time.time()
-        rate = rates.stage_rate(self.records, self.policy.stage_rate)
-        events = ondeck.plan(pending, self.records, self.pool.nodes, self.policy, now, rate, self.drains.drained)
+        rate = self.index.stage_rate(self.policy.stage_rate)
+        events = ondeck.plan(pending, self.index.view(pending), self.pool.nodes, self.policy, now, rate,
+                             self.drains.drained)
         for jobid, ev in events:
             self.apply(jobid, ev)
 
@@ -258,6 +263,8 @@ class Service:
 
     def trim(self):
         """Keep at most ``keep`` records of ended jobs (oldest go first)."""
+        if len(self.records) <= self.policy.keep:
+            return  # (the common case, without a look at every record)
         final = [r for r in self.records.values() if r.final]
         excess = len(final) - self.policy.keep
         if excess <= 0:
@@ -265,6 +272,7 @@ class Service:
         final.sort(key=lambda r: r.history[-1].t if r.history else 0)
         for rec in final[:excess]:
             del self.records[rec.jobid]
+            self.index.removed(rec.jobid)
             self.store.remove(rec.jobid)
 
     # --- requests from people ---
