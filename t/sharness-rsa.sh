@@ -45,19 +45,86 @@ rsa_state() {
 	flux rsa status -a -n -o "{rsa_state}" "$1"
 }
 
-# wait until job $1 reaches rsa-state $2 (or give up after $3 seconds)
-rsa_wait_state() {
-	_i=0
-	_max=$(( ${3:-30} * 10 ))
-	while test "$(rsa_state "$1")" != "$2"; do
-		_i=$((_i + 1))
-		if test $_i -gt $_max; then
-			echo "job $1 is $(rsa_state "$1"), not $2, after ${3:-30}s; its record:" >&2
-			flux rsa status -a -o json "$1" >&2
+# rsa_wait_for SECONDS WHAT COMMAND...: wait until COMMAND succeeds (tried
+# every 0.1 s, at most SECONDS), or say that WHAT did not happen.  The one
+# polling loop of these helpers, for what no event announces (the record of
+# a job that has ended, the service's figures); tests wait on job events
+# (flux job wait-event) or on these helpers, never on sleep.
+rsa_wait_for() {
+	_wf_secs=$1
+	_wf_max=$(( $1 * 10 ))
+	_wf_what=$2
+	shift 2
+	_wf_i=0
+	until "$@"; do
+		_wf_i=$((_wf_i + 1))
+		if test $_wf_i -gt $_wf_max; then
+			echo "$_wf_what: not after ${_wf_secs}s" >&2
 			return 1
 		fi
 		sleep 0.1
 	done
+}
+
+# rsa_in_state JOB STATE: the job is in rsa-state STATE now
+rsa_in_state() {
+	test "$(rsa_state "$1")" = "$2"
+}
+
+# rsa_went_through JOB STATE: the job's record has been in STATE
+rsa_went_through() {
+	rsa_history "$1" | grep -qx "$2"
+}
+
+# rsa_wait_state JOB STATE [SECONDS, default 30]: wait until job JOB is in
+# rsa-state STATE.  While a job is active the service mirrors each of its
+# states into its eventlog (rsa-state): flux job wait-event waits for it;
+# then (and for states after the job ended) the record says.
+rsa_wait_state() {
+	flux job wait-event -q -t ${3:-30} -m state="$2" "$1" rsa-state 2>/dev/null
+	rsa_wait_for ${3:-30} "job $1 in rsa-state $2" rsa_in_state "$1" "$2" ||
+	{ echo "job $1 is $(rsa_state "$1"); its record:" >&2
+	  flux rsa status -a -o json "$1" >&2; return 1; }
+}
+
+# rsa_wait_through JOB STATE [SECONDS, default 30]: wait until job JOB has
+# been in rsa-state STATE, even for a moment (its eventlog, its record's
+# history): a short state is not missed
+rsa_wait_through() {
+	flux job wait-event -q -t ${3:-30} -m state="$2" "$1" rsa-state 2>/dev/null ||
+	rsa_wait_for ${3:-30} "job $1 through rsa-state $2" rsa_went_through "$1" "$2" ||
+	{ flux rsa status -a -o json "$1" >&2; return 1; }
+}
+
+# on-deck passes the service has made (its queue reads)
+rsa_passes() {
+	flux rsa stats | flux python -c "
+import json, sys
+print(json.load(sys.stdin)[\"queue_read_ms\"][\"count\"])"
+}
+_rsa_passes_above() {
+	test "$(rsa_passes)" -gt "$1"
+}
+# ask the service for an on-deck pass (what a job leaving the queue does)
+rsa_poke() {
+	flux python -c "
+import flux
+from flux.constants import FLUX_RPC_NORESPONSE
+flux.Flux().rpc(\"rsa.queue-moved\", flags=FLUX_RPC_NORESPONSE)"
+}
+
+# rsa_settled [SECONDS, default 30]: wait until the service has made two
+# on-deck passes that began after now (the first may have read the queue
+# before): what a pass would do for what happened until now is done.  For
+# checks that something did NOT happen (a job left off the deck, not
+# placed): settle, then look.
+rsa_settled() {
+	_st_n=$(rsa_passes) &&
+	rsa_poke &&
+	rsa_wait_for ${1:-30} "an on-deck pass" _rsa_passes_above $_st_n &&
+	_st_n=$(rsa_passes) &&
+	rsa_poke &&
+	rsa_wait_for ${1:-30} "a second on-deck pass" _rsa_passes_above $_st_n
 }
 
 # a small tree with what users have: subdirectories, odd names, modes,
@@ -92,19 +159,19 @@ v = json.load(sys.stdin)[0].get(\"$1\")
 print(\"\" if v is None else \",\".join(v) if isinstance(v, list) else v)"
 }
 
-# wait until job $1 is over and its record at rest ($2 seconds, default 120)
+# rsa_at_rest JOB [SECONDS, default 120]: wait until the job has ended
+# (its clean event) and its record is at rest
+_rsa_rests() {
+	case "$(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)" in
+	FINISHED/DESTROYED|CANCELED/DESTROYED|FINISHED/INITIAL|CANCELED/INITIAL) return 0 ;;
+	esac
+	return 1
+}
 rsa_at_rest() {
-	_i=0
-	_max=$(( ${2:-120} * 5 ))
-	while true; do
-		_st=$(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)
-		case "$_st" in
-		FINISHED/DESTROYED|CANCELED/DESTROYED|FINISHED/INITIAL|CANCELED/INITIAL) return 0 ;;
-		esac
-		_i=$((_i + 1))
-		test $_i -lt $_max || { echo "job $1 stuck in $_st" >&2; return 1; }
-		sleep 0.2
-	done
+	flux job wait-event -q -t ${2:-120} "$1" clean &&
+	rsa_wait_for ${2:-120} "job $1 at rest" _rsa_rests "$1" ||
+	{ echo "job $1 stuck in $(flux rsa status -a -n -o "{job_state}/{rsa_state}" $1)" >&2
+	  return 1; }
 }
 
 # nothing leaks: no RAM disk, no holder or stage subjob in the pool, no
@@ -144,11 +211,7 @@ rsa_attached() {
 # wait until file $1 has something in it (at most 60 s): a job's shell
 # creates the file of a redirection before the command writes to it
 rsa_wait_file() {
-	_i=0
-	while ! test -s "$1"; do
-		_i=$((_i + 1)); test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
-		sleep 0.1
-	done
+	rsa_wait_for 60 "something in $1" test -s "$1"
 }
 
 # the RSA pool's RAM-disk provider (tmpfs, glusterfs, dir, command)

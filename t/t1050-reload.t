@@ -61,7 +61,7 @@ test_expect_success 'behind them: x is STAGING_IN, r READY and i INITIAL (not on
 		sh -c "cp -a \$RSA_DATA_IN/. \$RSA_DATA_OUT/") &&
 	rsa_wait_state $x STAGING_IN 60 &&
 	rsa_wait_state $r READY 60 &&
-	sleep 2 &&
+	rsa_settled &&
 	test "$(rsa_state $i)" = INITIAL
 '
 test_expect_success 'the module is removed and loaded again' '

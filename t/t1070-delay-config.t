@@ -3,7 +3,10 @@ test_description='rsa.delay drops the inputs for outputs; [rsa] is checked
 
 After rsa.delay seconds the staged inputs leave the RAM disk (RSA_DATA_IN
 then leads to data_in itself) and outputs still arrive.  A bad [rsa] table
-is refused with a message naming the key, the value and the fix.'
+is refused with a message naming the key, the value and the fix.  The
+jobtap plugin follows its [rsa] keys through flux config reload: a job held
+for an unreachable service under start-timeout = 10m starts on its
+directories once a reload lowers it to one second.'
 
 . $(dirname $0)/sharness-rsa.sh
 
@@ -46,6 +49,47 @@ test_expect_success 'flux config reload refuses a bad [rsa] value and says why' 
 test_expect_success 'the service still runs with its old configuration' '
 	flux rsa status -a >/dev/null &&
 	flux module list | grep "^rsa "
+'
+test_expect_success 'with the service away, the jobtap plugin refuses a bad start-timeout' '
+	conf="$RSA_INSTANCE_TMP/conf/rsa.toml" &&
+	cp "$conf" rsa.toml.good &&
+	flux module remove rsa &&
+	{ cat rsa.toml.good && echo "start-timeout = \"soon\""; } >"$conf" &&
+	test_must_fail flux config reload 2>err;
+	cp rsa.toml.good "$conf" &&
+	cat err &&
+	grep "rsa: \[rsa\] start-timeout: \"soon\" is not a duration" err
+'
+test_expect_success 'with start-timeout = 10m and the service away, an RSA job is held' '
+	{ cat rsa.toml.good && echo "start-timeout = \"10m\""; } >"$conf" &&
+	flux config reload &&
+	mkdir held.out &&
+	held=$(flux submit -N1 --setattr=rsa.data_out="$PWD/held.out" \
+		sh -c "echo \$RSA_DATA_OUT >\$RSA_DATA_OUT/where") &&
+	flux job wait-event -t 60 $held prolog-start &&
+	flux job eventlog $held >held.before &&
+	test_must_fail grep rsa-ready held.before
+'
+test_expect_success 'a reload to start-timeout = 1 reaches the plugin: the job starts on data_out' '
+	{ cat rsa.toml.good && echo "start-timeout = 1"; } >"$conf" &&
+	reloaded=$(date +%s.%N) &&
+	flux config reload &&
+	flux job wait-event -t 30 -f json $held rsa-ready >ready.json &&
+	flux job wait-event -t 60 $held clean &&
+	test "$(cat held.out/where)" = "$PWD/held.out" &&
+	flux python -c "
+import json, sys
+ready = json.load(open(\"ready.json\"))
+print(ready)
+assert ready[\"context\"][\"fallback\"].startswith(\"rsa service\"), ready
+assert ready[\"timestamp\"] > $reloaded, \"rsa-ready came before the reload\"
+"
+'
+test_expect_success 'the service comes back with the configuration it started with' '
+	cp rsa.toml.good "$conf" &&
+	flux config reload &&
+	flux module load rsa &&
+	rsa_wait_pool 60
 '
 test_expect_success 'a bad [rsa] at start-up stops the instance with the reason' '
 	mkdir badconf &&

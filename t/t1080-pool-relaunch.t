@@ -9,6 +9,10 @@ launches a new one, and RSA jobs are staged through it as before.'
 
 test_under_rsa_instance
 
+pool_running() {
+	test -n "$(rsa_pool_id)"
+}
+
 test_expect_success 'the RSA pool comes up' '
 	rsa_wait_pool 60 &&
 	rsa_pool_id >pool.old &&
@@ -17,11 +21,7 @@ test_expect_success 'the RSA pool comes up' '
 test_expect_success 'the pool job is canceled: the service launches another' '
 	flux cancel $(cat pool.old) &&
 	flux job wait-event -t 60 $(cat pool.old) clean &&
-	i=0 &&
-	while test -z "$(rsa_pool_id)"; do
-		i=$((i + 1)) && test $i -le 600 || return 1
-		sleep 0.1
-	done &&
+	rsa_wait_for 60 "a new RSA pool job" pool_running &&
 	rsa_wait_pool 60 &&
 	rsa_pool_id >pool.new &&
 	! test_cmp pool.old pool.new &&

@@ -10,6 +10,16 @@ test_under_rsa_instance
 
 count=2000
 
+# the service has at least $1 records
+records_at_least() {
+	test "$(flux rsa stats | flux python -c "import json,sys; print(json.load(sys.stdin)[\"records\"])")" -ge $1
+}
+# no record of an active job is left (flux rsa status lists them in ./remaining)
+none_remaining() {
+	flux rsa status -n -o "{id.f58} {job_state} {rsa_state} {note}" >remaining &&
+	! test -s remaining
+}
+
 test_expect_success 'setup: inputs, the compute nodes busy' '
 	rsa_wait_pool 60 &&
 	mkdir in out && echo data >in/file &&
@@ -30,10 +40,7 @@ test_expect_success 'the service answers within a second while it takes them in'
 	flux python -c "assert $end - $start < 1.0, $end - $start"
 '
 test_expect_success 'every job has its record; the first ones are staged' '
-	i=0 &&
-	while test "$(flux rsa stats | flux python -c "import json,sys; print(json.load(sys.stdin)[\"records\"])")" -lt $count; do
-		i=$((i + 1)) && test $i -lt 300 && sleep 0.2 || return 1
-	done &&
+	rsa_wait_for 60 "$count records" records_at_least $count &&
 	flux rsa status -n -o "{rsa_state}" >states &&
 	grep -c READY states
 '
@@ -41,11 +48,8 @@ test_expect_success 'a burst of cancels' '
 	flux cancel --quiet $(cat pending) || { flux jobs -a -f inactive | head; flux jobs -a -f inactive -o "{id.f58} {result} {exception.note}" | head -3; false; }
 '
 test_expect_success 'every record reaches a final state within 3 minutes' '
-	i=0 &&
-	while flux rsa status -n -o "{id.f58} {job_state} {rsa_state} {note}" >remaining && test -s remaining; do
-		i=$((i + 1)) && test $i -lt 900 && sleep 0.2 || {
-			head remaining; return 1; }
-	done
+	rsa_wait_for 180 "every record final" none_remaining ||
+	{ head remaining; false; }
 '
 test_expect_success 'the service still answers; nothing is held in the pool' '
 	flux rsa stats >after.json &&

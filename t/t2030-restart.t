@@ -22,24 +22,35 @@ run_phase() {
 	"$RSA_BUILDDIR"/t/rsa-instance --statedir "$state" --config "$PWD/conf" -- sh "$@"
 }
 
-# wait_state JOBID STATE: poll flux rsa status (inside an instance)
+# helpers for the phases, run inside an instance without sharness:
+# wait_for SECONDS COMMAND...: until COMMAND succeeds (tried every 0.1 s)
 cat >wait_state.sh <<'EOF2'
-wait_state() {
-	i=0
-	while test "$(flux rsa status -a -n -o "{rsa_state}" $1)" != $2; do
-		i=$((i + 1)); test $i -lt 600 || { echo "$1 is not $2" >&2; return 1; }; sleep 0.1
+wait_for() {
+	_max=$(($1 * 10)); shift
+	_i=0
+	until "$@"; do
+		_i=$((_i + 1)); test $_i -le $_max || return 1; sleep 0.1
 	done
 }
-# wait_given_up JOBID: HELD with no automatic retry left
-wait_given_up() {
-	i=0
-	while ! flux rsa status -a -o json $1 | flux python -c "
+in_state() {
+	test "$(flux rsa status -a -n -o "{rsa_state}" $1)" = $2
+}
+# wait_state JOBID STATE: the job's rsa-state event while it is active,
+# then its record
+wait_state() {
+	flux job wait-event -q -t 60 -m state=$2 $1 rsa-state 2>/dev/null || :
+	wait_for 60 in_state $1 $2 || { echo "$1 is not $2" >&2; return 1; }
+}
+given_up() {
+	flux rsa status -a -o json $1 | flux python -c "
 import json, sys
 r = json.load(sys.stdin)[0]
 sys.exit(not (r[\"rsa_state\"] == \"HELD\" and not r[\"retry_pending\"]
-              and r[\"attempts\"] > r[\"limits\"][\"stage_retries\"]))"; do
-		i=$((i + 1)); test $i -lt 300 || { echo "$1 is not HELD for good" >&2; return 1; }; sleep 0.2
-	done
+              and r[\"attempts\"] > r[\"limits\"][\"stage_retries\"]))"
+}
+# wait_given_up JOBID: HELD with no automatic retry left
+wait_given_up() {
+	wait_for 60 given_up $1 || { echo "$1 is not HELD for good" >&2; return 1; }
 }
 EOF2
 
@@ -104,7 +115,6 @@ test_expect_success 'second life: every job ends correctly' '
 	for j in \$x \$y \$z \$w \$v; do flux rsa wait -t 120 \$j; done
 	flux rsa status -a
 	flux rsa pool -o json >"$PWD/pool.json"
-	sleep 1
 	flux dmesg | grep " rsa\.\| rsa-pool" >"$PWD/dmesg2" || :
 	EOF2
 	run_phase phase2.sh >phase2.out 2>&1 || { cat phase2.out; false; } &&

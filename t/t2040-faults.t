@@ -26,12 +26,7 @@ T=$PWD
 
 # wait_for PATH: wait until PATH exists (60s)
 wait_for() {
-	_i=0
-	while ! test -e "$1"; do
-		_i=$((_i + 1))
-		test $_i -lt 600 || { echo "no $1 after 60s" >&2; return 1; }
-		sleep 0.1
-	done
+	rsa_wait_for 60 "$1" test -e "$1"
 }
 # submit_until_go K: an RSA job from in$K to out$K that copies its inputs
 # to its outputs, then runs until $T/go$K exists
@@ -46,15 +41,12 @@ stage_subjob() {
 		grep "^rsa-stage-$(flux job id --to=dec $1)-" | cut -d: -f2
 }
 # wait until a stage of job $1 other than subjob $2 is running
+_new_stage() {
+	_s=$(stage_subjob $1)
+	test -n "$_s" && test "$_s" != "$2"
+}
 wait_new_stage() {
-	_i=0
-	while true; do
-		_s=$(stage_subjob $1)
-		test -n "$_s" && test "$_s" != "$2" && return 0
-		_i=$((_i + 1))
-		test $_i -lt 300 || { echo "job $1: no new stage after 60s" >&2; return 1; }
-		sleep 0.2
-	done
+	rsa_wait_for 60 "job $1: a new stage" _new_stage $1 $2
 }
 # half_gate NAME in|out: a stage script for that direction that copies
 # big.dat, waits for $PWD/NAME.open, then copies everything (as the gates
@@ -250,11 +242,7 @@ crash_rank() {
 }
 # wait_lost JOBID: until the job's record has let go of its lost RAM disk (120s)
 wait_lost() {
-	_end=$(($(date +%s) + 120))
-	while ! rsa_history $1 | grep -q DESTROYED; do
-		test $(date +%s) -lt $_end || { flux rsa status -a -o json $1; return 1; }
-		sleep 0.5
-	done
+	rsa_wait_through $1 DESTROYED 120
 }
 # The job then either gets a new reservation on rsa0 (the usual outcome) or,
 # when the retries are used up (the stage and the holder on the lost node

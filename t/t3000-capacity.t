@@ -73,7 +73,7 @@ test_expect_success 'two 32M reservations share rsa0; a third waits (rsa1 is dra
 	echo "a on $na, b on $nb" &&
 	test "$na" = rsa0 &&
 	test "$nb" = rsa0 &&
-	sleep 3 &&
+	rsa_settled &&
 	test "$(rsa_state $c)" = INITIAL
 '
 test_expect_success 'flux rsa pool agrees: rsa0 holds 64M for both, rsa1 nothing' '

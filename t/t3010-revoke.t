@@ -25,13 +25,12 @@ restages() {
 	flux rsa status -a -n -o "{restages}" "$1"
 }
 # wait until job $1 has job-state $2
+_in_job_state() {
+	test "$(job_state $1)" = "$2"
+}
 wait_job_state() {
-	_i=0
-	while test "$(job_state $1)" != "$2"; do
-		_i=$((_i + 1))
-		test $_i -le 600 || { echo "job $1 is $(job_state $1), not $2" >&2; return 1; }
-		sleep 0.1
-	done
+	rsa_wait_for 60 "job $1 in job-state $2" _in_job_state $1 $2 ||
+	{ echo "job $1 is $(job_state $1)" >&2; return 1; }
 }
 # jobs that are ahead of everyone in the queue but need no RAM disk
 ahead() {
@@ -56,14 +55,14 @@ test_expect_success 'D1 and D2 hold a whole RSA node each, staged' '
 '
 test_expect_success 'one job ahead: D2 is third, inside the hysteresis, still on deck' '
 	n1=$(ahead) &&
-	sleep 2 &&
+	rsa_settled &&
 	test "$(job_state $d2)" = ONDECK &&
 	test "$(rsa_state $d2)" = READY
 '
 test_expect_success 'two jobs ahead: D2 is demoted but keeps its staged data' '
 	n2=$(ahead) &&
 	wait_job_state $d2 DEMOTED &&
-	sleep 2 &&
+	rsa_settled &&
 	test "$(rsa_state $d2)" = READY
 '
 test_expect_success 'back and forth at the edge of the deck three times: never staged again' '

@@ -11,13 +11,12 @@ only routes messages.
 import errno
 
 from flux.brokermod import BrokerModule, request_handler
+from flux.constants import FLUX_ROLE_OWNER
 
 from flux_rsa.core import BadConfig, Policy
 from flux_rsa.core import events as E
 from flux_rsa.service.pool_start import start_pool
 from flux_rsa.service.service import Service
-
-FLUX_ROLE_OWNER = 1
 
 
 def _owner(msg):

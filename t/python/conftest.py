@@ -1,9 +1,15 @@
-"""Shared pytest setup: flux_rsa from this tree, and one summary line per
-reason for skipped tests (e.g. how many Flux tests were skipped and why)."""
+"""Shared pytest setup: flux_rsa from this tree, one summary line per
+reason for skipped tests (e.g. how many Flux tests were skipped and why),
+and helpers several test files use (``from conftest import ...``)."""
 
 import collections
+import json
 import os
+import pwd
+import subprocess
 import sys
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "python"))
@@ -16,3 +22,44 @@ def pytest_terminal_summary(terminalreporter):
         reasons[reason.removeprefix("Skipped: ")] += 1
     for reason, count in reasons.most_common():
         terminalreporter.write_line(f"flux-rsa: SKIPPED {count} test(s): {reason}")
+
+
+# --- shared helpers and fixtures ---
+
+#: the account RAM disks and stages are made for when the tests run as root
+TEST_USER = "rsa-stage-test"
+
+
+@pytest.fixture(scope="module")
+def owner():
+    """The owner of test RAM disks: TEST_USER (made if missing) as root,
+    else the caller."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.getuid())
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", TEST_USER], check=True)
+        return pwd.getpwnam(TEST_USER)
+
+
+def ramdisk_marker(path):
+    """The marker a RAM disk at path carries (.rsa-ramdisk, JSON)."""
+    with open(os.path.join(path, ".rsa-ramdisk")) as f:
+        return json.load(f)
+
+
+def stop_pool(pool):
+    """End a test pool instance (shut down if it still runs) and clean up."""
+    if pool.instance.proc.poll() is None:
+        pool.shutdown()
+    pool.cleanup()
+
+
+def release_holders(pool, *jobids):
+    """Cancel the holders (generation 1) of jobids; each ends without error."""
+    for jobid in jobids:
+        pool.service.call("cancel", jobid=jobid, gen=1)
+    for jobid in jobids:
+        end = pool.service.wait_for("holder-end", jobid=jobid, gen=1)
+        assert end["error"] is None, end

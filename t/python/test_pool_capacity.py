@@ -12,6 +12,7 @@ import time
 import pytest
 
 from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
+from conftest import release_holders, stop_pool
 
 pytestmark = [requires_flux, requires_root]
 TIMINGS = {}
@@ -22,9 +23,7 @@ def pool():
     p = Pool()
     p.owner = owner_account()
     yield p
-    if p.instance.proc.poll() is None:
-        p.shutdown()
-    p.cleanup()
+    stop_pool(p)
     print("\npool timings:", {k: round(v, 3) for k, v in TIMINGS.items()})
 
 
@@ -37,14 +36,6 @@ def hold(pool, jobid, need, gen=1):
 
 def built(pool, jobid, gen=1):
     return pool.service.wait_for("ramdisk-built", jobid=jobid, gen=gen)["path"]
-
-
-def release(pool, *jobids):
-    for jobid in jobids:
-        pool.service.call("cancel", jobid=jobid, gen=1)
-    for jobid in jobids:
-        end = pool.service.wait_for("holder-end", jobid=jobid, gen=1)
-        assert end["error"] is None, end
 
 
 def test_pool_is_ready_with_memory_in_fluxion(pool):
@@ -92,11 +83,11 @@ def test_big_holders_spread_and_the_third_waits_for_a_cancel(pool):
     assert listed[103]["state"] == "pending" and listed[103]["nodes"] == []
     assert listed[101]["state"] == "built" and listed[101]["nodes"] == a["nodes"]
 
-    release(pool, 101)
+    release_holders(pool, 101)
     c = pool.service.wait_for("holder-alloc", jobid=103)
     assert c["nodes"] == a["nodes"]
     built(pool, 103)
-    release(pool, 102, 103)
+    release_holders(pool, 102, 103)
 
 
 def test_small_holders_share_a_node(pool):
@@ -111,7 +102,7 @@ def test_small_holders_share_a_node(pool):
     assert sorted(h["jobid"] for h in node["holders"]) == [111, 112]
     other = [n for host, n in status.items() if host != a["nodes"][0]][0]
     assert (other["reserved"], other["holders"]) == (0, [])
-    release(pool, 111, 112)
+    release_holders(pool, 111, 112)
     status = pool.service.call("status")["nodes"]
     assert [n["reserved"] for n in status] == [0, 0]
 
@@ -141,7 +132,7 @@ def test_a_holder_makes_a_tmpfs_of_the_granted_size_for_the_owner(pool):
         st = os.stat(os.path.join(path, area))
         assert (st.st_uid, st.st_gid) == (pool.owner.pw_uid, pool.owner.pw_gid)
         assert st.st_mode & 0o777 == 0o700
-    release(pool, 131)
+    release_holders(pool, 131)
     assert mounts_under(path) == [] and not os.path.exists(path)
 
 
@@ -189,7 +180,7 @@ def test_repeated_hold_does_the_work_once(pool):
     pool.service.pump(0.5)
     assert len(pool.service.seen("holder-alloc", jobid=161)) == 1
     assert len([h for h in pool.service.call("list")["holders"] if h["jobid"] == 161]) == 1
-    release(pool, 161)
+    release_holders(pool, 161)
 
 
 def test_bad_requests_are_refused_with_a_message(pool):

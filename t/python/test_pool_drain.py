@@ -10,6 +10,7 @@ import os
 import pytest
 
 from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
+from conftest import release_holders, stop_pool
 
 pytestmark = [requires_flux, requires_root]
 
@@ -19,9 +20,7 @@ def pool():
     p = Pool()
     p.owner = owner_account()
     yield p
-    if p.instance.proc.poll() is None:
-        p.shutdown()
-    p.cleanup()
+    stop_pool(p)
 
 
 def hold(pool, jobid, need):
@@ -31,14 +30,6 @@ def hold(pool, jobid, need):
 
 def node_status(pool):
     return {n["host"]: n for n in pool.service.call("status")["nodes"]}
-
-
-def release(pool, *jobids):
-    for jobid in jobids:
-        pool.service.call("cancel", jobid=jobid, gen=1)
-    for jobid in jobids:
-        end = pool.service.wait_for("holder-end", jobid=jobid, gen=1)
-        assert end["error"] is None, end
 
 
 def test_drain_of_an_unknown_host_names_the_pool_nodes(pool):
@@ -94,7 +85,7 @@ def test_a_drained_node_takes_no_new_holder_and_keeps_its_own(pool):
     assert pool.service.wait_for("holder-alloc", jobid=304)["nodes"] == [drained]
     assert pool.service.call("undrain", host=drained) == {}  # idempotent
     assert node_status(pool)[drained]["drained"] is False
-    release(pool, 301, 302, 303, 304)
+    release_holders(pool, 301, 302, 303, 304)
     assert mounts_under(path) == []
 
 
@@ -103,7 +94,7 @@ def test_a_holder_released_while_its_node_is_drained_ends_cleanly(pool):
     node = pool.service.wait_for("holder-alloc", jobid=311)["nodes"][0]
     path = pool.service.wait_for("ramdisk-built", jobid=311)["path"]
     pool.service.call("drain", host=node, reason="x")
-    release(pool, 311)
+    release_holders(pool, 311)
     assert not os.path.exists(path)
     status = node_status(pool)[node]
     assert (status["reserved"], status["drained"]) == (0, True)
@@ -111,7 +102,7 @@ def test_a_holder_released_while_its_node_is_drained_ends_cleanly(pool):
     # the freed granules are usable again
     hold(pool, 312, 64 * MiB)
     assert pool.service.wait_for("holder-alloc", jobid=312)["granted"] == 64 * MiB
-    release(pool, 312)
+    release_holders(pool, 312)
 
 
 def make_tree(pool, name):

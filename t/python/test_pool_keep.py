@@ -18,6 +18,7 @@ import pytest
 
 from test_pool_helpers import (FLUX, MiB, PYPATH, Pool, mounts_under, owner_account,
                                requires_flux, requires_root)
+from conftest import ramdisk_marker
 
 pytestmark = [requires_flux, requires_root]
 
@@ -61,11 +62,6 @@ def hold(pool, owner, jobid, need, gen=1, **extra):
                              **extra)
 
 
-def marker(path):
-    with open(os.path.join(path, ".rsa-ramdisk")) as f:
-        return json.load(f)
-
-
 def test_shutdown_keeps_the_named_ramdisks_and_destroys_the_others(story):
     pool = story.start()
     for jobid, need in ((501, 16 * MiB), (502, 8 * MiB), (504, 8 * MiB)):
@@ -85,7 +81,7 @@ def test_shutdown_keeps_the_named_ramdisks_and_destroys_the_others(story):
     assert (ends[504]["error"], ends[504]["kept"]) == (None, story.paths[504])
     assert (ends[502]["error"], ends[502]["kept"]) == (None, None)
     assert not os.path.exists(story.paths[502])
-    m = marker(story.paths[501])
+    m = ramdisk_marker(story.paths[501])
     assert (m["kept"], m["jobid"], m["gen"], m["owner"], m["size"], m["host"]) == (
         True, 501, 1, story.owner.pw_uid, 16 * MiB, story.host)
     pool.service.close()
@@ -137,7 +133,7 @@ def test_adopt_on_a_drained_node_keeps_the_files_and_the_drain(story):
     assert open(os.path.join(path, "out", "result-501")).read() == "output of job 501"
     vfs = os.statvfs(path)
     assert vfs.f_blocks * vfs.f_frsize == 20 * MiB
-    m = marker(path)
+    m = ramdisk_marker(path)
     assert (m["kept"], m["size"]) == (False, 20 * MiB)
     assert [k["jobid"] for k in pool.service.call("list")["kept"]] == [504]
     with pytest.raises(OSError, match=r"is held by holder 501.2 already"):

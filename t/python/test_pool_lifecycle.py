@@ -11,6 +11,7 @@ import pytest
 
 from test_pool_helpers import (FLUX, FLUX_PYTHON, PYPATH, Pool, mounts_under, requires_flux,
                                requires_root)
+from conftest import stop_pool
 
 flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
 
@@ -37,9 +38,7 @@ class LeftoverPool(Pool):
 def pool():
     p = LeftoverPool()
     yield p
-    if p.instance.proc.poll() is None:
-        p.shutdown()
-    p.cleanup()
+    stop_pool(p)
 
 
 @requires_flux

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from test_ramdisk_hold import IS_ROOT, PY, PYPATH, owner  # noqa: F401
+from test_ramdisk_hold import IS_ROOT, PY, PYPATH
 
 
 def measure(path, *args):

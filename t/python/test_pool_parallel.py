@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
+from conftest import stop_pool
 
 from flux_rsa.ramdisk import glusterfs  # noqa: E402
 
@@ -23,9 +24,7 @@ def pool():
     p = Pool(provider="glusterfs", fs_host="127.0.0.1", fs_ports="24400-24499")
     p.owner = owner_account()
     yield p
-    if p.instance.proc.poll() is None:
-        p.shutdown()
-    p.cleanup()
+    stop_pool(p)
 
 
 def gluster_processes(pool):

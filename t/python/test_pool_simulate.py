@@ -11,6 +11,7 @@ import time
 import pytest
 
 from test_pool_helpers import MiB, Pool, mounts_under, requires_flux, requires_root
+from conftest import stop_pool
 
 pytestmark = [requires_flux, requires_root]
 RATE = 64 * MiB  # bytes/s
@@ -20,9 +21,7 @@ RATE = 64 * MiB  # bytes/s
 def pool():
     p = Pool(simulate_rate=RATE)
     yield p
-    if p.instance.proc.poll() is None:
-        p.shutdown()
-    p.cleanup()
+    stop_pool(p)
 
 
 def hold(pool, jobid, need=40 * MiB):

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
+from conftest import stop_pool
 
 pytestmark = [requires_flux, requires_root]
 JOB = 201
@@ -26,9 +27,7 @@ def pool():
     p.ramdisk = p.service.wait_for("ramdisk-built", jobid=JOB)["path"]
     p.data_in = make_data_in(p.workdir)
     yield p
-    if p.instance.proc.poll() is None:
-        p.shutdown()
-    p.cleanup()
+    stop_pool(p)
     print("\nstage timings:", {k: round(v, 3) for k, v in TIMINGS.items()})
     print("stage 1 notifications:", [p for _, p in p.service.events if p.get("seq") == 1])
 

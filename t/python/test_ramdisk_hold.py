@@ -2,7 +2,6 @@
 
 import json
 import os
-import pwd
 import signal
 import subprocess
 import sys
@@ -14,7 +13,6 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYPATH = os.path.join(ROOT, "src", "python")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-USER = "rsa-stage-test"
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting a tmpfs and chown need root")
 
@@ -80,17 +78,6 @@ def stop(proc, sig=signal.SIGTERM):
 def root():
     with tempfile.TemporaryDirectory(prefix="rsa-ramdisk-") as d:
         yield os.path.join(d, "root")
-
-
-@pytest.fixture(scope="module")
-def owner():
-    if not IS_ROOT:
-        return pwd.getpwuid(os.getuid())
-    try:
-        return pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", USER], check=True)
-        return pwd.getpwnam(USER)
 
 
 def mounts_at(path):

@@ -10,7 +10,8 @@ import tempfile
 import pytest
 
 from test_ramdisk_hold import (STARTED, built, mounts_at, needs_root,  # noqa: F401
-                               no_stray_holders, owner, ramdisk, start_hold, stop)
+                               no_stray_holders, ramdisk, start_hold, stop)
+from conftest import ramdisk_marker
 
 MiB = 2**20
 
@@ -28,11 +29,6 @@ def root():
         yield root
         for name in os.listdir(root) if os.path.isdir(root) else []:
             run("discard", os.path.join(root, name))  # a failed test leaves no mount
-
-
-def marker(path):
-    with open(os.path.join(path, ".rsa-ramdisk")) as f:
-        return json.load(f)
 
 
 def keep(proc):
@@ -67,7 +63,7 @@ def adopt(root, path, owner, jobid=42, size="8M", provider="dir"):
 
 def test_keep_leaves_the_ramdisk_marked_and_sweeps_spare_it(root, owner):
     path = kept_disk(root, owner)
-    m = marker(path)
+    m = ramdisk_marker(path)
     assert (m["kept"], m["jobid"], m["gen"], m["owner"], m["size"]) == (
         True, 42, 1, owner.pw_uid, 8 * MiB)
     assert m["host"]  # outside Flux: the machine's name
@@ -98,7 +94,7 @@ def test_adopt_takes_a_kept_tmpfs_over_grows_it_and_destroys_it_at_the_end(root,
     lines = [json.loads(proc.stdout.readline()) for _ in range(2)]
     assert lines == [{"event": "adopted", "path": path, "size": 12 * MiB},
                      {"event": "built", "path": path}]
-    m = marker(path)
+    m = ramdisk_marker(path)
     assert (m["kept"], m["pid"], m["size"]) == (False, proc.pid, 12 * MiB)
     vfs = os.statvfs(path)
     assert vfs.f_blocks * vfs.f_frsize == 12 * MiB
@@ -123,7 +119,7 @@ def test_adopt_refuses_another_jobs_or_users_disk(root, owner, jobid, uid, messa
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 1 and out == ""
     assert message.format(path=path) in err
-    assert marker(path)["kept"] is True
+    assert ramdisk_marker(path)["kept"] is True
 
 
 def test_adopt_refuses_a_disk_that_is_held_or_gone(root, owner):
@@ -143,7 +139,7 @@ def test_an_adopted_disk_can_be_kept_again(root, owner):
     proc = adopt(root, path, owner.pw_uid)
     assert [json.loads(proc.stdout.readline())["event"] for _ in range(2)] == ["adopted", "built"]
     again = keep(proc)
-    assert again["path"] == path and marker(path)["kept"] is True
+    assert again["path"] == path and ramdisk_marker(path)["kept"] is True
 
 
 @needs_root

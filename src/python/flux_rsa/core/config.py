@@ -73,6 +73,8 @@ SCHEMA = {
         "retry-backoff": DURATION,
         "stage-timeout": DURATION,
         "holder-timeout": DURATION,
+        "start-timeout": DURATION,
+        "max-hold": DURATION,
     },
 }
 
@@ -122,6 +124,8 @@ class Policy:
     retry_backoff: float = 5.0
     stage_timeout: float = 6 * 3600.0
     holder_timeout: float = 600.0
+    start_timeout: float = 60.0  # read by the jobtap plugin (not the service)
+    max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
 
     @classmethod
     def from_config(cls, table, imp=""):
