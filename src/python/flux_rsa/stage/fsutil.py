@@ -3,8 +3,17 @@
 import ctypes
 import ctypes.util
 import os
+import threading
+
+from .errors import from_oserror
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# a source file, read without following a link or blocking on a FIFO
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# a new file under a name that must not exist yet
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# an unnamed file in a directory, named later with linkat
+TMPFILE_FLAGS = os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC
 TMP_PREFIX = b".rsa-stage."
 TMP_SUFFIX = b".tmp"
 
@@ -37,6 +46,30 @@ def open_dir(root_fd, rel):
         os.close(fd)
         raise
     return fd
+
+
+def open_or_make_root(path):
+    """Open directory PATH, creating it (and its parents) if missing.
+    Raises StageError."""
+    try:
+        return os.open(path, DIR_FLAGS)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise from_oserror(exc, path) from None
+    try:
+        os.makedirs(path, exist_ok=True)
+        return os.open(path, DIR_FLAGS)
+    except OSError as exc:
+        raise from_oserror(exc, path) from None
+
+
+def unlink_quiet(name, dir_fd):
+    """Remove NAME in DIR_FD if it can be; errors are ignored (clean-up)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
 
 
 class DirCache:
@@ -124,3 +157,43 @@ def start_writeback(fd, offset, nbytes):
                                SYNC_FILE_RANGE_WRITE)
     except AttributeError:
         pass
+
+
+class Flusher:
+    """A thread that flushes the file system of FD (syncfs) over and over
+    while others write, so that the data and the metadata written so far
+    go to the device during the copy instead of all in the final flush,
+    which then has little left to do.  It does not replace that flush."""
+
+    def __init__(self, fd, interval=0.25):
+        self.fd = os.dup(fd)
+        self.interval = interval
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rsa-flush", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.wait(self.interval):
+            syncfs(self.fd)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        os.close(self.fd)
+
+
+class TmpNames:
+    """Fresh temporary names (tmp_name) of shard TAG for one process; call
+    forked() in a child so that its names carry its own pid."""
+
+    def __init__(self, tag):
+        self.tag = tag
+        self.serial = 0
+        self.pid = os.getpid()
+
+    def forked(self):
+        self.pid = os.getpid()
+
+    def new(self):
+        self.serial += 1
+        return tmp_name(self.tag, self.serial, self.pid)
