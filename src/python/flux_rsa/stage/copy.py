@@ -99,7 +99,8 @@ class Copier:
         self.writeback = writeback  # start writeback of big data early
         self.names = fsutil.TmpNames(tag)
         chown = (os.geteuid() == 0) if chown is None else chown
-        self.files = FileWriter(plan, dst, self.names, chown, tmpfile)
+        self.files = FileWriter(plan, dst, self.names, chown, tmpfile,
+                                src_path=self._src_path)
         self.big = bigfile.BigFiles(plan, dst, self.names, self.files)
         self.ranges = None  # a bigfile.RangeCopier, made by prepare()
         self.src_in_memory = False
@@ -308,7 +309,7 @@ class Copier:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             nbytes = 0
             for f, fd in zip(files, opened):
-                self.files.write(f, fd, self.ddirs.get(f.d), self._src_path(f))
+                self.files.write(f, fd, self.ddirs.get(f.d))
                 nbytes += f.size
         finally:
             for f, fd in zip(files, opened):

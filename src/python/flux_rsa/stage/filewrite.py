@@ -22,36 +22,43 @@ class FileWriter:
     """Writes files of PLAN under DST.  NAMES is an fsutil.TmpNames; CHOWN
     says whether owners are set; TMPFILE whether O_TMPFILE is tried."""
 
-    def __init__(self, plan, dst, names, chown, tmpfile=True, writeback=False):
+    def __init__(self, plan, dst, names, chown, tmpfile=True, writeback=False,
+                 src_path=None):
         self.plan = plan
         self.dst = dst
         self.names = names
         self.chown = chown
         self.tmpfile = tmpfile
         self.writeback = writeback
+        self.src_path = src_path  # file -> its source's path, for messages
+        self.link = fsutil.link_proc  # how an unnamed file gets its name
         self._new_owner = {}
 
     def probe_tmpfile(self, dst_root):
         """Can the destination hold unnamed files (O_TMPFILE) that linkat
-        through /proc/self/fd names later?  Tried once, in DST itself."""
+        names later?  Tried once, in DST itself: with AT_EMPTY_PATH, else
+        through /proc/self/fd."""
         try:
             fd = os.open(b".", fsutil.TMPFILE_FLAGS, 0o600, dir_fd=dst_root)
         except OSError:
             return False
         name = self.names.new()
         try:
-            os.link(b"/proc/self/fd/%d" % fd, name, dst_dir_fd=dst_root,
-                    follow_symlinks=True)
-        except OSError:
+            for link in (fsutil.link_fd, fsutil.link_proc):
+                try:
+                    link(fd, dst_root, name)
+                except OSError:
+                    continue
+                self.link = link
+                fsutil.unlink_quiet(name, dst_root)
+                return True
             return False
         finally:
             os.close(fd)
-        fsutil.unlink_quiet(name, dst_root)
-        return True
 
-    def write(self, f, sfd, ddir, src_path):
+    def write(self, f, sfd, ddir):
         """Copy file F from SFD (its source, or the archive holding it) into
-        directory DDIR.  SRC_PATH names the source in messages."""
+        directory DDIR."""
         name = None  # the temporary name, when O_TMPFILE is not used
         reading = True
         try:
@@ -71,7 +78,7 @@ class FileWriter:
                 reading = False
                 if done != f.size:
                     raise StageError(
-                        EXIT_FAILED, src_path,
+                        EXIT_FAILED, self.src_path(f),
                         f"changed while being copied (planned {f.size} bytes, "
                         f"read {done})", "run the stage again")
                 self.set_meta(dfd, f, ddir)
@@ -88,7 +95,7 @@ class FileWriter:
                 fsutil.unlink_quiet(name, ddir)
             if isinstance(exc, OSError):
                 if reading and exc.errno not in DESTINATION_ERRNOS:
-                    raise from_oserror(exc, src_path) from None
+                    raise from_oserror(exc, self.src_path(f)) from None
                 raise from_oserror(exc, self._path(f)) from None
             raise
 
@@ -113,14 +120,13 @@ class FileWriter:
         """Give the complete unnamed file DFD its final name.  A name
         already there (an older version of the file) is replaced
         atomically: link under a temporary name, then rename over it."""
-        proc = b"/proc/self/fd/%d" % dfd
         try:
-            os.link(proc, f.name, dst_dir_fd=ddir, follow_symlinks=True)
+            self.link(dfd, ddir, f.name)
             return
         except FileExistsError:
             pass
         tmp = self.names.new()
-        os.link(proc, tmp, dst_dir_fd=ddir, follow_symlinks=True)
+        self.link(dfd, ddir, tmp)
         try:
             os.rename(tmp, f.name, src_dir_fd=ddir, dst_dir_fd=ddir)
         except BaseException:

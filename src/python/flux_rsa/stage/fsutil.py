@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import mmap
 import os
 import threading
 
@@ -197,3 +198,62 @@ class TmpNames:
     def new(self):
         self.serial += 1
         return tmp_name(self.tag, self.serial, self.pid)
+
+
+PAGE = mmap.PAGESIZE
+_PROT_READ, _MAP_SHARED = 1, 1
+
+
+def cached_pages(fd, offset, length):
+    """(pages of [offset, offset+length) of FD in the page cache, pages in
+    all), by mincore(2) on a mapping of the range; OFFSET must be a multiple
+    of the page size.  None if it cannot be told."""
+    if length <= 0 or offset % PAGE:
+        return None
+    lib = libc()
+    try:
+        mmap_, mincore, munmap = lib.mmap, lib.mincore, lib.munmap
+    except AttributeError:
+        return None
+    mmap_.restype = ctypes.c_void_p
+    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int64]
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    addr = mmap_(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        return None
+    pages = (length + PAGE - 1) // PAGE
+    vec = ctypes.create_string_buffer(pages)
+    try:
+        if mincore(addr, length, vec) != 0:
+            return None
+    finally:
+        munmap(addr, length)
+    # the low bit of each byte says "resident"; the others are always 0
+    return pages - vec.raw.count(0), pages
+
+
+AT_EMPTY_PATH = 0x1000
+_linkat = None
+
+
+def link_fd(fd, dir_fd, name):
+    """Give the open unnamed file FD (O_TMPFILE) the name NAME in DIR_FD:
+    linkat(2) with AT_EMPTY_PATH, which kernels since 6.10 allow the
+    process that opened it (before, only with CAP_DAC_READ_SEARCH): no
+    /proc lookup.  Raises OSError."""
+    global _linkat
+    if _linkat is None:
+        f = libc().linkat
+        f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                      ctypes.c_int]
+        _linkat = f
+    if _linkat(fd, b"", dir_fd, name, AT_EMPTY_PATH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), name)
+
+
+def link_proc(fd, dir_fd, name):
+    """link_fd() through /proc/self/fd, for any kernel."""
+    os.link(b"/proc/self/fd/%d" % fd, name, dst_dir_fd=dir_fd, follow_symlinks=True)
