@@ -161,3 +161,12 @@ def test_verify_names_a_mode_the_destination_did_not_keep(tmp_path):
     assert ei.value.code == errors.EXIT_VERIFY
     assert "mode 4777, expected 7777" in ei.value.line()
     assert "does not keep setgid and sticky together" in ei.value.line()
+
+
+def test_one_way_to_show_a_value_in_a_message():
+    from flux_rsa.stage.errors import show
+    # bytes and the str os.fsdecode makes of them read alike: undecodable
+    # bytes escaped, the line kept one line
+    assert show(b"in-\xff\xfe/a\nb") == "in-\\xff\\xfe/a\\nb"
+    assert show("in-\udcff\udcfe/a\nb") == "in-\\xff\\xfe/a\\nb"
+    assert show("caf\u00e9") == "caf\u00e9"

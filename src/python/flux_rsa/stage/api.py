@@ -5,7 +5,7 @@ import time
 
 from . import identity, plan as planmod, progress as progmod
 from . import script as scriptmod
-from . import tarmode
+from . import tarwrite, untar
 from .copy import Copier
 from .errors import EXIT_USAGE, StageError
 from .verify import Verifier
@@ -106,7 +106,7 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
             c.close()
         return
     if mode == "untar":
-        p = tarmode.untar_plan(src)
+        p = untar.untar_plan(src)
     else:
         p = planmod.walk(src, shard)
     planmod.compare_dest(p, dst, tag)
@@ -147,8 +147,8 @@ def _tar(src, dstdir, name, workers, verify, meter, result, sync):
     planmod.check_source_dir(src)
     # the tree is walked while the archive is written: the totals grow
     # until the walk is over
-    w = tarmode.TarWriter(
-        src, dstdir, name=_b(name) if name else tarmode.DEFAULT_NAME, workers=workers,
+    w = tarwrite.TarWriter(
+        src, dstdir, name=_b(name) if name else tarwrite.DEFAULT_NAME, workers=workers,
         progress=lambda f, b: meter.update("copy", b, w.bytes_total, f, w.files_total))
     meter.update("copy", 0, 0, 0, 0, force=True)
     result.output = w.run(sync=sync)
@@ -180,7 +180,7 @@ def _verify_archive(tree, archive, mode, workers, meter, total, nfiles):
     root.d = None
     root.name = b""
     back.dirs.append(root)
-    tarmode.add_archive(back, archive)
+    untar.add_archive(back, archive)
     got = {back.rel(f): f for f in back.files}
     for h in back.hardlinks:  # a name of the tree may hold a link to the data
         got[back.rel(h)] = h.first
@@ -205,7 +205,7 @@ def _verify_archive(tree, archive, mode, workers, meter, total, nfiles):
 def _checksum_archive(tree, archive, got):
     from .errors import EXIT_VERIFY
     from . import fsutil
-    from .verify import _digest, _digest_sparse
+    from .verify import digest, digest_sparse
 
     root = os.open(tree.src, fsutil.DIR_FLAGS)
     try:
@@ -219,10 +219,10 @@ def _checksum_archive(tree, archive, got):
                 os.close(sfd)
             afd = os.open(archive, os.O_RDONLY)
             try:
-                a = _digest(fd, 0, f.size)
+                a = digest(fd, 0, f.size)
                 _, off, segs = g.src
-                b = (_digest(afd, off, g.size) if segs is None
-                     else _digest_sparse(afd, off, segs, 0, g.size))
+                b = (digest(afd, off, g.size) if segs is None
+                     else digest_sparse(afd, off, segs, 0, g.size))
             finally:
                 os.close(fd)
                 os.close(afd)

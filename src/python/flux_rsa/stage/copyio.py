@@ -6,6 +6,9 @@ import os
 
 SMALL = 1 << 20  # read()/write() below this, the kernel's copy above it
 BLOCK = 4096
+# copy_file_range errors meaning "not between these two files": use sendfile
+NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS,
+                            errno.EOPNOTSUPP, errno.ETXTBSY})
 
 
 def copy_whole(sfd, dfd, size):
@@ -13,7 +16,7 @@ def copy_whole(sfd, dfd, size):
     of DFD.  Returns the bytes copied, which differs from SIZE when the
     source changed size meanwhile."""
     if size >= SMALL:
-        done = _kernel_copy(sfd, 0, dfd, 0, size)
+        done = kernel_copy(sfd, 0, dfd, 0, size)
         if done == size and os.pread(sfd, 1, size):
             return done + 1  # grew: report a mismatch
         return done
@@ -73,7 +76,7 @@ def write_all_at(fd, data, offset):
         done += os.pwrite(fd, view[done:], offset + done)
 
 
-def _kernel_copy(sfd, soff, dfd, doff, length):
+def kernel_copy(sfd, soff, dfd, doff, length):
     """Copy LENGTH bytes at SOFF in SFD to DOFF in DFD inside the kernel.
     copy_file_range works within one file system; across file systems
     sendfile does the same page-cache to page-cache copy."""
@@ -86,8 +89,7 @@ def _kernel_copy(sfd, soff, dfd, doff, length):
             done += n
         return done
     except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS,
-                             errno.EOPNOTSUPP, errno.ETXTBSY):
+        if exc.errno not in NO_KERNEL_COPY:
             raise
     os.lseek(dfd, doff + done, os.SEEK_SET)
     while done < length:
@@ -130,12 +132,12 @@ def copy_range(sfd, dfd, start, length, delta=0, sparse=False, direct=None, buf=
     if sparse:
         done = 0
         for off, n in data_segments(sfd, start, end):
-            done += _kernel_copy(sfd, off, dfd, off + delta, n)
+            done += kernel_copy(sfd, off, dfd, off + delta, n)
         return done
     if buf is not None:
         rfd = direct if direct is not None and start % BLOCK == 0 else sfd
         return _buffer_copy(rfd, dfd, start, end, delta, buf)
-    return _kernel_copy(sfd, start, dfd, start + delta, length)
+    return kernel_copy(sfd, start, dfd, start + delta, length)
 
 
 def _buffer_copy(sfd, dfd, start, end, delta, buf):

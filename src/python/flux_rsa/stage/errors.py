@@ -14,6 +14,12 @@ EXIT_NOSOURCE = 5  # the source (directory, archive or script) does not exist
 EXIT_VERIFY = 6  # copy finished but a verification found a difference
 EXIT_SCRIPT = 7  # a user stage-in/stage-out script exited non-zero
 
+# errno sets by what they say about the failure
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})  # the destination is full
+DENIED = frozenset({errno.EACCES, errno.EPERM})  # the owner may not do this
+# errors a write reports about the destination (never the source's fault)
+DESTINATION_ERRNOS = NO_SPACE | {errno.EFBIG, errno.EROFS}
+
 _HINTS = {
     EXIT_NOSPACE: "the destination file system is full: for stage-in request "
     "more RAM-disk capacity with rsa.capacity, for stage-out free space in data_out",
@@ -46,22 +52,24 @@ class StageError(Exception):
         return (StageError, (self.code, self.path, self.cause, self.hint))
 
 
-def show(path):
-    """A path as text for a message; undecodable bytes are escaped."""
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    return path.encode("utf-8", "backslashreplace").decode("utf-8").replace(
-        "\n", "\\n"
-    )
+def show(value):
+    """A path or name (bytes or str) as text for a one-line message:
+    undecodable bytes are escaped (\\xff), as are newlines."""
+    if isinstance(value, str):
+        try:
+            value = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace")
+    return value.decode("utf-8", "backslashreplace").replace("\n", "\\n")
 
 
 def from_oserror(exc, path, missing_is_source=False):
     """Classify an OSError raised while working on PATH."""
     err = exc.errno
     cause = os.strerror(err) if err else str(exc)
-    if err in (errno.ENOSPC, errno.EDQUOT):
+    if err in NO_SPACE:
         return StageError(EXIT_NOSPACE, path, cause, _HINTS[EXIT_NOSPACE])
-    if err in (errno.EACCES, errno.EPERM):
+    if err in DENIED:
         return StageError(EXIT_PERMISSION, path, cause, _HINTS[EXIT_PERMISSION])
     if err == errno.ENOENT and missing_is_source:
         return StageError(EXIT_NOSOURCE, path, cause)

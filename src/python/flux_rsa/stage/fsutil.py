@@ -2,9 +2,19 @@
 
 import ctypes
 import ctypes.util
+import mmap
 import os
+import threading
+
+from .errors import from_oserror
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# a source file, read without following a link or blocking on a FIFO
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# a new file under a name that must not exist yet
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# an unnamed file in a directory, named later with linkat
+TMPFILE_FLAGS = os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC
 TMP_PREFIX = b".rsa-stage."
 TMP_SUFFIX = b".tmp"
 
@@ -37,6 +47,30 @@ def open_dir(root_fd, rel):
         os.close(fd)
         raise
     return fd
+
+
+def open_or_make_root(path):
+    """Open directory PATH, creating it (and its parents) if missing.
+    Raises StageError."""
+    try:
+        return os.open(path, DIR_FLAGS)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise from_oserror(exc, path) from None
+    try:
+        os.makedirs(path, exist_ok=True)
+        return os.open(path, DIR_FLAGS)
+    except OSError as exc:
+        raise from_oserror(exc, path) from None
+
+
+def unlink_quiet(name, dir_fd):
+    """Remove NAME in DIR_FD if it can be; errors are ignored (clean-up)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
 
 
 class DirCache:
@@ -124,3 +158,102 @@ def start_writeback(fd, offset, nbytes):
                                SYNC_FILE_RANGE_WRITE)
     except AttributeError:
         pass
+
+
+class Flusher:
+    """A thread that flushes the file system of FD (syncfs) over and over
+    while others write, so that the data and the metadata written so far
+    go to the device during the copy instead of all in the final flush,
+    which then has little left to do.  It does not replace that flush."""
+
+    def __init__(self, fd, interval=0.25):
+        self.fd = os.dup(fd)
+        self.interval = interval
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rsa-flush", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.wait(self.interval):
+            syncfs(self.fd)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        os.close(self.fd)
+
+
+class TmpNames:
+    """Fresh temporary names (tmp_name) of shard TAG for one process; call
+    forked() in a child so that its names carry its own pid."""
+
+    def __init__(self, tag):
+        self.tag = tag
+        self.serial = 0
+        self.pid = os.getpid()
+
+    def forked(self):
+        self.pid = os.getpid()
+
+    def new(self):
+        self.serial += 1
+        return tmp_name(self.tag, self.serial, self.pid)
+
+
+PAGE = mmap.PAGESIZE
+_PROT_READ, _MAP_SHARED = 1, 1
+
+
+def cached_pages(fd, offset, length):
+    """(pages of [offset, offset+length) of FD in the page cache, pages in
+    all), by mincore(2) on a mapping of the range; OFFSET must be a multiple
+    of the page size.  None if it cannot be told."""
+    if length <= 0 or offset % PAGE:
+        return None
+    lib = libc()
+    try:
+        mmap_, mincore, munmap = lib.mmap, lib.mincore, lib.munmap
+    except AttributeError:
+        return None
+    mmap_.restype = ctypes.c_void_p
+    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int64]
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    addr = mmap_(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        return None
+    pages = (length + PAGE - 1) // PAGE
+    vec = ctypes.create_string_buffer(pages)
+    try:
+        if mincore(addr, length, vec) != 0:
+            return None
+    finally:
+        munmap(addr, length)
+    # the low bit of each byte says "resident"; the others are always 0
+    return pages - vec.raw.count(0), pages
+
+
+AT_EMPTY_PATH = 0x1000
+_linkat = None
+
+
+def link_fd(fd, dir_fd, name):
+    """Give the open unnamed file FD (O_TMPFILE) the name NAME in DIR_FD:
+    linkat(2) with AT_EMPTY_PATH, which kernels since 6.10 allow the
+    process that opened it (before, only with CAP_DAC_READ_SEARCH): no
+    /proc lookup.  Raises OSError."""
+    global _linkat
+    if _linkat is None:
+        f = libc().linkat
+        f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                      ctypes.c_int]
+        _linkat = f
+    if _linkat(fd, b"", dir_fd, name, AT_EMPTY_PATH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), name)
+
+
+def link_proc(fd, dir_fd, name):
+    """link_fd() through /proc/self/fd, for any kernel."""
+    os.link(b"/proc/self/fd/%d" % fd, name, dst_dir_fd=dir_fd, follow_symlinks=True)

@@ -5,7 +5,7 @@ import os
 import stat
 
 from . import fsutil, pool
-from .errors import EXIT_VERIFY, StageError, from_oserror
+from .errors import EXIT_VERIFY, StageError, from_oserror, show
 
 CHUNK = 32 << 20
 BATCH = 512
@@ -161,7 +161,7 @@ class Verifier:
             except OSError as exc:
                 raise from_oserror(exc, fsutil.full(self.plan.src, self.plan.rel(f))) from None
             try:
-                return _digest(fd, off, n)
+                return digest(fd, off, n)
             finally:
                 os.close(fd)
         # member of an archive: hash its logical content
@@ -169,8 +169,8 @@ class Verifier:
         fd = os.open(self.plan.archives[ai], os.O_RDONLY)
         try:
             if segments is None:
-                return _digest(fd, aoff + off, n)
-            return _digest_sparse(fd, aoff, segments, off, n)
+                return digest(fd, aoff + off, n)
+            return digest_sparse(fd, aoff, segments, off, n)
         finally:
             os.close(fd)
 
@@ -184,7 +184,7 @@ class Verifier:
             finally:
                 os.close(dfd)
             try:
-                return _digest(fd, off, n)
+                return digest(fd, off, n)
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -207,11 +207,10 @@ class Verifier:
             b = self._dst_stat(h.first)
             if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
                 raise self._mismatch(h, "not a hard link to "
-                                     + fsutil.full(self.dst, self.plan.rel(h.first)).decode(
-                                         "utf-8", "backslashreplace"))
+                                     + show(fsutil.full(self.dst, self.plan.rel(h.first))))
 
 
-def _digest(fd, off, n):
+def digest(fd, off, n):
     """Digest of up to N bytes at OFF in FD and of how many there were (so a
     short file differs), whatever OFF is: a file and the same bytes inside
     an archive hash alike."""
@@ -228,7 +227,7 @@ def _digest(fd, off, n):
     return h.digest()
 
 
-def _digest_sparse(fd, aoff, segments, off, n):
+def digest_sparse(fd, aoff, segments, off, n):
     """Digest of [off, off+n) of a file stored as data SEGMENTS (holes are
     zeros) starting at AOFF in an archive."""
     h = new_hash()

@@ -1,5 +1,4 @@
-"""Aggregation: a tree into ONE archive (tar), archives back into a tree
-(untar).
+"""Aggregation: a tree into ONE archive (tar).
 
 The writer walks the tree depth first, one directory at a time, and lays
 each directory's members out (their offsets in the archive) as soon as it
@@ -7,19 +6,17 @@ has scanned it: a member's size is known from its metadata.  Batches of
 laid-out members go to the workers while the walk goes on; each worker
 assembles a batch in one buffer and writes it with one pwrite, in
 parallel, into a temporary file that is renamed to its final name when
-complete.  The reader turns archives into a Plan whose files point into
-the archive, and the copy engine does the rest.
+complete.  (untar.py reads archives back.)
 """
 
-import mmap
 import os
 
-from . import copy as copymod
-from . import copyio, fsutil, pool
+from . import bigfile, copyio, fsutil, pool
 from . import plan as planmod
 from . import tarformat as tf
-from .errors import EXIT_FAILED, EXIT_VERIFY, StageError, from_oserror
-from .plan import Dir, File, HardLink, Special, Symlink
+from .errors import (DESTINATION_ERRNOS, EXIT_FAILED, EXIT_VERIFY, StageError,
+                     from_oserror, show)
+from .plan import File, HardLink
 
 DEFAULT_NAME = b"rsa-output.tar"
 BATCH_BYTES = 8 << 20
@@ -68,7 +65,7 @@ class TarWriter:
         self.src_root = self.walker.root_fd
         try:
             self.src_in_memory = fsutil.in_memory(self.src_root)
-            dir_fd = copymod._open_or_make_root(self.dstdir)
+            dir_fd = fsutil.open_or_make_root(self.dstdir)
             try:
                 self._write_archive(dir_fd, final, sync)
             finally:
@@ -85,7 +82,7 @@ class TarWriter:
         self._remove_stale(dir_fd)
         self.tmp = fsutil.tmp_name(self.tag, 0)
         try:
-            fd = os.open(self.tmp, copymod.CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+            fd = os.open(self.tmp, fsutil.CREATE_FLAGS, 0o644, dir_fd=dir_fd)
             try:
                 self.ino = os.fstat(fd).st_ino
             finally:
@@ -106,10 +103,10 @@ class TarWriter:
             if sync:
                 os.fsync(dir_fd)
         except OSError as exc:
-            copymod._unlink_quiet(self.tmp, dir_fd)
+            fsutil.unlink_quiet(self.tmp, dir_fd)
             raise from_oserror(exc, final) from None
         except BaseException:
-            copymod._unlink_quiet(self.tmp, dir_fd)
+            fsutil.unlink_quiet(self.tmp, dir_fd)
             raise
 
     def _start_layout(self):
@@ -199,13 +196,13 @@ class TarWriter:
              e.size if kind == "file" else 0, head)
         self.offset = offset + hlen + (dlen + tf.BLOCK - 1) // tf.BLOCK * tf.BLOCK
         self.layout.append(m)
-        if kind == "file" and (dlen >= copymod.BIG or segments is not None):
+        if kind == "file" and (dlen >= bigfile.BIG or segments is not None):
             # a batch is written in one piece: it ends before this member
             self._flush(tasks)
             tasks.append(("H", m))
             if segments is None:
-                for off in range(0, dlen, copymod.CHUNK):
-                    tasks.append(("R", m, off, min(copymod.CHUNK, dlen - off)))
+                for off in range(0, dlen, bigfile.CHUNK):
+                    tasks.append(("R", m, off, min(bigfile.CHUNK, dlen - off)))
             return
         batch = self.batch
         batch.append(m)
@@ -225,7 +222,7 @@ class TarWriter:
         """The data segments of a sparse file, ending with its real end."""
         dfd = fsutil.open_dir(self.src_root, rel)
         try:
-            fd = os.open(name, copymod.OPEN_FLAGS, dir_fd=dfd)
+            fd = os.open(name, fsutil.OPEN_FLAGS, dir_fd=dfd)
         finally:
             os.close(dfd)
         try:
@@ -263,7 +260,7 @@ class TarWriter:
             off = 0
             for m in self.layout:
                 if m[OFFSET] != off:
-                    why = f"member {tf_show(_path(m))} is not where the layout put it"
+                    why = f"member {show(_path(m))} is not where the layout put it"
                     break
                 off += m[HLEN] + tf.pad(m[DLEN])
         if why:
@@ -274,7 +271,7 @@ class TarWriter:
         for name in os.listdir(dir_fd):
             name = os.fsencode(name)
             if fsutil.is_tmp_of(name, self.tag):
-                copymod._unlink_quiet(name, dir_fd)
+                fsutil.unlink_quiet(name, dir_fd)
 
     def _message(self, msg):
         files, nbytes = msg[2]
@@ -294,7 +291,7 @@ class TarWriter:
 
     def _open(self, m):
         try:
-            return os.open(m[NAME], copymod.OPEN_FLAGS, dir_fd=self.sdirs.get(m[DIRREL]))
+            return os.open(m[NAME], fsutil.OPEN_FLAGS, dir_fd=self.sdirs.get(m[DIRREL]))
         except OSError as exc:
             raise from_oserror(exc, self._src_path(m)) from None
 
@@ -323,9 +320,9 @@ class TarWriter:
         at = m[OFFSET] + m[HLEN] + off
         fd = self._open(m)
         try:
-            done = copyio._kernel_copy(fd, off, self.out, at, n)
+            done = copyio.kernel_copy(fd, off, self.out, at, n)
         except OSError as exc:
-            if exc.errno in copymod._DST_ERRNOS:
+            if exc.errno in DESTINATION_ERRNOS:
                 raise from_oserror(exc, fsutil.full(self.dstdir, self.name)) from None
             raise from_oserror(exc, self._src_path(m)) from None
         finally:
@@ -423,7 +420,7 @@ class TarWriter:
             pos += len(themap)
             for off, n in m[SEGMENTS]:
                 if n:
-                    copyio._kernel_copy(fd, off, self.out, pos, n)
+                    copyio.kernel_copy(fd, off, self.out, pos, n)
                 pos += n
         finally:
             os.close(fd)
@@ -453,164 +450,3 @@ def _header(m):
 def _changed(path):
     return StageError(EXIT_FAILED, path, "changed while being archived",
                       "run the stage again")
-
-
-# ---- reading: archives into a plan -------------------------------------------
-
-def _clean(path, archive):
-    parts = []
-    for p in path.split(b"/"):
-        if p in (b"", b"."):
-            continue
-        if p == b"..":
-            raise StageError(EXIT_FAILED, archive,
-                             f"member {fsutil_show(path)} leaves the destination "
-                             "(contains '..')", "refusing to unpack it")
-        parts.append(p)
-    return b"/".join(parts)
-
-
-def tf_show(path):
-    return path.decode("utf-8", "backslashreplace")
-
-
-def fsutil_show(path):
-    return path.decode("utf-8", "backslashreplace")
-
-
-class _Merger:
-    """Adds archive members to a Plan, later entries replacing earlier ones."""
-
-    def __init__(self, plan):
-        self.plan = plan
-        self.dir_index = {d.rel: i for i, d in enumerate(plan.dirs)}
-        self.others = {}
-        for lst in (plan.files, plan.symlinks, plan.specials):
-            for e in lst:
-                self.others[plan.rel(e)] = e
-
-    def parent(self, rel, archive):
-        head, _, name = rel.rpartition(b"/")
-        di = self.dir_index.get(head)
-        if di is None:
-            if head in self.others:
-                raise StageError(EXIT_FAILED, archive,
-                                 f"member {fsutil_show(rel)} lies under "
-                                 f"{fsutil_show(head)}, which is not a directory",
-                                 "refusing to unpack it")
-            d = Dir()
-            d.rel = head
-            d.d = self.parent(head, archive)[0]
-            d.name = head.rpartition(b"/")[2]
-            d.mode = 0o40755
-            d.uid, d.gid = os.getuid(), os.getgid()
-            d.atime = d.mtime = self.plan.dirs[0].mtime
-            di = len(self.plan.dirs)
-            self.plan.dirs.append(d)
-            self.dir_index[head] = di
-        return di, name
-
-    def add(self, m, ai, archive):
-        rel = _clean(m.path, archive)
-        if m.typeflag == tf.TYPE_DIR:
-            if rel in self.dir_index:
-                e = self.plan.dirs[self.dir_index[rel]]
-            else:
-                e = Dir()
-                e.rel = rel
-                if rel:
-                    e.d, e.name = self.parent(rel, archive)
-                self.dir_index[rel] = len(self.plan.dirs)
-                self.plan.dirs.append(e)
-            _meta(e, m, 0o040000)
-            return
-        d, name = self.parent(rel, archive)
-        if m.typeflag == tf.TYPE_HARDLINK:
-            first = self.others.get(_clean(m.linkname, archive))
-            if not isinstance(first, File):
-                raise StageError(EXIT_FAILED, archive,
-                                 f"hard link {fsutil_show(rel)} points at "
-                                 f"{fsutil_show(m.linkname)}, not an earlier file",
-                                 "the archive is damaged")
-            self.plan.hardlinks.append(HardLink(d, name, first))
-            return
-        if m.typeflag == tf.TYPE_FILE:
-            e = File()
-            e.size = m.realsize
-            e.sparse = m.segments is not None
-            e.key = None
-            e.skip = False
-            e.src = (ai, m.data_off, m.segments)
-            kind = 0o100000
-        elif m.typeflag == tf.TYPE_SYMLINK:
-            e = Symlink()
-            e.target = m.linkname
-            kind = 0o120000
-        elif m.typeflag in (tf.TYPE_CHAR, tf.TYPE_BLOCK, tf.TYPE_FIFO):
-            e = Special()
-            e.rdev = m.rdev
-            kind = {tf.TYPE_CHAR: 0o020000, tf.TYPE_BLOCK: 0o060000,
-                    tf.TYPE_FIFO: 0o010000}[m.typeflag]
-        else:
-            return  # unknown member types are skipped
-        e.d, e.name = d, name
-        _meta(e, m, kind)
-        self.others[rel] = e
-
-    def finish(self):
-        plan = self.plan
-        plan.files = [e for e in self.others.values() if isinstance(e, File)]
-        plan.symlinks = [e for e in self.others.values() if isinstance(e, Symlink)]
-        plan.specials = [e for e in self.others.values() if isinstance(e, Special)]
-        plan.files.sort(key=lambda f: f.d)
-
-
-def _meta(e, m, kind):
-    e.mode = kind | (m.mode & 0o7777)
-    e.uid, e.gid = m.uid, m.gid
-    e.mtime = m.mtime
-    e.atime = m.atime
-
-
-def add_archive(plan, path):
-    """Add the members of the archive at PATH to PLAN."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise from_oserror(exc, path, missing_is_source=True) from None
-    try:
-        size = os.fstat(fd).st_size
-        ai = len(plan.archives)
-        plan.archives.append(path)
-        merger = _Merger(plan)
-        if size == 0:
-            return
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as buf:
-            try:
-                for m in tf.members(buf):
-                    merger.add(m, ai, path)
-            except (tf.FormatError, ValueError, IndexError) as exc:
-                raise StageError(EXIT_FAILED, path, f"not a readable tar archive: {exc}",
-                                 "check the file, or stage it with 'copy'") from None
-        merger.finish()
-    finally:
-        os.close(fd)
-
-
-def untar_plan(src, shard=(0, 1)):
-    """A plan for 'untar': SRC's top-level *.tar files unpacked (in name
-    order), everything else in SRC copied as by 'copy'."""
-    import stat
-
-    base = planmod.walk(src, shard)
-    archives = []
-    keep = []
-    for f in base.files:
-        if f.d == 0 and f.name.endswith(b".tar") and stat.S_ISREG(f.mode):
-            archives.append(f.name)
-        else:
-            keep.append(f)
-    base.files = keep
-    for name in sorted(archives):
-        add_archive(base, fsutil.full(src, name))
-    return base
