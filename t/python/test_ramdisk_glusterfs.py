@@ -31,6 +31,22 @@ def root():
     subprocess.run(["rm", "-rf", top])
 
 
+def free_port():
+    """A loopback port nothing listens on, nor on the next one (a fixed
+    port could be another run's brick server, which would look ready)."""
+    import socket
+
+    while True:
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+
+
 def brick_servers(path):
     found = subprocess.run(["pgrep", "-a", "-f", "rsa-brick"], capture_output=True,
                            text=True).stdout
@@ -38,7 +54,7 @@ def brick_servers(path):
 
 
 def test_a_brick_server_the_marker_does_not_name_is_stopped_with_the_brick(root):
-    volume = parallel.volume_of("7.1", 7, 1, ["n0"], "127.0.0.1", 24390, "s3cret")
+    volume = parallel.volume_of("7.1", 7, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
     path, marker = parallel.build_brick(root, "7.1", 0, 16 << 20, os.getuid(), volume, 7, 1)
     assert len(brick_servers(path)) == 1
     del marker["server"]  # as if the holder died before recording it
@@ -54,7 +70,7 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # pending, as in a holder
-        volume = parallel.volume_of("8.1", 8, 1, ["n0"], "127.0.0.1", 24392, "s3cret")
+        volume = parallel.volume_of("8.1", 8, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
         with pytest.raises(layout.RamdiskError, match="stopped before the brick server listened"):
             parallel.build_brick(root, "8.1", 0, 16 << 20, os.getuid(), volume, 8, 1)
         assert glusterfs.processes_in(root) == []
@@ -67,7 +83,7 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
 def test_the_volume_is_mounted_nosuid_and_nodev(root):
     """Root mounts it, on RSA and compute nodes: a setuid file or a device
     node on it must not count there."""
-    volume = parallel.volume_of("6.1", 6, 1, ["n0"], "127.0.0.1", 24394, "s3cret")
+    volume = parallel.volume_of("6.1", 6, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
     brick, _ = parallel.build_brick(root, "6.1", 0, 16 << 20, os.getuid(), volume, 6, 1)
     path = parallel.build_namespace(root, "6.1", 16 << 20, os.getuid(), volume, 6, 1, brick)
     with open("/proc/mounts") as f:
@@ -87,7 +103,7 @@ def test_a_holder_task_stopped_while_it_builds_ends_as_a_stop_does(root, capsys)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         os.kill(os.getpid(), signal.SIGTERM)
-        volume = parallel.volume_of("9.1", 9, 1, ["n0"], "127.0.0.1", 24396, "s3cret")
+        volume = parallel.volume_of("9.1", 9, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
         assert parallel.hold(root, "9.1", 16 << 20, os.getuid(), 0, volume, 9, 1) == 0
         assert signal.sigpending() == set()
     finally:

@@ -209,12 +209,16 @@ def _start(argv, ready, log, exited, late, stopped, undo=None):
     ``undo()`` run."""
     proc = _spawn(argv)
     deadline = time.monotonic() + START_TIMEOUT
-    while not ready():
-        if proc.poll() is not None:
-            raise GlusterError(f"{exited} ({_log_tail(log) or 'see ' + log})")
+    while True:
+        # a stop is looked at first: a server that came up while this
+        # process was not running (a loaded node) is stopped all the same
         why = None
         if _stopping():
             why = stopped
+        elif ready():
+            return proc
+        elif proc.poll() is not None:
+            raise GlusterError(f"{exited} ({_log_tail(log) or 'see ' + log})")
         elif time.monotonic() > deadline:
             why = f"{late} within {START_TIMEOUT:.0f}s"
         if why is not None:
@@ -223,7 +227,6 @@ def _start(argv, ready, log, exited, late, stopped, undo=None):
                 undo()
             raise GlusterError(why)
         time.sleep(0.02)
-    return proc
 
 
 def _listening(host, port):
