@@ -124,7 +124,7 @@ class Service:
             self.store.save(new)
             self.waiters.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
-                self.outbox.add([PostState(new.jobid, new)], None)
+                self.outbox.add([PostState(new.jobid, new, admitted=old is None)], None)
                 self.arm_plan()
         self.outbox.add(actions, self.metrics.intake)
 
