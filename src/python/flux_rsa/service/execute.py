@@ -11,6 +11,7 @@ from flux.constants import FLUX_JOB_URGENCY_EXPEDITE
 from flux_rsa.core import Record
 from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
+from flux_rsa.core.states import RsaState as S
 from flux_rsa.service import wire
 
 
@@ -111,7 +112,7 @@ class Executor:
         context = {"state": rec.rsa_state.value, "nodes": list(rec.nodes)}
         if rec.error:
             context["error"] = rec.error
-        if rec.rsa_state.value != "INELIGIBLE" and not (admitted and rec.rsa_state.value == "INITIAL"):
+        if rec.rsa_state is not S.INELIGIBLE and not (admitted and rec.rsa_state is S.INITIAL):
             self._jobmanager("job-manager.rsa.post", {"id": rec.jobid, "name": "state", "context": context})
         memo = {"state": rec.rsa_state.value}
         if rec.nodes:
