@@ -102,3 +102,13 @@ def test_the_stage_rate_kept_from_changes_is_the_one_read_from_every_record():
         if rates.sample(rec) is not None:
             kept.append(rates.sample(rec))
     assert rates.median_rate(kept[-rates.RECENT:], 1.0) == rates.stage_rate(recs, 1.0)
+
+
+def test_a_pass_has_work_only_for_rsa_jobs_before_their_run():
+    from flux_rsa.core.ondeck import waits_to_run
+
+    assert waits_to_run(record(1, 8, (J.PENDING, S.INITIAL), "rsa0"))
+    assert waits_to_run(record(2, 8, (J.DEMOTED, S.READY), "rsa0"))
+    assert not waits_to_run(record(3, 8, (J.RUNNING, S.INUSE_IN), "rsa0"))
+    assert not waits_to_run(dataclasses.replace(record(4, 8, (J.PENDING, S.INITIAL), "rsa0"),
+                                                rsa_state=S.INELIGIBLE))

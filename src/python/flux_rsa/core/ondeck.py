@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from flux_rsa.core import events as E
-from flux_rsa.core.states import HOLDING, JobState, Measure, RsaState
+from flux_rsa.core.states import HOLDING, PRE_RUN, JobState, Measure, RsaState
 
 J, S = JobState, RsaState
 
@@ -119,6 +119,11 @@ def _holds(rec):
 def head(policy):
     """How many of the queue's first jobs a pass reads."""
     return max(HEAD_MIN, 4 * policy.ondeck_depth)
+
+
+def waits_to_run(rec):
+    """Could an on-deck pass do anything for ``rec``: an RSA job before its run?"""
+    return rec.job_state in PRE_RUN and rec.rsa_state is not S.INELIGIBLE
 
 
 def engaged(rec):

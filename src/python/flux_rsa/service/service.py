@@ -25,7 +25,6 @@ from flux_rsa.core import BadRequest, IllegalEvent, Policy, admit, parse_request
 from flux_rsa.core import events as E
 from flux_rsa.core import actions as A
 from flux_rsa.core import inflight, ondeck, reuse
-from flux_rsa.core.states import PRE_RUN, RsaState
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
@@ -43,7 +42,6 @@ from flux_rsa.service.queue import QueueReader
 from flux_rsa.service.reconcile import Reconciler
 from flux_rsa.service.timers import JobTimers, Timer, timer_event
 
-S = RsaState
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
 #: records are committed at most once per SAVE_DELAY, one commit at a time:
@@ -228,7 +226,7 @@ class Service:
         self.metrics.arrived()
         if not self.replayed or not self.pool.ready:
             return
-        if not any(r.job_state in PRE_RUN and r.rsa_state is not S.INELIGIBLE for r in self.records.values()):
+        if not any(map(ondeck.waits_to_run, self.records.values())):
             return  # no RSA job waits to run (a machine busy with other jobs)
         asked = self.metrics.intake
         self.reader.read(lambda pending: self.on_deck(pending, asked))
