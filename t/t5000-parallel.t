@@ -38,8 +38,13 @@ used_mib() {
 gluster_left() {
 	pgrep -a -f "rsa-brick|rsa-client" | grep -F "$RSA_INSTANCE_TMP" || true
 }
-all_gone() {
+all_gone_now() {
 	rsa_nothing_left && test -z "$(gluster_left)" && test -z "$(rsa_attached)"
+}
+# the record rests once the holder job has ended; its node sweeps (after
+# a holder stopped mid-build) may still be removing bricks for a moment
+all_gone() {
+	rsa_wait_for 30 "nothing left of the RAM disk" all_gone_now
 }
 # a listing of a tree, as it looks from here: type, mode, size, links,
 # mtime, link target, name (names may hold newlines: NUL-separated)
