@@ -44,7 +44,14 @@ all_gone_now() {
 # the record rests once the holder job has ended; its node sweeps (after
 # a holder stopped mid-build) may still be removing bricks for a moment
 all_gone() {
-	rsa_wait_for 30 "nothing left of the RAM disk" all_gone_now
+	rsa_wait_for 30 "nothing left of the RAM disk" all_gone_now || {
+		echo "left: RAM disks: $(rsa_ramdisks | tr "\n" " ")"
+		echo "left: brick servers, clients: $(gluster_left | tr "\n" " ")"
+		echo "left: attached: $(rsa_attached | tr "\n" " ")"
+		rsa_pool flux jobs -a -o "{id.f58} {name} {status} {exception.note}" | sed "s/^/left: pool job: /"
+		flux rsa pool
+		false
+	}
 }
 # a listing of a tree, as it looks from here: type, mode, size, links,
 # mtime, link target, name (names may hold newlines: NUL-separated)

@@ -149,16 +149,18 @@ class Holder(Subjob):
         """The RAM-disk command ended normally (or never started)."""
         if self.simulated:
             return self.asked
-        # a stop or keep signal can only kill a RAM-disk command before it
-        # blocks the signals, that is before it built anything (in a spanning
-        # holder, a task on another node may still be starting when the first
-        # one has built); the job's status is the worst of its tasks' (the
-        # shell's 128+N, or -N), and a task that failed to destroy or keep
-        # its RAM disk says so on stderr
+        return not self.started or self.tasks_ok() or self._stopped_early()
+
+    def _stopped_early(self):
+        """A stop or keep signal killed the RAM-disk command before it
+        blocked the signals, that is before it built anything (in a
+        spanning holder, a task on another node may still be starting when
+        the first one has built).  The job's status is the worst of its
+        tasks' (the shell's 128+N, or -N), and a task that failed to
+        destroy or keep its RAM disk says so on stderr."""
         code = self.exit_code()
-        early = self.stderr is None and any(
+        return self.stderr is None and any(
             code in (-sig, 128 + sig) for sig in (signal.SIGTERM, KEEP_SIGNAL))
-        return not self.started or self.tasks_ok() or early
 
     def error(self):
         """holder-end's error: None only for a clean, asked-for end."""
@@ -175,7 +177,7 @@ class Holder(Subjob):
         if self.asked:
             if self.keeping and not self.simulated and self.path and self.kept is None:
                 return f"keeping the RAM disk {self.path} failed: {why or 'it was not kept'}{swept}"
-            if self.clean_end():
+            if self.clean_end() and (self.sweeper is None or self.sweeper.failure() is None):
                 return None
             return (why or "the RAM disk was not destroyed cleanly") + swept
         if why and self.exception and self.exception.startswith("cancel"):
@@ -245,6 +247,11 @@ class Holder(Subjob):
         started building."""
         if self.simulated or not self.started or self.kept is not None:
             return False
+        if len(self.nodes) > 1 and not self.tasks_ok():
+            # the status shows one task's end only, and the worst by number:
+            # SIGTERM (15) on one node hides SIGKILL (9) on another, where
+            # the shell killed the task mid-build (a cancel in BOOTING)
+            return True
         return self.lost_rank() is not None or not self.clean_end()
 
     def _once(self, name):
