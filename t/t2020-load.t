@@ -44,8 +44,17 @@ test_expect_success 'every job has its record; the first ones are staged' '
 	flux rsa status -n -o "{rsa_state}" >states &&
 	grep -c READY states
 '
+# Half of the jobs are cancelled by id, the other half at once by state.
+# By id in runs of 250: flux cancel waits on its answers one by one, and
+# with 2,000 ids at once it aborted here under load (libev: "I/O watcher
+# with invalid fd found in epoll_ctl", the kernel's limit on how many
+# epoll sets one descriptor may join) - a limit of the command, not of the
+# job-manager or of RSA.
 test_expect_success 'a burst of cancels' '
-	flux cancel --quiet $(cat pending) || { flux jobs -a -f inactive | head; flux jobs -a -f inactive -o "{id.f58} {result} {exception.note}" | head -3; false; }
+	head -n $((count / 2)) pending | xargs -n 250 flux cancel --quiet &&
+	flux cancel --all --states=pending 2>cancelled &&
+	cat cancelled &&
+	grep -x "flux-cancel: Canceled $((count / 2)) jobs (0 errors)" cancelled
 '
 test_expect_success 'every record reaches a final state within 3 minutes' '
 	rsa_wait_for 180 "every record final" none_remaining ||
