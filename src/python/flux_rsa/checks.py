@@ -45,9 +45,10 @@ def _too_big(attrs, req, pool):
     )
 
 
-def check_request(attrs, userid, pool=None):
+def check_request(attrs, userid, pool=None, who=None):
     """The first thing wrong with a job's rsa attributes, as one line, or
-    None.  ``pool`` (a Pool), when known, bounds rsa.capacity."""
+    None.  ``pool`` (a Pool), when known, bounds rsa.capacity; ``who``
+    (an access.Who of ``userid``) saves looking the user up."""
     try:
         req = parse_request(attrs)
     except BadRequest as exc:
@@ -57,7 +58,7 @@ def check_request(attrs, userid, pool=None):
     why = _too_big(attrs, req, pool)
     if why:
         return why
-    who = Who(userid)
+    who = who or Who(userid)
     checks = [
         ("data_in", req.data_in, "dir", READ | EXEC, "an existing directory you can read"),
         ("data_out", req.data_out, "dir", WRITE | EXEC, "an existing directory you can write"),

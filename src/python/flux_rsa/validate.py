@@ -10,7 +10,10 @@ owner); rsa.capacity is bounded by the pool: the instance's RSA nodes
 the pool's size (the config and the resource set: two RPCs, ~5 ms) at most
 once a second (POOL_TTL): a burst of submissions shares one reading, and a
 change of the instance's RSA nodes or ``[rsa]`` reaches the check within
-that second.
+that second.  The submitting user's groups (the name service: 0.1-0.3 ms
+here, more with a directory service) are looked up once a second per user
+in the same way; a path the user could read a second ago and cannot now
+is refused by the stager anyway, which runs as the user.
 """
 
 import errno
@@ -19,15 +22,19 @@ import time
 import flux.resource
 from flux.job.validator import ValidatorPlugin
 
+from flux_rsa.access import Who
 from flux_rsa.checks import Pool, check_request
 from flux_rsa.core import BadConfig, Policy
 
 
 POOL_TTL = 1.0  # s a worker uses one reading of the pool's size
+WHO_TTL = 1.0  # s a worker uses one look-up of a user's groups
+WHO_KEEP = 1024  # users remembered at most (all forgotten beyond)
 
 
 class Validator(ValidatorPlugin):
     _pool_read = None  # (monotonic time, Pool or None) of the last reading
+    _who = None  # uid -> (monotonic time, Who) of its last look-up
 
     def pool(self):
         """The pool's size, read at most once every POOL_TTL seconds."""
@@ -35,6 +42,17 @@ class Validator(ValidatorPlugin):
         if self._pool_read is None or now - self._pool_read[0] >= POOL_TTL:
             self._pool_read = (now, self.read_pool())
         return self._pool_read[1]
+
+    def who(self, uid):
+        """User ``uid`` and its groups, looked up at most once every WHO_TTL
+        seconds."""
+        now = time.monotonic()
+        if self._who is None or len(self._who) > WHO_KEEP:
+            self._who = {}
+        seen = self._who.get(uid)
+        if seen is None or now - seen[0] >= WHO_TTL:
+            seen = self._who[uid] = (now, Who(uid))
+        return seen[1]
 
     def read_pool(self):
         """The RSA pool's size now, or None when it cannot be told (no or
@@ -53,7 +71,7 @@ class Validator(ValidatorPlugin):
         except (KeyError, TypeError):
             return None
         pool = self.pool() if isinstance(attrs, dict) and attrs.get("capacity") is not None else None
-        why = check_request(attrs, job.userid, pool=pool)
+        why = check_request(attrs, job.userid, pool=pool, who=self.who(job.userid))
         if why:
             return (errno.EINVAL, why)
         return None
