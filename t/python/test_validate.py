@@ -63,3 +63,12 @@ def test_many_users_do_not_grow_the_memory_without_bound(looked_up):
     for uid in range(10 * validate.WHO_KEEP):
         v.who(uid)
     assert len(v._who) <= validate.WHO_KEEP + 1
+
+
+def test_the_pool_size_is_read_once_a_second(looked_up, monkeypatch):
+    v, clock, _ = looked_up
+    reads = []
+    monkeypatch.setattr(v, "read_pool", lambda: reads.append(clock.now) or len(reads))
+    assert [v.pool() for _ in range(100)] == [1] * 100
+    clock.now += validate.POOL_TTL
+    assert v.pool() == 2 and len(reads) == 2
