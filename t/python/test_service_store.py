@@ -3,6 +3,7 @@ committed in batches, one commit at a time; a commit that fails is logged
 and made again, and the record lands; a newer change is never overwritten
 by the retry of an older one."""
 
+import dataclasses
 import errno
 
 import pytest
@@ -14,6 +15,7 @@ store = pytest.importorskip("flux_rsa.service.store",
                             reason="Flux's Python bindings are missing: no service tests")
 
 from flux_rsa.core import Policy, admit, parse_request  # noqa: E402
+from flux_rsa.core.states import JobState, RsaState  # noqa: E402
 
 DELAY = 0.2
 
@@ -79,9 +81,15 @@ class FakeKVS:
         f.callback(f)
 
 
-def record(jobid, t=0.0):
+def fresh(jobid, t=0.0):
+    """A record just admitted: nothing happened to it yet."""
     policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
     return admit(jobid, 1000, 1, parse_request({"data_out": "/out"}), policy, t)
+
+
+def record(jobid, t=0.0):
+    """A record that asked for capacity: the KVS must have it."""
+    return dataclasses.replace(fresh(jobid, t), rsa_state=RsaState.REQUESTED, gen=1)
 
 
 def make():
@@ -156,3 +164,35 @@ def test_flush_sync_writes_what_is_left_at_once():
     assert sorted(kvs.data) == ["rsa.jobs.3"]
     reactor.advance(DELAY)
     assert kvs.out == []  # nothing left to commit
+
+
+def test_a_fresh_record_is_not_written_until_something_happens_to_it():
+    reactor, _, kvs, st = make()
+    rec = fresh(1)
+    st.save(rec)
+    reactor.advance(2 * DELAY)
+    assert kvs.out == [] and not st.pending()
+    # its first step (a reservation asked for) is written
+    st.save(dataclasses.replace(rec, rsa_state=RsaState.REQUESTED, gen=1))
+    reactor.advance(2 * DELAY)
+    kvs.answer()
+    assert kvs.data["rsa.jobs.1"]["rsa_state"] == "REQUESTED"
+
+
+def test_a_job_that_ends_in_initial_is_written():
+    # the replay after a restart shows no ended job: its record must be kept
+    reactor, _, kvs, st = make()
+    st.save(dataclasses.replace(fresh(2), job_state=JobState.CANCELED))
+    reactor.advance(2 * DELAY)
+    kvs.answer()
+    assert kvs.data["rsa.jobs.2"]["job_state"] == "CANCELED"
+
+
+def test_a_record_reset_to_initial_after_a_reservation_is_written():
+    # DESTROYED -> INITIAL (demoted, then on deck again): it held a RAM
+    # disk (gen 1), and the KVS must not keep the older state
+    reactor, _, kvs, st = make()
+    st.save(dataclasses.replace(fresh(3), gen=1))
+    reactor.advance(2 * DELAY)
+    kvs.answer()
+    assert kvs.data["rsa.jobs.3"]["gen"] == 1

@@ -174,6 +174,15 @@ class Record:
         return (self.job_state in ENDED and self.rsa_state in AT_REST
                 and self.mount in (Mount.NONE, Mount.FAILED))
 
+    @property
+    def fresh(self):
+        """Nothing has happened to it but its admission: INITIAL, it never
+        held a RAM disk, its job is pending.  After a restart the journal's
+        replay admits such a job again from its submit event, so its record
+        needs no copy in the KVS (one write less for every queued job)."""
+        return (self.rsa_state is RsaState.INITIAL and self.gen == 0
+                and self.job_state is JobState.PENDING)
+
     def area(self, name):
         """Path of an area (IN_AREA or OUT_AREA) on the current RAM disk,
         as the RSA nodes (the stager) see it."""

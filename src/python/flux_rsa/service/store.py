@@ -2,7 +2,9 @@
 
 Writes are batched: the service marks records dirty and ``flush`` commits
 them in one transaction; a record is the truth after a restart, so a
-commit that fails is made again.
+commit that fails is made again.  A fresh record (``Record.fresh``: just
+admitted, nothing happened yet) is not written: the replay of the journal
+after a restart admits its job again.
 """
 
 import flux.kvs
@@ -63,6 +65,8 @@ class Store:
         self.arm()
 
     def save(self, rec):
+        if rec.fresh:
+            return
         self.dirty[rec.jobid] = rec
         self.removed.discard(rec.jobid)
         self.arm()
