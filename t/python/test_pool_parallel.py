@@ -5,10 +5,11 @@ spread over both nodes, compute-node attach and detach, nothing left."""
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
-from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
+from test_pool_helpers import FLUX, MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
 from conftest import stop_pool
 
 from flux_rsa.ramdisk import glusterfs  # noqa: E402
@@ -201,3 +202,27 @@ def test_the_next_holder_takes_other_ports_than_the_one_that_failed(pool):
     pool.service.call("cancel", jobid=15, gen=1)
     assert pool.service.wait_for("holder-end", jobid=15)["error"] is None
     assert gluster_processes(pool) == [] and mounts_under(pool.root) == []
+
+
+def test_fs_ports_among_the_ephemeral_ports_are_named_in_the_pool_log():
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    p = Pool(provider="glusterfs", fs_host="127.0.0.1", fs_ports=f"{low + 100}-{low + 199}")
+    want = f"fs-ports {low + 100}-{low + 199} overlaps this node's ephemeral ports"
+
+    def output():
+        return subprocess.run([FLUX, "job", "eventlog", "-p", "guest.output", str(p.jobid)],
+                              env=dict(os.environ, FLUX_URI=p.instance.uri),
+                              capture_output=True, text=True, timeout=60).stdout
+
+    try:
+        out = ""
+        for _ in range(100):  # the shell writes its output to the KVS in batches
+            out = output()
+            if want in out:
+                break
+            time.sleep(0.2)
+        assert want in out, out
+        assert f"choose ports below {low}" in out
+    finally:
+        stop_pool(p)

@@ -391,3 +391,15 @@ def test_a_swept_holder_that_was_asked_to_end_reports_no_error():
     assert h.error() is None
     h.sweeper = Swept("rm: cannot remove /ram/5.1.b0: busy")
     assert "cannot remove /ram/5.1.b0" in h.error()
+
+
+def test_fs_ports_among_the_ephemeral_ports_are_named_with_the_fix():
+    from flux_rsa.pool.ports import ephemeral_clash
+
+    linux = (32768, 60999)
+    assert ephemeral_clash(24100, 24999, linux) is None  # the default
+    assert ephemeral_clash(61000, 61999, linux) is None
+    why = ephemeral_clash(40000, 40999, linux)
+    assert "[rsa] fs-ports 40000-40999" in why and "32768-60999" in why
+    assert "below 32768" in why and "ip_local_reserved_ports" in why
+    assert ephemeral_clash(32000, 32768, linux) is not None  # one port is enough

@@ -39,7 +39,7 @@ from flux_rsa.pool import graph, jgf, jobspecs, protocol
 from flux_rsa.pool.holders import Holder
 from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
-from flux_rsa.pool.ports import Ports, PortsExhausted
+from flux_rsa.pool.ports import Ports, PortsExhausted, ephemeral_clash
 from flux_rsa.pool.stages import Discard, Measure, Purge, SimulatedStage, Stage
 from flux_rsa.privileged import caller
 
@@ -99,6 +99,7 @@ class Agent:
             log(f"RAM disks cannot be made: {self.unusable}; RSA jobs use their directories")
         elif not self.simulate:
             self.sweep()
+            self._check_ports()
         self.nodes.watch()
         self.parent.service_register(protocol.SERVICE).get()
         w = self.parent.msg_watcher_create(self._request, flux.constants.FLUX_MSGTYPE_REQUEST,
@@ -117,6 +118,19 @@ class Agent:
             f"{t_graph:.2f}s, start-up {time.monotonic() - t0:.2f}s"
             + (f", SIMULATING at {self.policy.simulate_rate} bytes/s" if self.simulate else "")
             + (f", {len(self.kept)} kept RAM disk(s)" if self.kept else ""))
+
+    def _check_ports(self):
+        """Say so when the servers' ports may be taken by connections."""
+        if self.policy.provider not in ("glusterfs", "command"):
+            return
+        try:
+            with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+                ephemeral = tuple(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            return
+        why = ephemeral_clash(*self.policy.port_range(), ephemeral)
+        if why:
+            log(f"warning: {why}")
 
     def ready_info(self):
         p = self.policy

@@ -15,6 +15,20 @@ class PortsExhausted(RuntimeError):
     pass
 
 
+def ephemeral_clash(low, high, ephemeral):
+    """Why [rsa] fs-ports LOW-HIGH is unsafe on a node whose kernel gives
+    connections local ports from EPHEMERAL (low, high: its
+    net.ipv4.ip_local_port_range), or None: a port of both may be taken by
+    any outgoing connection when a server wants it."""
+    elow, ehigh = ephemeral
+    if high < elow or low > ehigh:
+        return None
+    return (f"[rsa] fs-ports {low}-{high} overlaps this node's ephemeral ports {elow}-{ehigh} "
+            "(net.ipv4.ip_local_port_range): an outgoing connection can take a port a RAM "
+            f"disk's server needs; choose ports below {elow} (the default is 24100-24999) "
+            "or reserve them (net.ipv4.ip_local_reserved_ports)")
+
+
 class Ports:
     def __init__(self, low, high):
         self.low, self.high = low, high
