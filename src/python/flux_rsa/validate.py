@@ -32,27 +32,42 @@ WHO_TTL = 1.0  # s a worker uses one look-up of a user's groups
 WHO_KEEP = 1024  # users remembered at most (all forgotten beyond)
 
 
+class Readings:
+    """Values read at most once every ``ttl`` seconds, by key; beyond
+    ``keep`` keys all are forgotten."""
+
+    def __init__(self, ttl, keep=1):
+        self.ttl, self.keep = ttl, keep
+        self.seen = {}  # key -> (monotonic time, value) of its last reading
+
+    def __len__(self):
+        return len(self.seen)
+
+    def get(self, key, read):
+        now = time.monotonic()
+        seen = self.seen.get(key)
+        if seen is None or now - seen[0] >= self.ttl:
+            if len(self.seen) >= self.keep:
+                self.seen.clear()
+            seen = self.seen[key] = (now, read())
+        return seen[1]
+
+
 class Validator(ValidatorPlugin):
-    _pool_read = None  # (monotonic time, Pool or None) of the last reading
-    _who = None  # uid -> (monotonic time, Who) of its last look-up
+    _pool = _who = None  # Readings, made on first use
 
     def pool(self):
         """The pool's size, read at most once every POOL_TTL seconds."""
-        now = time.monotonic()
-        if self._pool_read is None or now - self._pool_read[0] >= POOL_TTL:
-            self._pool_read = (now, self.read_pool())
-        return self._pool_read[1]
+        if self._pool is None:
+            self._pool = Readings(POOL_TTL)
+        return self._pool.get(None, self.read_pool)
 
     def who(self, uid):
         """User ``uid`` and its groups, looked up at most once every WHO_TTL
         seconds."""
-        now = time.monotonic()
-        if self._who is None or len(self._who) > WHO_KEEP:
-            self._who = {}
-        seen = self._who.get(uid)
-        if seen is None or now - seen[0] >= WHO_TTL:
-            seen = self._who[uid] = (now, Who(uid))
-        return seen[1]
+        if self._who is None:
+            self._who = Readings(WHO_TTL, WHO_KEEP)
+        return self._who.get(uid, lambda: Who(uid))
 
     def read_pool(self):
         """The RSA pool's size now, or None when it cannot be told (no or

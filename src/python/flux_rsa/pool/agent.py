@@ -121,8 +121,8 @@ class Agent:
 
     def _check_ports(self):
         """Say so when the servers' ports may be taken by connections."""
-        if self.policy.provider not in ("glusterfs", "command"):
-            return
+        if not jobspecs.ports_needed(self.policy, len(self.hosts)):
+            return  # no holder here runs servers
         try:
             with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
                 ephemeral = tuple(int(x) for x in f.read().split())

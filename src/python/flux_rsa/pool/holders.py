@@ -153,11 +153,14 @@ class Holder(Subjob):
 
     def _stopped_early(self):
         """A stop or keep signal killed the RAM-disk command before it
-        blocked the signals, that is before it built anything (in a
-        spanning holder, a task on another node may still be starting when
-        the first one has built).  The job's status is the worst of its
-        tasks' (the shell's 128+N, or -N), and a task that failed to
-        destroy or keep its RAM disk says so on stderr."""
+        blocked the signals, that is before it built anything; a task that
+        failed to destroy or keep its RAM disk says so on stderr.  Told
+        only for a holder of one task: a job's status is the worst of its
+        tasks' by number (the shell's 128+N, or -N), so SIGTERM (15) on one
+        node hides SIGKILL (9) on another, where the shell killed the task
+        mid-build (a cancel in BOOTING)."""
+        if len(self.nodes) > 1:
+            return False
         code = self.exit_code()
         return self.stderr is None and any(
             code in (-sig, 128 + sig) for sig in (signal.SIGTERM, KEEP_SIGNAL))
@@ -177,8 +180,8 @@ class Holder(Subjob):
         if self.asked:
             if self.keeping and not self.simulated and self.path and self.kept is None:
                 return f"keeping the RAM disk {self.path} failed: {why or 'it was not kept'}{swept}"
-            if self.clean_end() and (self.sweeper is None or self.sweeper.failure() is None):
-                return None
+            if self.clean_end() or self._swept():
+                return None  # nothing is left of it, as asked
             return (why or "the RAM disk was not destroyed cleanly") + swept
         if why and self.exception and self.exception.startswith("cancel"):
             return (f"holder {self.name} was canceled outside flux-rsa ({why}); "
@@ -186,6 +189,10 @@ class Holder(Subjob):
         if why:
             return f"holder {self.name} failed: {why}{swept}"
         return f"holder {self.name} ended by itself; its RAM disk is destroyed"
+
+    def _swept(self):
+        """A sweep removed what it left behind."""
+        return self.sweeper is not None and self.sweeper.failure() is None
 
     def kept_path(self):
         """holder-end's ``kept``: the RAM disk left for a later pool, or None."""
@@ -247,11 +254,6 @@ class Holder(Subjob):
         started building."""
         if self.simulated or not self.started or self.kept is not None:
             return False
-        if len(self.nodes) > 1 and not self.tasks_ok():
-            # the status shows one task's end only, and the worst by number:
-            # SIGTERM (15) on one node hides SIGKILL (9) on another, where
-            # the shell killed the task mid-build (a cancel in BOOTING)
-            return True
         return self.lost_rank() is not None or not self.clean_end()
 
     def _once(self, name):
