@@ -10,7 +10,10 @@ of them are covered by the core property tests.'
 
 test_under_rsa_instance
 
-
+# annotated JOB STATE: flux jobs shows the job in rsa-state STATE
+annotated() {
+	test "$(flux jobs -n -o "{user.rsa.state}" "$1")" = "$2"
+}
 
 test_expect_success 'setup' '
 	rsa_wait_pool 60 &&
@@ -25,6 +28,7 @@ test_expect_success 'cancel in INITIAL (pending, not on deck)' '
 	flux job wait-event -t 30 $id priority &&
 	rsa_settled &&
 	test "$(rsa_state $id)" = INITIAL &&
+	rsa_wait_for 10 "flux jobs showing INITIAL" annotated $id INITIAL &&
 	flux cancel $id $ahead &&
 	rsa_at_rest $id 60 && rsa_nothing_left
 '

@@ -66,11 +66,17 @@ class RsaModule(BrokerModule):
 
     @request_handler("job-event")
     def job_event(self, msg):
-        """Events of jobs that mention rsa, from the jobtap plugin (no answer)."""
-        try:
-            self.service.on_job_event(msg.payload)
-        except Exception as exc:
-            self.log.error(f"rsa: job-event {msg.payload}: {exc!r}")
+        """Events of jobs that mention rsa, from the jobtap plugin, in order
+        ({events: [...]}, no answer)."""
+        events = msg.payload.get("events") if isinstance(msg.payload, dict) else None
+        if not isinstance(events, list):
+            self.log.error(f"rsa: job-event {msg.payload}: expected {{events: [...]}}")
+            return
+        for event in events:
+            try:
+                self.service.on_job_event(event)
+            except Exception as exc:
+                self.log.error(f"rsa: job-event {event}: {exc!r}")
 
     @request_handler("queue-moved")
     def queue_moved(self, msg):

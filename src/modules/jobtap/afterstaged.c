@@ -102,6 +102,7 @@ static int afterstaged_ask (struct afterstaged *as)
 {
     flux_t *h = flux_jobtap_get_flux (as->p);
 
+    rsa_tell (as->p, as->after);
     flux_future_destroy (as->f);
     if (!(as->f = flux_rpc_pack (h, "rsa.afterstaged", 0, 0,
                                  "{s:I}", "id", as->after))

@@ -22,6 +22,7 @@ static void rsa_job_destroy (void *arg)
         flux_watcher_destroy (job->retry_w);
         flux_watcher_destroy (job->hold_w);
         json_decref (job->attrs);
+        json_decref (job->submit);
         json_decref (job->offer);
         free (job->ranks);
         if (!job->ended)
@@ -102,6 +103,7 @@ static void fall_back (struct rsa_job *job, const char *why)
 }
 
 static int send_start (struct rsa_job *job);
+static void tell_submit (struct rsa_job *job);
 
 static void start_continuation (flux_future_t *f, void *arg)
 {
@@ -139,6 +141,7 @@ static int send_start (struct rsa_job *job)
 {
     flux_t *h = flux_jobtap_get_flux (job->p);
 
+    rsa_tell (job->p, job->id);
     flux_future_destroy (job->f);
     if (!(job->f = flux_rpc_pack (h,
                                   "rsa.start",
@@ -172,49 +175,77 @@ static void hold_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
         fall_back (job, "no answer from the rsa service within max-hold");
 }
 
-/* Tell the service of an event of job (no answer: if the service is
- * away, it catches up from the journal when it comes back).
+/* An event of job for the service (sent with the others of this turn of
+ * the reactor, see rsa.c).
  */
+static json_t *job_event (struct rsa_job *job,
+                          const char *name,
+                          double timestamp,
+                          json_t *context,
+                          json_t *jobspec)
+{
+    return json_pack ("{s:I s:s s:f s:O? s:O?}",
+                      "id", job->id,
+                      "name", name,
+                      "timestamp", timestamp,
+                      "context", context,
+                      "jobspec", jobspec);
+}
+
+/* The service hears of the job's submit first, once. */
+static void tell_submit (struct rsa_job *job)
+{
+    if (!job->told) {
+        job->told = true;
+        rsa_event_queue (job->ctx, job->submit);
+        job->submit = NULL;
+    }
+}
+
+/* The service is about to be asked about job id: send what it should know
+ * of it first.
+ */
+void rsa_tell (flux_plugin_t *p, flux_jobid_t id)
+{
+    struct rsa_job *job = flux_jobtap_job_aux_get (p, id, JOB_AUX);
+
+    if (job)
+        tell_submit (job);
+    rsa_events_flush (rsa_ctx (p));
+}
+
 static void send_event (struct rsa_job *job,
                         const char *name,
                         double timestamp,
-                        json_t *context,
-                        json_t *jobspec)
+                        json_t *context)
 {
-    flux_t *h = flux_jobtap_get_flux (job->p);
-    flux_future_t *f;
-
-    if (!(f = flux_rpc_pack (h,
-                             "rsa.job-event",
-                             0,
-                             FLUX_RPC_NORESPONSE,
-                             "{s:I s:s s:f s:O? s:O?}",
-                             "id", job->id,
-                             "name", name,
-                             "timestamp", timestamp,
-                             "context", context,
-                             "jobspec", jobspec)))
-        flux_log_error (h, "rsa: %s: sending %s", job->idf58, name);
-    flux_future_destroy (f);
+    tell_submit (job);
+    rsa_event_queue (job->ctx, job_event (job, name, timestamp, context, NULL));
 }
 
-/* job.new (also replayed for active jobs when the plugin loads) */
+/* job.new (also replayed for active jobs when the plugin loads, and for
+ * those of a restarted instance): a new job's submit is sent at DEPEND,
+ * with its INITIAL annotation; a replayed one's now.
+ */
 int rsa_new_cb (flux_plugin_t *p, const char *topic,
                 flux_plugin_arg_t *args, void *arg)
 {
     json_t *jobspec = NULL;
     json_t *attrs = NULL;
     json_t *context;
+    json_t *part;
     flux_jobid_t id;
     uint32_t userid;
+    int state;
     double t_submit;
     struct rsa_job *job;
 
     if (flux_plugin_arg_unpack (args,
                                 FLUX_PLUGIN_ARG_IN,
-                                "{s:I s:i s:f s:o}",
+                                "{s:I s:i s:i s:f s:o}",
                                 "id", &id,
                                 "userid", &userid,
+                                "state", &state,
                                 "t_submit", &t_submit,
                                 "jobspec", &jobspec) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
@@ -234,11 +265,46 @@ int rsa_new_cb (flux_plugin_t *p, const char *topic,
         rsa_job_destroy (job);
         return flux_jobtap_error (p, args, "rsa: cannot track job");
     }
-    if ((context = json_pack ("{s:i}", "userid", (int)userid))) {
-        send_event (job, "submit", t_submit, context, jobspec);
-        json_decref (context);
-    }
+    /* what the service reads of the jobspec: the nodes, the request */
+    context = json_pack ("{s:i}", "userid", (int)userid);
+    part = json_pack ("{s:O? s:{s:{s:O}}}",
+                      "resources", json_object_get (jobspec, "resources"),
+                      "attributes", "system", "rsa", attrs);
+    if (!context || !part
+        || !(job->submit = job_event (job, "submit", t_submit, context, part)))
+        flux_log (flux_jobtap_get_flux (p), LOG_ERR,
+                  "rsa: %s: out of memory: the service is not told", job->idf58);
+    json_decref (context);
+    json_decref (part);
+    if (state != FLUX_JOB_STATE_NEW)
+        tell_submit (job);
     return flux_jobtap_job_subscribe (p, FLUX_JOBTAP_CURRENT_JOB);
+}
+
+/* job.state.depend (every job): a new RSA job is annotated INITIAL, then
+ * the service hears of it (so the service's own annotations come after).
+ */
+int rsa_depend_cb (flux_plugin_t *p, const char *topic,
+                   flux_plugin_arg_t *args, void *arg)
+{
+    struct rsa_job *job = flux_jobtap_job_aux_get (p,
+                                                   FLUX_JOBTAP_CURRENT_JOB,
+                                                   JOB_AUX);
+
+    if (!job || job->told)
+        return 0;
+    if (flux_plugin_arg_pack (args,
+                              FLUX_PLUGIN_ARG_OUT,
+                              "{s:{s:{s:{s:s}}}}",
+                              "annotations",
+                                "user",
+                                  "rsa",
+                                    "state", "INITIAL") < 0)
+        flux_log (flux_jobtap_get_flux (p), LOG_ERR,
+                  "rsa: %s: annotating: %s", job->idf58,
+                  flux_plugin_arg_strerror (args));
+    tell_submit (job);
+    return 0;
 }
 
 /* The broker ranks of R (R_lite's idsets joined with commas), or NULL. */
@@ -352,7 +418,7 @@ int rsa_forward_cb (flux_plugin_t *p, const char *topic,
                                   "context", &context) < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking %s: %s", topic,
                                   flux_plugin_arg_strerror (args));
-    send_event (job, name, timestamp, context, NULL);
+    send_event (job, name, timestamp, context);
     if (strcmp (name, "clean") == 0 && !job->ended) {
         job->ended = true; /* inactive jobs are kept until purged */
         job->ctx->jobs--;

@@ -22,11 +22,19 @@
  *    (the service must not take it then);
  *  - every job that mentions rsa (even a malformed request the service
  *    will call ineligible) is followed for the service: its submit (with
- *    its jobspec) and its priority, flux-restart, alloc, rsa-ready, start,
- *    finish, exception and clean events go to rsa.job-event {id, name,
- *    timestamp, context[, jobspec]}.  The service reads the job-manager
- *    journal only to catch up when it starts: a job without rsa costs it
- *    no message;
+ *    the part of its jobspec the service reads: resources and
+ *    attributes.system.rsa) and its priority, flux-restart, alloc,
+ *    rsa-ready, start, finish, exception and clean events go to
+ *    rsa.job-event {events: [{id, name, timestamp, context[, jobspec]},
+ *    ...]}: the events of one turn of job-manager's reactor travel
+ *    together (at most EVENTS_MAX a message), and before any other message
+ *    to the service, so the service sees everything in order.  The service
+ *    reads the job-manager journal only to catch up when it starts: a job
+ *    without rsa costs it no message;
+ *  - a new job that mentions rsa shows user.rsa.state INITIAL in its
+ *    annotations (`flux jobs -o {user.rsa.state}`) from DEPEND on, before
+ *    the service hears of it (its submit is sent then): the service
+ *    annotates every later state;
  *  - while jobs that mention rsa are active, a job reaching RUN moves the
  *    queue in front of them: rsa.queue-moved (no payload, no answer) tells
  *    the service, at most once per MOVED_DELAY, so that it looks at the
@@ -57,6 +65,7 @@
 #include "rsa.h"
 
 #define MOVED_DELAY 0.05 /* seconds: rsa.queue-moved hints are coalesced */
+#define EVENTS_MAX 64    /* job events in one rsa.job-event message */
 
 static const struct rsa_conf defaults = { 60., 1200., 1. };
 
@@ -73,6 +82,7 @@ static void moved_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
     flux_future_t *f;
 
     ctx->moved_armed = false;
+    rsa_events_flush (ctx);
     if (!(f = flux_rpc (h, "rsa.queue-moved", NULL, 0, FLUX_RPC_NORESPONSE)))
         flux_log_error (h, "rsa: sending queue-moved");
     flux_future_destroy (f);
@@ -85,6 +95,51 @@ void rsa_queue_moved (struct rsa_ctx *ctx)
         ctx->moved_armed = true;
         flux_timer_watcher_reset (ctx->moved_w, MOVED_DELAY, 0.);
         flux_watcher_start (ctx->moved_w);
+    }
+}
+
+/* Send the job events queued, if any (no answer: if the service is away,
+ * it catches up from the journal when it comes back).
+ */
+void rsa_events_flush (struct rsa_ctx *ctx)
+{
+    flux_t *h = flux_jobtap_get_flux (ctx->p);
+    flux_future_t *f;
+
+    if (ctx->flush_armed) {
+        flux_watcher_stop (ctx->flush_w);
+        ctx->flush_armed = false;
+    }
+    if (json_array_size (ctx->events) == 0)
+        return;
+    if (!(f = flux_rpc_pack (h, "rsa.job-event", 0, FLUX_RPC_NORESPONSE,
+                             "{s:O}", "events", ctx->events)))
+        flux_log_error (h, "rsa: sending %zu job events",
+                        json_array_size (ctx->events));
+    flux_future_destroy (f);
+    json_array_clear (ctx->events);
+}
+
+static void flush_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
+                      void *arg)
+{
+    rsa_events_flush (arg);
+}
+
+/* Queue a job event for the service (the reference is stolen). */
+void rsa_event_queue (struct rsa_ctx *ctx, json_t *event)
+{
+    if (!event || json_array_append_new (ctx->events, event) < 0) {
+        flux_log (flux_jobtap_get_flux (ctx->p), LOG_ERR,
+                  "rsa: out of memory queueing a job event");
+        return;
+    }
+    if (json_array_size (ctx->events) >= EVENTS_MAX)
+        rsa_events_flush (ctx);
+    else if (!ctx->flush_armed) {
+        ctx->flush_armed = true;
+        flux_timer_watcher_reset (ctx->flush_w, 0., 0.);
+        flux_watcher_start (ctx->flush_w);
     }
 }
 
@@ -203,7 +258,11 @@ static void ctx_destroy (void *arg)
     struct rsa_ctx *ctx = arg;
     if (ctx) {
         int saved_errno = errno;
+        if (ctx->p)
+            rsa_events_flush (ctx);
         flux_watcher_destroy (ctx->moved_w);
+        flux_watcher_destroy (ctx->flush_w);
+        json_decref (ctx->events);
         free (ctx);
         errno = saved_errno;
     }
@@ -219,7 +278,10 @@ static struct rsa_ctx *ctx_create (flux_plugin_t *p)
     ctx->p = p;
     ctx->conf = defaults;
     if (!(ctx->moved_w = flux_timer_watcher_create (r, MOVED_DELAY, 0.,
-                                                    moved_cb, ctx))) {
+                                                    moved_cb, ctx))
+        || !(ctx->flush_w = flux_timer_watcher_create (r, 0., 0.,
+                                                       flush_cb, ctx))
+        || !(ctx->events = json_array ())) {
         ctx_destroy (ctx);
         return NULL;
     }
@@ -229,6 +291,7 @@ static struct rsa_ctx *ctx_create (flux_plugin_t *p)
 static const struct flux_plugin_handler tab[] = {
     { "conf.update", conf_update_cb, NULL },
     { "job.new", rsa_new_cb, NULL },
+    { "job.state.depend", rsa_depend_cb, NULL },
     { "job.state.run", rsa_run_cb, NULL },
     { "job.event.exception", rsa_exception_cb, NULL },
     { "job.event.priority", rsa_forward_cb, NULL },

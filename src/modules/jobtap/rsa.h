@@ -33,6 +33,9 @@ struct rsa_ctx {
     int jobs;                   /* active jobs that mention rsa */
     flux_watcher_t *moved_w;    /* an rsa.queue-moved hint is due */
     bool moved_armed;
+    json_t *events;             /* job events for the service, not sent yet */
+    flux_watcher_t *flush_w;    /* sends them at the reactor's next turn */
+    bool flush_armed;
 };
 
 enum phase { IDLE, HOLDING, DONE };
@@ -54,15 +57,22 @@ struct rsa_job {
     json_t *offer;              /* env to start with at once, or NULL */
     bool offer_used;            /* the job started with the offer */
     bool ended;                 /* clean: no longer counted in ctx->jobs */
+    json_t *submit;             /* its submit event until it is sent */
+    bool told;                  /* the service was sent the job's submit */
 };
 
 /* rsa.c */
 struct rsa_ctx *rsa_ctx (flux_plugin_t *p);
 void rsa_queue_moved (struct rsa_ctx *ctx);
+void rsa_event_queue (struct rsa_ctx *ctx, json_t *event);
+void rsa_events_flush (struct rsa_ctx *ctx);
 
-/* job.c: job.new, job.state.run, job.event.exception, other job.event.* */
+/* job.c: job.new, job.state.depend, job.state.run, job.event.exception,
+ * other job.event.* */
 int rsa_new_cb (flux_plugin_t *p, const char *topic,
                 flux_plugin_arg_t *args, void *arg);
+int rsa_depend_cb (flux_plugin_t *p, const char *topic,
+                   flux_plugin_arg_t *args, void *arg);
 int rsa_run_cb (flux_plugin_t *p, const char *topic,
                 flux_plugin_arg_t *args, void *arg);
 int rsa_exception_cb (flux_plugin_t *p, const char *topic,
@@ -70,6 +80,7 @@ int rsa_exception_cb (flux_plugin_t *p, const char *topic,
 int rsa_forward_cb (flux_plugin_t *p, const char *topic,
                     flux_plugin_arg_t *args, void *arg);
 int rsa_release_job (struct rsa_job *job, json_t *env, int status);
+void rsa_tell (flux_plugin_t *p, flux_jobid_t id);
 
 /* rpc.c */
 int rsa_services_register (flux_plugin_t *p);

@@ -21,7 +21,6 @@ class PostState(A.Action):
     rsa-state into its job (``Executor.post_state``)."""
 
     record: Record
-    admitted: bool = False  # the record was just made (its first rsa-state)
 
 
 class Executor:
@@ -47,7 +46,7 @@ class Executor:
             A.Withdraw: self.withdraw,
             A.Attach: lambda a: self.mounts.attach(a),
             A.Detach: lambda a: self.mounts.detach(a),
-            PostState: lambda a: self.post_state(a.record, a.admitted),
+            PostState: lambda a: self.post_state(a.record),
         }
         self.deliver = None  # deliver(jobid, event): Withdrawn answers go back to the core
         self.retries = {}  # jobid -> timer of a withdrawal to ask again
@@ -101,18 +100,16 @@ class Executor:
         if self.active(a.jobid):
             self._jobmanager("job-manager.rsa.post", {"id": a.jobid, "name": a.name, "context": a.context})
 
-    def post_state(self, rec, admitted=False):
+    def post_state(self, rec):
         """Mirror an rsa-state change into the job's eventlog (rsa-state) and
         its annotations (user.rsa, a volatile memo: `flux jobs -o {user.rsa.state}`).
-        A job just admitted (INITIAL: nothing happened yet) gets the memo
-        only: an eventlog entry for every RSA job at submit was a fifth more
-        eventlog writes in a burst of submissions."""
+        An ineligible job gets the memo only."""
         if not self.active(rec.jobid):
             return
         context = {"state": rec.rsa_state.value, "nodes": list(rec.nodes)}
         if rec.error:
             context["error"] = rec.error
-        if rec.rsa_state is not S.INELIGIBLE and not (admitted and rec.rsa_state is S.INITIAL):
+        if rec.rsa_state is not S.INELIGIBLE:
             self._jobmanager("job-manager.rsa.post", {"id": rec.jobid, "name": "state", "context": context})
         memo = {"state": rec.rsa_state.value}
         if rec.nodes:

@@ -25,6 +25,7 @@ from flux_rsa.core import BadRequest, IllegalEvent, Policy, admit, parse_request
 from flux_rsa.core import events as E
 from flux_rsa.core import actions as A
 from flux_rsa.core import inflight, ondeck, reuse
+from flux_rsa.core.states import RsaState as S
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
@@ -122,7 +123,12 @@ class Service:
             self.store.save(new)
             self.waiters.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
-                self.outbox.add([PostState(new.jobid, new, admitted=old is None)], None)
+                if old is not None or new.rsa_state is not S.INITIAL:
+                    # (a job just admitted, nothing happened yet: the jobtap
+                    # plugin annotated it INITIAL before telling us of it; a
+                    # message for each at submit was most of our RPCs in a
+                    # burst of submissions)
+                    self.outbox.add([PostState(new.jobid, new)], None)
                 self.arm_plan()
         self.outbox.add(actions, self.metrics.intake)
 
