@@ -4,6 +4,7 @@ ones (holding capacity or on deck).  These tests show it decides as the
 pass over every record and the whole queue did."""
 
 import dataclasses
+import types
 
 import pytest
 from hypothesis import given, settings
@@ -112,3 +113,44 @@ def test_a_pass_has_work_only_for_rsa_jobs_before_their_run():
     assert not waits_to_run(record(3, 8, (J.RUNNING, S.INUSE_IN), "rsa0"))
     assert not waits_to_run(dataclasses.replace(record(4, 8, (J.PENDING, S.INITIAL), "rsa0"),
                                                 rsa_state=S.INELIGIBLE))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([8, 16, 24]), st.floats(0, 100)), min_size=1, max_size=30),
+       st.integers(min_value=1, max_value=30), st.sampled_from([8, 16, 24]), st.floats(0, 200))
+def test_a_job_judged_behind_the_head_is_not_in_the_next_read(queued, cut, priority, t_submit):
+    # the skipped pass is safe: a job that joins the queue (or whose
+    # priority comes) behind a full read would not be in the next read
+    pytest.importorskip("flux", reason="the service's queue reader uses Flux's constants")
+    from flux_rsa.core.ondeck import queue_order
+    from flux_rsa.service.jobs import Tracker
+    from flux_rsa.service.queue import Queue
+
+    pending = queue_order(Pending(j, p, t) for j, (p, t) in enumerate(queued, start=1))
+    queue = Queue(Tracker(), head=cut)
+    queue.read([listed(p.jobid, priority=p.priority, t_submit=p.t_submit) for p in pending[:cut]])
+    new = Pending(1000, priority, t_submit)
+    facts = types.SimpleNamespace(jobid=new.jobid, priority=priority, t_submit=t_submit)
+    if queue.behind(facts):
+        assert new not in queue_order(pending + [new])[:cut]
+
+
+def test_only_a_full_read_of_pending_jobs_puts_a_job_behind_it():
+    pytest.importorskip("flux", reason="the service's queue reader uses Flux's constants")
+    from flux_rsa.service.jobs import Tracker
+    from flux_rsa.service.queue import Queue
+
+    def facts(jobid, priority=16, t_submit=9.0):
+        return types.SimpleNamespace(jobid=jobid, priority=priority, t_submit=t_submit)
+
+    queue = Queue(Tracker(), head=2)
+    assert not queue.behind(facts(3))  # nothing read yet
+    queue.read([listed(1, t_submit=1.0), listed(2, t_submit=2.0)])
+    assert queue.behind(facts(3))
+    assert queue.behind(facts(3, priority=None))  # judged when its priority comes
+    assert not queue.behind(facts(3, priority=20))  # more urgent: it goes in front
+    assert not queue.behind(facts(2, priority=8))  # it was read: the head changes without it
+    queue.read([listed(1, t_submit=1.0)])  # the whole queue
+    assert not queue.behind(facts(3))
+    queue.read([listed(1, t_submit=1.0), listed(5, state=16)])  # head jobs, one running
+    assert not queue.behind(facts(3))

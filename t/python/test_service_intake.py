@@ -56,6 +56,7 @@ class Sink:
         self.records = records
         self.metrics = types.SimpleNamespace(arrived=lambda: 0.0)
         self.applied, self.admitted, self.resumed, self.plans, self.caught = [], [], [], 0, 0
+        self.behind_head = set()  # jobs behind the queue's head as last read
 
     def admit(self, facts, t):
         self.admitted.append(facts.jobid)
@@ -65,6 +66,9 @@ class Sink:
 
     def arm_plan(self):
         self.plans += 1
+
+    def behind(self, facts):
+        return facts.jobid in self.behind_head
 
     def resume(self, rec, now):
         self.resumed.append(rec.jobid)
@@ -96,6 +100,17 @@ def test_an_allocated_job_cleaned_without_its_finish_is_settled_from_its_eventlo
     assert sink.admitted == [1]
     assert sink.applied == [(1, E.Started), (1, E.Started), (1, E.Finished)]
     assert sink.plans == 3  # submit, alloc and clean move the queue
+
+
+def test_a_job_joining_behind_the_head_asks_for_no_pass_until_it_leaves_the_queue():
+    tracker, sink, it = make({1: rec(1)}, {1: RAN})
+    sink.behind_head.add(1)
+    it.feed(1, "submit", 1.0, {"userid": 1000}, JOBSPEC)
+    it.feed(1, "priority", 1.5, {"priority": 16})
+    assert sink.admitted == [1] and sink.plans == 0
+    it.feed(1, "alloc", 2.0, {})
+    it.feed(1, "clean", 6.0, {})
+    assert sink.plans == 2
 
 
 def test_the_plugin_names_only_job_events():

@@ -48,9 +48,15 @@ class Pending:
     t_estimate: Optional[float] = None
 
 
+def queue_key(p):
+    """A pending job's place in job-manager's order: priority high to low,
+    then submit order."""
+    return (-p.priority, p.t_submit, p.jobid)
+
+
 def queue_order(pending):
-    """job-manager's order: priority high to low, then submit order."""
-    return sorted(pending, key=lambda p: (-p.priority, p.t_submit, p.jobid))
+    """job-manager's order."""
+    return sorted(pending, key=queue_key)
 
 
 class Ledger:

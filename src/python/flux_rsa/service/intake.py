@@ -19,6 +19,8 @@ JOB_EVENTS = ("submit", "priority", "flux-restart", "alloc", "rsa-ready", "start
               "exception", "clean")
 #: events of RSA jobs that change the queue the on-deck rule looks at
 QUEUE_CHANGES = frozenset({"submit", "priority", "alloc", "clean", "flux-restart", "exception"})
+#: of those, the ones that change it only if the job is within its head
+JOINS = frozenset({"submit", "priority"})
 
 
 class Journal(JournalConsumer):
@@ -49,6 +51,8 @@ class Intake:
     * ``admit(facts, t)``: a new job that mentions rsa;
     * ``apply(jobid, event)``: a core event for a job's record;
     * ``arm_plan()``: the queue in front of the RSA jobs changed;
+    * ``behind(facts)``: the job is behind the queue's head as last read
+      (its joining the queue changes nothing a pass sees);
     * ``resume(rec, now)``: after the replay, ask again what was in flight;
     * ``caught_up()``: the replay is over;
     * ``pool_entry(jobid, entry)``: True when the entry was the pool
@@ -99,7 +103,7 @@ class Intake:
 
     def feed(self, jobid, name, t, context, jobspec=None):
         fed = self.tracker.feed(jobid, name, t, context, jobspec)
-        if name in QUEUE_CHANGES:
+        if name in QUEUE_CHANGES and not (name in JOINS and fed.facts and self.sink.behind(fed.facts)):
             self.sink.arm_plan()
         if fed.new:
             self.sink.admit(fed.facts, t)

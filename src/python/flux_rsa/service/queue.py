@@ -15,7 +15,7 @@ import time
 
 from flux.constants import FLUX_JOB_STATE_SCHED
 
-from flux_rsa.core.ondeck import Pending
+from flux_rsa.core.ondeck import Pending, queue_key
 from flux_rsa.service.timers import Timer
 
 QUERY_GAP = 0.05
@@ -38,6 +38,7 @@ class Queue:
         self.head = head  # jobs asked for in a read (job-manager.list max_entries)
         self.listed = {}  # jobid -> Pending, as of the last read
         self.truncated = False  # the last read stopped at head jobs
+        self.last = None  # queue_key of the last job read when all were pending
 
     def read(self, jobs):
         self.listed = {}
@@ -47,6 +48,19 @@ class Queue:
                 estimate = ((job.get("annotations") or {}).get("sched") or {}).get("t_estimate")
                 jobid = int(job["id"])
                 self.listed[jobid] = Pending(jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate)
+        full = self.truncated and len(self.listed) == len(jobs)
+        self.last = max(map(queue_key, self.listed.values())) if full else None
+
+    def behind(self, facts):
+        """Is this job of ours behind every job of the last read, which were
+        all pending (``head`` of them)?  Then a pass would not see it: its
+        submit or priority need not ask for one.  A job with no priority
+        yet is judged when its priority comes."""
+        if self.last is None or facts.jobid in self.listed:
+            return False
+        if facts.priority is None:
+            return True
+        return queue_key(Pending(facts.jobid, facts.priority, facts.t_submit)) > self.last
 
     def pending(self, extra=()):
         out = []

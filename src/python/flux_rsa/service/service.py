@@ -129,7 +129,8 @@ class Service:
                     # message for each at submit was most of our RPCs in a
                     # burst of submissions)
                     self.outbox.add([PostState(new.jobid, new)], None)
-                self.arm_plan()
+                if old is not None:  # (an admission: its submit asked, Intake.feed)
+                    self.arm_plan()
         self.outbox.add(actions, self.metrics.intake)
 
     def admit(self, facts, t):
@@ -220,6 +221,10 @@ class Service:
         self.arm_plan()  # what no hint says: new jobs, priorities, estimates
 
     # --- on deck ---
+
+    def behind(self, facts):
+        """Is the job behind the queue's head as last read?"""
+        return self.reader.queue.behind(facts)
 
     def arm_plan(self):
         """Ask for an on-deck pass soon (passes are batched)."""
