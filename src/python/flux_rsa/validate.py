@@ -13,10 +13,15 @@ change of the instance's RSA nodes or ``[rsa]`` reaches the check within
 that second.  The submitting user's groups (the name service: 0.1-0.3 ms
 here, more with a directory service) are looked up once a second per user
 in the same way; a path the user could read a second ago and cannot now
-is refused by the stager anyway, which runs as the user.
+is refused by the stager anyway, which runs as the user.  So is the whole
+check: the same request from the same user (a job array, a scripted burst)
+against the same pool, once accepted, is accepted again for a second
+without a look; a refused one is judged afresh each time (its user may be
+fixing what the refusal names).
 """
 
 import errno
+import json
 import time
 
 import flux.resource
@@ -30,6 +35,8 @@ from flux_rsa.core import BadConfig, Policy
 POOL_TTL = 1.0  # s a worker uses one reading of the pool's size
 WHO_TTL = 1.0  # s a worker uses one look-up of a user's groups
 WHO_KEEP = 1024  # users remembered at most (all forgotten beyond)
+CHECK_TTL = 1.0  # s a worker accepts again one user's same request, accepted
+CHECK_KEEP = 1024  # answers remembered at most
 
 
 class Readings:
@@ -52,9 +59,12 @@ class Readings:
             seen = self.seen[key] = (now, read())
         return seen[1]
 
+    def forget(self, key):
+        self.seen.pop(key, None)
+
 
 class Validator(ValidatorPlugin):
-    _pool = _who = None  # Readings, made on first use
+    _pool = _who = _checked = None  # Readings, made on first use
 
     def pool(self):
         """The pool's size, read at most once every POOL_TTL seconds."""
@@ -68,6 +78,17 @@ class Validator(ValidatorPlugin):
         if self._who is None:
             self._who = Readings(WHO_TTL, WHO_KEEP)
         return self._who.get(uid, lambda: Who(uid))
+
+    def check(self, attrs, userid, pool):
+        """check_request's answer; an acceptance is reused for CHECK_TTL
+        seconds for the same request of the same user against the same pool."""
+        if self._checked is None:
+            self._checked = Readings(CHECK_TTL, CHECK_KEEP)
+        key = (userid, json.dumps(attrs, sort_keys=True), pool)
+        why = self._checked.get(key, lambda: check_request(attrs, userid, pool=pool, who=self.who(userid)))
+        if why is not None:
+            self._checked.forget(key)  # judged afresh: the user may be fixing what it names
+        return why
 
     def read_pool(self):
         """The RSA pool's size now, or None when it cannot be told (no or
@@ -86,7 +107,7 @@ class Validator(ValidatorPlugin):
         except (KeyError, TypeError):
             return None
         pool = self.pool() if isinstance(attrs, dict) and attrs.get("capacity") is not None else None
-        why = check_request(attrs, job.userid, pool=pool, who=self.who(job.userid))
+        why = self.check(attrs, job.userid, pool)
         if why:
             return (errno.EINVAL, why)
         return None
