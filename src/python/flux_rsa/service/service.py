@@ -123,11 +123,13 @@ class Service:
             self.store.save(new)
             self.waiters.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
-                if old is not None or new.rsa_state is not S.INITIAL:
-                    # (a job just admitted, nothing happened yet: the jobtap
-                    # plugin annotated it INITIAL before telling us of it; a
-                    # message for each at submit was most of our RPCs in a
-                    # burst of submissions)
+                # a job just submitted (INITIAL, nothing happened yet) was
+                # annotated by the jobtap plugin before it told us (a memo
+                # for each was most of our RPCs in a burst of submissions);
+                # one the journal's replay admits is annotated here (after a
+                # restart of the instance, annotations are gone)
+                announced = old is None and new.rsa_state is S.INITIAL and self.replayed
+                if not announced:
                     self.outbox.add([PostState(new.jobid, new)], None)
                 if old is not None:  # (an admission: its submit asked, Intake.feed)
                     self.arm_plan()
