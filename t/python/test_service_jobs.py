@@ -1,6 +1,6 @@
 """What the service learns of jobs that mention rsa (their events come from
 the jobtap plugin, and from the journal's replay when the service starts:
-any may come twice), how a job ended, and the queue job-manager lists."""
+any may come twice), how a job ended, and the queue job-list lists."""
 
 import pytest
 

@@ -1,14 +1,18 @@
-"""The queue the on-deck rule looks at, read from job-manager.
+"""The queue the on-deck rule looks at, read from job-list.
 
 The on-deck pass needs the jobs without rsa and the scheduler's estimates:
-job-manager.list gives the active jobs with their state, priority and
-annotations, exact when it answers, SCHED ones first in queue order.  A
-read asks for the queue's head only (core.ondeck.head: what the on-deck
-rule can reach), so it costs the same however long the queue; our jobs
-the pass must see behind the head (core.ondeck.engaged) are added from
-what the Tracker knows.  Reads are spaced too: at least QUERY_GAP apart,
-and far enough apart that handling them takes the service at most
-QUERY_DUTY of the time.
+job-list lists the pending (SCHED) jobs in queue order (priority, then
+submit time) with their priority and annotations, and stops at the number
+asked for.  (job-manager.list does not: it lists the jobs of its alloc
+queue in order, then the other active jobs in hash order, and Fluxion
+asks job-manager for every pending job at once, so under Fluxion its
+first jobs are any active jobs.)  A read asks for the queue's head only
+(core.ondeck.head: what the on-deck rule can reach), so it costs the same
+however long the queue; our jobs the pass must see behind the head
+(core.ondeck.engaged) are added from what the Tracker knows, which also
+corrects what job-list, following the journal, has not heard yet.  Reads
+are spaced too: at least QUERY_GAP apart, and far enough apart that
+handling them takes the service at most QUERY_DUTY of the time.
 """
 
 import time
@@ -20,12 +24,22 @@ from flux_rsa.service.timers import Timer
 
 QUERY_GAP = 0.05
 QUERY_DUTY = 0.1
+#: what a read asks job-list for each pending job (besides its id)
+ATTRS = ["state", "priority", "t_submit", "annotations"]
+
+
+def request(head):
+    """job-list.list for the first ``head`` pending (SCHED) jobs of every
+    user, in one answer: not flux.job.job_list, whose streamed answer is a
+    message per job."""
+    return {"max_entries": head, "attrs": ATTRS, "since": 0.0,
+            "constraint": {"and": [{"states": [FLUX_JOB_STATE_SCHED]}]}}
 
 
 class Queue:
-    """The pending jobs as the on-deck rule sees them: those job-manager
-    listed in SCHED at the last read (``read``: the first ``head`` of its
-    active jobs, with id, state, priority, t_submit and annotations), the
+    """The pending jobs as the on-deck rule sees them: those job-list
+    listed in SCHED at the last read (``read``: the first ``head`` of the
+    queue, with id, state, priority, t_submit and annotations), the
     jobs the Tracker follows (those that mention rsa) as it knows them now:
     a message of the plugin can arrive after the read was answered, so one
     of ours it said is allocated is not pending, whatever the read says; one
@@ -35,7 +49,7 @@ class Queue:
 
     def __init__(self, tracker, head):
         self.tracker = tracker
-        self.head = head  # jobs asked for in a read (job-manager.list max_entries)
+        self.head = head  # jobs asked for in a read (job-list max_entries)
         self.listed = {}  # jobid -> Pending, as of the last read
         self.truncated = False  # the last read stopped at head jobs
         self.last = None  # queue_key of the last job read when all were pending
@@ -126,4 +140,4 @@ class QueueReader:
             if self.wanted:
                 self.again()
 
-        self.h.rpc("job-manager.list", {"max_entries": self.queue.head}).then(listed)
+        self.h.rpc("job-list.list", request(self.queue.head)).then(listed)
