@@ -2,7 +2,7 @@
 test_description='2,000 queued RSA jobs and a burst of cancels stall nothing
 
 The service keeps answering while the jobs are submitted and cancelled,
-and every record reaches a final state within a bounded time.'
+and every record reaches a final state.'
 
 . $(dirname $0)/sharness-rsa.sh
 
@@ -33,11 +33,11 @@ test_expect_success "$count RSA jobs are queued" '
 	flux jobs -n --count=0 -f pending -o "{id}" >pending &&
 	test $(wc -l <pending) -eq $count
 '
-test_expect_success 'the service answers within a second while it takes them in' '
-	start=$(date +%s.%N) &&
-	flux rsa stats >stats.json &&
-	end=$(date +%s.%N) &&
-	flux python -c "assert $end - $start < 1.0, $end - $start"
+# (a liveness check, not a timing: how fast it answers under load is
+# bench/scale'"'"'s figure; 30 s only tells a stall from a busy machine)
+test_expect_success 'the service answers while it takes them in' '
+	timeout 30 flux rsa stats >stats.json &&
+	flux python -c "import json; print(json.load(open(\"stats.json\"))[\"records\"])"
 '
 test_expect_success 'every job has its record; the first ones are staged' '
 	rsa_wait_for 60 "$count records" records_at_least $count &&
