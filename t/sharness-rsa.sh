@@ -174,6 +174,20 @@ rsa_at_rest() {
 	  return 1; }
 }
 
+# a job holding both compute nodes, once it runs (prints its id):
+# blocker=$(rsa_hold_compute), so that the jobs submitted next pend
+rsa_hold_compute() {
+	_hc_id=$(flux submit -N2 sleep inf) &&
+	flux job wait-event -t 30 "$_hc_id" start >/dev/null &&
+	echo "$_hc_id"
+}
+
+# no record of an active job is left (those left are listed in ./remaining)
+rsa_none_active() {
+	flux rsa status -n -o "{id.f58} {job_state} {rsa_state} {note}" >remaining &&
+	! test -s remaining
+}
+
 # nothing leaks: no RAM disk, no holder or stage subjob in the pool, no
 # capacity reserved on any RSA node
 rsa_nothing_left() {

@@ -40,8 +40,7 @@ test_expect_success 'inputs and an empty output directory' '
 	sh make-output.sh "$PWD/expect"
 '
 test_expect_success 'a job holds both compute nodes' '
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success 'an RSA job queues behind it' '
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" \

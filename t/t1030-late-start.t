@@ -13,8 +13,7 @@ test_expect_success 'setup: inputs, a stage-in that will not finish, nodes busy'
 	rsa_wait_pool 60 &&
 	rsa_make_tree "$PWD/in" && mkdir out &&
 	gate=$(rsa_gate_in never) &&
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success 'the queued job is staging in' '
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" \

@@ -19,8 +19,7 @@ test_expect_success 'setup' '
 	rsa_wait_pool 60 &&
 	rsa_make_tree "$PWD/in" && mkdir out &&
 	gate=$(rsa_gate_in gate) &&
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success 'cancel in INITIAL (pending, not on deck)' '
 	ahead="$(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true) $(flux submit -N2 true)" &&
@@ -78,7 +77,7 @@ test_expect_success 'cancel in INUSE_OUT (inputs already dropped)' '
 	rsa_at_rest $id 60 && rsa_nothing_left
 '
 test_expect_success 'cancel in REQUESTED: its holder waits for the RSA nodes, busy in the pool' '
-	b=$(flux submit -N2 sleep inf) && flux job wait-event -t 30 $b start &&
+	b=$(rsa_hold_compute) &&
 	busy=$(rsa_pool flux submit -N2 --exclusive -t 30m sleep inf) &&
 	rsa_pool flux job wait-event -t 30 $busy start &&
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" true) &&

@@ -14,17 +14,11 @@ count=2000
 records_at_least() {
 	test "$(flux rsa stats | flux python -c "import json,sys; print(json.load(sys.stdin)[\"records\"])")" -ge $1
 }
-# no record of an active job is left (flux rsa status lists them in ./remaining)
-none_remaining() {
-	flux rsa status -n -o "{id.f58} {job_state} {rsa_state} {note}" >remaining &&
-	! test -s remaining
-}
 
 test_expect_success 'setup: inputs, the compute nodes busy' '
 	rsa_wait_pool 60 &&
 	mkdir in out && echo data >in/file &&
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success "$count RSA jobs are queued" '
 	flux submit --cc=1-$count --quiet --setattr=rsa.data_in="$PWD/in" \
@@ -57,7 +51,7 @@ test_expect_success 'a burst of cancels' '
 	grep -x "flux-cancel: Canceled $((count / 2)) jobs (0 errors)" cancelled
 '
 test_expect_success 'every record reaches a final state within 3 minutes' '
-	rsa_wait_for 180 "every record final" none_remaining ||
+	rsa_wait_for 180 "every record final" rsa_none_active ||
 	{ head remaining; false; }
 '
 test_expect_success 'the service still answers; nothing is held in the pool' '

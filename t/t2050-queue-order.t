@@ -12,10 +12,6 @@ test_under_rsa_instance
 
 count=1500
 
-# no record of an active job is left
-none_remaining() {
-	test -z "$(flux rsa status -n -o "{id}")"
-}
 # at least $1 jobs are READY
 ready_at_least() {
 	test "$(flux rsa status -n -o "{rsa_state}" | grep -c READY)" -ge $1
@@ -36,8 +32,7 @@ sys.exit(not (len(rows) == $count and staged and staged == list(range(len(staged
 test_expect_success 'setup: inputs, the compute nodes busy' '
 	rsa_wait_pool 60 &&
 	mkdir in out && echo data >in/file &&
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success "with the service away, $count RSA jobs are queued" '
 	flux module remove rsa &&
@@ -55,7 +50,7 @@ test_expect_success 'the jobs staged ahead are the first in the queue' '
 test_expect_success 'cancelled, every job ends and nothing is left' '
 	flux cancel --all --states=pending --quiet &&
 	flux cancel $blocker &&
-	rsa_wait_for 180 "every record final" none_remaining &&
+	rsa_wait_for 180 "every record final" rsa_none_active &&
 	rsa_wait_for 60 "nothing left" rsa_nothing_left
 '
 test_done

@@ -53,8 +53,7 @@ test_expect_success 'setup: the pool is up, inputs, both compute nodes busy' '
 	rsa_wait_pool 60 &&
 	rsa_make_tree "$PWD/in" &&
 	mkdir big && head -c $((10 * M)) /dev/urandom >big/data && rsa_make_tree "$PWD/big/tree" &&
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success 'a drained RSA node is shown drained' '
 	flux rsa drain rsa1 for this test &&

@@ -42,8 +42,7 @@ test_expect_success 'setup: the pool is up, inputs, both compute nodes busy' '
 	rsa_make_tree "$PWD/in" && mkdir out1 out2 outu &&
 	printf "#!/bin/sh\ncp -a \"\$RSA_DATA_IN/.\" \"\$RSA_DATA_OUT/\"\n" >job.sh &&
 	chmod +x job.sh && cat job.sh &&
-	blocker=$(flux submit -N2 sleep inf) &&
-	flux job wait-event -t 30 $blocker start
+	blocker=$(rsa_hold_compute)
 '
 test_expect_success 'D1 and D2 hold a whole RSA node each, staged' '
 	d1=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out1" \

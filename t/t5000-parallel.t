@@ -134,7 +134,7 @@ test_expect_success 'stage-in of a real tree through the volume: the job sees it
 	rsa_at_rest $id 60 && all_gone
 '
 test_expect_success 'cancel in BOOTING: nothing is left' '
-	blocker=$(flux submit -N2 sleep inf) && flux job wait-event -t 30 $blocker start &&
+	blocker=$(rsa_hold_compute) &&
 	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.capacity=96M true) &&
 	flux job wait-event -t 60 -m state=BOOTING $id rsa-state &&
 	flux cancel $id &&

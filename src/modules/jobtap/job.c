@@ -195,8 +195,7 @@ static json_t *job_event (struct rsa_job *job,
 /* The service hears of the job's submit first, once. */
 static void tell_submit (struct rsa_job *job)
 {
-    if (!job->told) {
-        job->told = true;
+    if (job->submit) {
         rsa_event_queue (job->ctx, job->submit);
         job->submit = NULL;
     }
@@ -291,8 +290,8 @@ int rsa_depend_cb (flux_plugin_t *p, const char *topic,
                                                    FLUX_JOBTAP_CURRENT_JOB,
                                                    JOB_AUX);
 
-    if (!job || job->told)
-        return 0;
+    if (!job || !job->submit)
+        return 0; /* not ours, or the service was told already */
     if (flux_plugin_arg_pack (args,
                               FLUX_PLUGIN_ARG_OUT,
                               "{s:{s:{s:{s:s}}}}",

@@ -58,7 +58,6 @@ struct rsa_job {
     bool offer_used;            /* the job started with the offer */
     bool ended;                 /* clean: no longer counted in ctx->jobs */
     json_t *submit;             /* its submit event until it is sent */
-    bool told;                  /* the service was sent the job's submit */
 };
 
 /* rsa.c */
