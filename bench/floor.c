@@ -1,4 +1,4 @@
-/* floor SRC DST NPROC: the least a per-file copy costs on this machine.
+/* floor SRC DST NPROC [guarded]: the least a per-file copy costs on this machine.
  *
  * Lists the directories of SRC, makes them under DST (which must exist),
  * then copies every regular file with NPROC processes, each taking every
@@ -7,6 +7,13 @@
  * Nothing else: no temporary name, no ownership, no links, no check, no
  * progress, no resume.  It is not a tool; bench/stage times it beside the
  * stager and its peers to show what ratio any per-file copy can reach here.
+ *
+ * With "guarded" it also makes the system calls the stager's guarantees
+ * need, and nothing more: a stat of every entry while listing (the plan's
+ * sizes and times), each file created unnamed (O_TMPFILE) and named with
+ * linkat once complete, and after the copy a stat of every copied file by
+ * its name (--verify size).  Its time is what a per-file copy that keeps
+ * those guarantees costs here, in C, with no other work.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +27,7 @@
 
 static char **dirs; /* relative to SRC, "." first, parents before children */
 static int ndirs, maxdirs;
+static int guarded;
 
 static void die(const char *what, const char *path)
 {
@@ -47,8 +55,12 @@ static void walk(int src)
         if (!d)
             die("open", dirs[i]);
         while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")
-                || entry_type(dfd, e) != DT_DIR)
+            struct stat st;
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            if (guarded && fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                die("stat", e->d_name);
+            if (entry_type(dfd, e) != DT_DIR)
                 continue;
             if (ndirs == maxdirs) {
                 maxdirs *= 2;
@@ -68,7 +80,8 @@ static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t si
     int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW);
     if (in < 0 || fstat(in, &st) < 0)
         die("open", name);
-    int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777);
+    int out = guarded ? openat(ddir, ".", O_WRONLY | O_TMPFILE, st.st_mode & 07777)
+                      : openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777);
     if (out < 0)
         die("create", name);
     for (off_t left = st.st_size; left > 0;) { /* no read to find the end */
@@ -82,6 +95,12 @@ static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t si
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     if (futimens(out, times) < 0)
         die("futimens", name);
+    if (guarded) {
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", out);
+        if (linkat(AT_FDCWD, proc, ddir, name, AT_SYMLINK_FOLLOW) < 0)
+            die("link", name);
+    }
     close(out);
     close(in);
 }
@@ -106,12 +125,52 @@ static void copy_share(int src, int dst, int p, int nproc)
     }
 }
 
+/* guarded: a stat of every regular file of every NPROC-th directory of
+ * DST, from the P-th, looked up by name. */
+static void verify_share(int src, int dst, int p, int nproc)
+{
+    (void)src;
+    for (int i = p; i < ndirs; i += nproc) {
+        int ddir = openat(dst, dirs[i], O_RDONLY | O_DIRECTORY);
+        DIR *d = ddir < 0 ? NULL : fdopendir(dup(ddir));
+        struct dirent *e;
+        struct stat st;
+        if (!d)
+            die("open", dirs[i]);
+        while ((e = readdir(d)))
+            if (entry_type(ddir, e) == DT_REG
+                && fstatat(ddir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                die("stat", e->d_name);
+        closedir(d);
+        close(ddir);
+    }
+}
+
+/* Run SHARE(fd, p, nproc) in NPROC processes; nonzero if one failed. */
+static int in_parallel(void (*share)(int, int, int, int), int src, int dst, int nproc)
+{
+    for (int p = 0; p < nproc; p++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork", "");
+        if (pid == 0) {
+            share(src, dst, p, nproc);
+            _exit(0);
+        }
+    }
+    int status, failed = 0;
+    while (wait(&status) > 0)
+        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: floor SRC DST NPROC\n");
+    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "guarded"))) {
+        fprintf(stderr, "usage: floor SRC DST NPROC [guarded]\n");
         return 2;
     }
+    guarded = argc == 5;
     int nproc = atoi(argv[3]);
     int src = open(argv[1], O_RDONLY | O_DIRECTORY);
     int dst = open(argv[2], O_RDONLY | O_DIRECTORY);
@@ -126,17 +185,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < ndirs; i++)
         if (mkdirat(dst, dirs[i], 0755) < 0)
             die("mkdir", dirs[i]);
-    for (int p = 0; p < nproc; p++) {
-        pid_t pid = fork();
-        if (pid < 0)
-            die("fork", "");
-        if (pid == 0) {
-            copy_share(src, dst, p, nproc);
-            _exit(0);
-        }
-    }
-    int status, failed = 0;
-    while (wait(&status) > 0)
-        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-    return failed;
+    if (in_parallel(copy_share, src, dst, nproc))
+        return 1;
+    return guarded ? in_parallel(verify_share, src, dst, nproc) : 0;
 }
