@@ -1,4 +1,4 @@
-/* floor SRC DST NPROC [guarded]: the least a per-file copy costs on this machine.
+/* floor SRC DST NPROC [tmpfile|guarded]: the least a per-file copy costs here.
  *
  * Lists the directories of SRC, makes them under DST (which must exist),
  * then copies every regular file with NPROC processes, each taking every
@@ -8,11 +8,12 @@
  * progress, no resume.  It is not a tool; bench/stage times it beside the
  * stager and its peers to show what ratio any per-file copy can reach here.
  *
- * With "guarded" it also makes the system calls the stager's guarantees
+ * With "tmpfile" each file is created unnamed (O_TMPFILE) and named with
+ * linkat once complete, so that a final name never holds a partial file.
+ * With "guarded" it also makes the other system calls the stager's guarantees
  * need, and nothing more: a stat of every entry while listing (the plan's
- * sizes and times), each file created unnamed (O_TMPFILE) and named with
- * linkat once complete, and after the copy a stat of every copied file by
- * its name (--verify size).  Its time is what a per-file copy that keeps
+ * sizes and times), and after the copy a stat of every copied file by its
+ * name (--verify size).  Its time is what a per-file copy that keeps
  * those guarantees costs here, in C, with no other work.
  */
 #define _GNU_SOURCE
@@ -27,7 +28,7 @@
 
 static char **dirs; /* relative to SRC, "." first, parents before children */
 static int ndirs, maxdirs;
-static int guarded;
+static int unnamed, guarded;
 
 static void die(const char *what, const char *path)
 {
@@ -80,7 +81,7 @@ static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t si
     int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW);
     if (in < 0 || fstat(in, &st) < 0)
         die("open", name);
-    int out = guarded ? openat(ddir, ".", O_WRONLY | O_TMPFILE, st.st_mode & 07777)
+    int out = unnamed ? openat(ddir, ".", O_WRONLY | O_TMPFILE, st.st_mode & 07777)
                       : openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 07777);
     if (out < 0)
         die("create", name);
@@ -95,7 +96,7 @@ static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t si
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     if (futimens(out, times) < 0)
         die("futimens", name);
-    if (guarded) {
+    if (unnamed) {
         char proc[64];
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", out);
         if (linkat(AT_FDCWD, proc, ddir, name, AT_SYMLINK_FOLLOW) < 0)
@@ -166,11 +167,12 @@ static int in_parallel(void (*share)(int, int, int, int), int src, int dst, int 
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "guarded"))) {
-        fprintf(stderr, "usage: floor SRC DST NPROC [guarded]\n");
+    guarded = argc == 5 && !strcmp(argv[4], "guarded");
+    unnamed = guarded || (argc == 5 && !strcmp(argv[4], "tmpfile"));
+    if (argc != 4 && !unnamed) {
+        fprintf(stderr, "usage: floor SRC DST NPROC [tmpfile|guarded]\n");
         return 2;
     }
-    guarded = argc == 5;
     int nproc = atoi(argv[3]);
     int src = open(argv[1], O_RDONLY | O_DIRECTORY);
     int dst = open(argv[2], O_RDONLY | O_DIRECTORY);
