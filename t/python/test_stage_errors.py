@@ -1,10 +1,11 @@
 """Failures: one line on stderr naming the path and cause, a distinct exit code."""
 
+import contextlib
 import os
 
 import pytest
 
-from test_stage_helpers import make_tree, stage, tmpfs
+from test_stage_helpers import failing_disk, make_tree, stage, tmpfs
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
 
@@ -47,6 +48,55 @@ def test_no_space_left_exit_3(tmp_path):
         assert "rsa.capacity" in line
         assert not (mnt / "out" / "big.dat").exists()
         assert [p for p in (mnt / "out").iterdir()] == []  # no temp file left
+
+
+@root_only
+def test_a_write_back_error_fails_the_stage(tmp_path):
+    """Data the kernel could not write to the device is a failed stage,
+    never exit 0: a stage-out's RAM disk is destroyed after it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.dat").write_bytes(os.urandom(24 << 20))
+    with contextlib.ExitStack() as stack:
+        try:
+            mnt = stack.enter_context(failing_disk(tmp_path / "disk"))
+        except OSError as exc:
+            pytest.skip(str(exc))
+        proc = stage("copy", src, mnt / "out")
+        assert proc.returncode == 1, proc.stderr
+        line = _one_line(proc)
+        assert line.startswith(f"flux-rsa-stage: {mnt}/out: writing to the device failed: ")
+        assert "run the stage again" in line
+
+
+def test_a_write_back_error_seen_by_the_background_flush_is_kept():
+    """The background flush's syncfs reports an error once per open file:
+    it is handed over, not lost (the final syncfs would not see it)."""
+    import ctypes
+    import errno
+    import threading
+
+    from flux_rsa.stage import fsutil
+
+    called = threading.Event()
+
+    class FailingLibc:
+        def syncfs(self, fd):
+            ctypes.set_errno(errno.EIO)
+            called.set()
+            return -1
+
+    saved = fsutil._libc
+    fsutil._libc = FailingLibc()
+    fd = os.open("/", os.O_RDONLY)
+    try:
+        flusher = fsutil.Flusher(fd, interval=0.001)
+        assert called.wait(10)
+        error = flusher.stop()
+    finally:
+        fsutil._libc = saved
+        os.close(fd)
+    assert isinstance(error, OSError) and error.errno == errno.EIO
 
 
 def test_verify_checksum_names_a_mismatch(tmp_path):

@@ -33,6 +33,37 @@ def tmpfs(mnt, size):
         subprocess.run(["umount", mnt], check=True)
 
 
+@contextlib.contextmanager
+def failing_disk(base):
+    """An ext4 file system (no journal, errors=continue) on a loop device
+    whose 64 MiB image lies on an 8 MiB tmpfs (root only): writes succeed
+    into the page cache, and writing them back to the device fails once the
+    tmpfs is full.  Yields the mount point; removes all it made.  Raises
+    OSError if the machine has no loop devices."""
+    back, mnt = base / "back", base / "mnt"
+    for d in (base, mnt):
+        d.mkdir()
+    with tmpfs(back, "8m"):
+        img = back / "disk.img"
+        with open(img, "wb") as f:
+            f.truncate(64 << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-O", "^has_journal", "-E", "nodiscard", img],
+                       check=True)
+        made = subprocess.run(["losetup", "-f", "--show", img], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        if made.returncode != 0:
+            raise OSError(f"no loop device: {made.stderr.strip()}")
+        loop = made.stdout.strip()
+        try:
+            subprocess.run(["mount", "-o", "errors=continue", loop, mnt], check=True)
+            try:
+                yield mnt
+            finally:
+                subprocess.run(["umount", mnt], check=True)
+        finally:
+            subprocess.run(["losetup", "-d", loop], check=True)
+
+
 def rsync_diff(src, dst, root=False):
     """Itemized differences rsync -a --checksum would fix ('' when none).
     The stager copies SRC's contents and leaves DST's own mode and times

@@ -65,6 +65,15 @@ def interleave(tasks, n):
     return [t for turn in itertools.zip_longest(*runs) for t in turn if t is not None]
 
 
+def flush_failed(exc, dst):
+    """The StageError for a write-back error EXC reported on DST's file
+    system: the copy is not known to be on the device."""
+    e = from_oserror(exc, dst)
+    return StageError(e.code, dst, f"writing to the device failed: {e.cause}",
+                      e.hint or "files copied there may be incomplete on the device; "
+                      "check its file system, then run the stage again")
+
+
 class Tally:
     """Counters the parent keeps while workers report."""
 
@@ -192,6 +201,7 @@ class Copier:
                 flusher.append(fsutil.Flusher(self.dst_root))
             self.progress(self.tally)
 
+        flush_error = None
         try:
             pool.run(len(tasks), self.workers, self._handle, self._message,
                      setup=self._setup, poll=poll)
@@ -200,8 +210,10 @@ class Copier:
             raise
         finally:
             for f in flusher:
-                f.stop()
+                flush_error = f.stop()
             self._close_roots(keep_dst=True)
+        if flush_error is not None:
+            raise flush_failed(flush_error, self.dst)
         dcache = _DirCache(self.dst_root, self.plan)
         try:
             EntryMaker(self.plan, self.dst, self.chown, self.names.new).make_all(dcache)
@@ -258,9 +270,14 @@ class Copier:
                 raise from_oserror(exc, path) from None
 
     def sync(self):
-        """Make the destination durable (syncfs on its file system)."""
-        fd = self.dst_root if self.dst_root >= 0 else os.open(self.dst, fsutil.DIR_FLAGS)
-        fsutil.syncfs(fd)
+        """Make the destination durable (syncfs on its file system); raise
+        StageError if the kernel reports that data did not reach the device."""
+        if self.dst_root < 0:
+            self.dst_root = fsutil.open_or_make_root(self.dst)
+        try:
+            fsutil.syncfs(self.dst_root)
+        except OSError as exc:
+            raise flush_failed(exc, self.dst) from None
 
     def close(self):
         self._close_roots()

@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 import threading
@@ -123,13 +124,21 @@ def libc():
 
 
 def syncfs(fd):
-    """Flush the file system holding FD (syncfs(2)); fall back to sync(2)."""
+    """Flush the file system holding FD (syncfs(2)); sync(2) where there is
+    no syncfs.  Raises OSError when the kernel reports a write-back error on
+    that file system since FD's open file was opened or last flushed: data
+    written there may not be on the device.  (Each error is reported once
+    per open file: duplicates of FD share what was reported.)"""
     try:
-        if libc().syncfs(fd) == 0:
-            return
+        call = libc().syncfs
     except AttributeError:
-        pass
-    os.sync()
+        os.sync()
+        return
+    if call(fd) != 0:
+        err = ctypes.get_errno()
+        if err != errno.ENOSYS:
+            raise OSError(err, os.strerror(err))
+        os.sync()
 
 
 def fs_type(fd):
@@ -169,18 +178,28 @@ class Flusher:
     def __init__(self, fd, interval=0.25):
         self.fd = os.dup(fd)
         self.interval = interval
+        self.error = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="rsa-flush", daemon=True)
         self.thread.start()
 
     def _run(self):
         while not self.done.wait(self.interval):
-            syncfs(self.fd)
+            try:
+                syncfs(self.fd)
+            except OSError as exc:
+                # reported to this open file once: the final flush, through
+                # the same open file, would not see it again
+                self.error = exc
+                return
 
     def stop(self):
+        """Stop flushing; returns the write-back error a flush reported (an
+        OSError), or None."""
         self.done.set()
         self.thread.join()
         os.close(self.fd)
+        return self.error
 
 
 class TmpNames:
