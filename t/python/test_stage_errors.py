@@ -53,7 +53,8 @@ def test_no_space_left_exit_3(tmp_path):
 @root_only
 def test_a_write_back_error_fails_the_stage(tmp_path):
     """Data the kernel could not write to the device is a failed stage,
-    never exit 0: a stage-out's RAM disk is destroyed after it."""
+    never exit 0 (a stage-out's RAM disk is destroyed after it), and is not
+    left to be skipped as complete by the next run."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.dat").write_bytes(os.urandom(24 << 20))
@@ -67,6 +68,9 @@ def test_a_write_back_error_fails_the_stage(tmp_path):
         line = _one_line(proc)
         assert line.startswith(f"flux-rsa-stage: {mnt}/out: writing to the device failed: ")
         assert "run the stage again" in line
+        # its size and mtime are right, its data is not on the device: the
+        # name is gone, so running the stage again copies it again
+        assert not (mnt / "out" / "a.dat").exists()
 
 
 def test_a_write_back_error_seen_by_the_background_flush_is_kept():

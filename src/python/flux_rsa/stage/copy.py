@@ -213,6 +213,7 @@ class Copier:
                 flush_error = f.stop()
             self._close_roots(keep_dst=True)
         if flush_error is not None:
+            self.forget_copied()
             raise flush_failed(flush_error, self.dst)
         dcache = _DirCache(self.dst_root, self.plan)
         try:
@@ -277,7 +278,26 @@ class Copier:
         try:
             fsutil.syncfs(self.dst_root)
         except OSError as exc:
+            self.forget_copied()
             raise flush_failed(exc, self.dst) from None
+
+    def forget_copied(self):
+        """After a write-back error: remove the names of the files this run
+        copied (and their hard links), as far as the file system lets us.
+        Their size and mtime are right but their data may not be on the
+        device, so a run started again must copy them again rather than
+        skip them."""
+        dcache = _DirCache(self.dst_root, self.plan)
+        try:
+            names = [(f.d, f.name) for f in self.plan.files if not f.skip]
+            names += [(h.d, h.name) for h in self.plan.hardlinks]
+            for d, name in names:
+                try:
+                    os.unlink(name, dir_fd=dcache.get(d))
+                except OSError:
+                    pass  # gone already, or the file system refuses: best effort
+        finally:
+            dcache.close()
 
     def close(self):
         self._close_roots()
