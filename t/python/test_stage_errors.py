@@ -103,6 +103,50 @@ def test_a_write_back_error_seen_by_the_background_flush_is_kept():
     assert isinstance(error, OSError) and error.errno == errno.EIO
 
 
+@pytest.mark.parametrize("tmpfile", [True, False])
+def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmpfile):
+    """Where close() writes the data out (NFS), its failure (here a full
+    quota) means the file is not whole: it must not stay under its final
+    name, where the next run would skip it as complete."""
+    import errno
+
+    from flux_rsa.stage import plan as planmod
+    from flux_rsa.stage.copy import Copier
+    from flux_rsa.stage.errors import EXIT_NOSPACE, StageError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.dat").write_bytes(b"x" * 5000)
+    dst = tmp_path / "dst"
+    p = planmod.walk(os.fsencode(src))
+    c = Copier(p, os.fsencode(dst), workers=1, tmpfile=tmpfile)
+    c.prepare()
+    assert c.tmpfile == tmpfile
+    c._setup(None)
+    f = p.files[0]
+    sfd = os.open(src / "a.dat", os.O_RDONLY)
+    ddir = c.ddirs.get(f.d)
+    real_close = os.close
+
+    def close(fd):
+        if os.fstat(fd).st_dev == os.fstat(ddir).st_dev and fd not in (ddir, sfd):
+            real_close(fd)
+            raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
+        real_close(fd)
+
+    monkeypatch.setattr(os, "close", close)
+    try:
+        with pytest.raises(StageError) as err:
+            c.files.write(f, sfd, ddir)
+    finally:
+        monkeypatch.undo()
+        os.close(sfd)
+        c.ddirs.close()
+        c.close()
+    assert err.value.code == EXIT_NOSPACE and err.value.path == os.fsencode(dst / "a.dat")
+    assert os.listdir(dst) == []
+
+
 def test_verify_checksum_names_a_mismatch(tmp_path):
     from flux_rsa.stage import verify, plan, errors
 

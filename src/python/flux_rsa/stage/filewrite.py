@@ -60,6 +60,7 @@ class FileWriter:
         """Copy file F from SFD (its source, or the archive holding it) into
         directory DDIR."""
         name = None  # the temporary name, when O_TMPFILE is not used
+        named = False  # the unnamed file has its final name
         reading = True
         try:
             dfd, name = self._create(f, ddir)
@@ -86,13 +87,18 @@ class FileWriter:
                     fsutil.start_writeback(dfd, 0, f.size)
                 if name is None:
                     self._name_tmpfile(dfd, f, ddir)
+                    named = True
             finally:
+                # where close writes the data (NFS), its error means the file
+                # under its final name is not whole: it is removed below
                 os.close(dfd)
             if name is not None:
                 os.rename(name, f.name, src_dir_fd=ddir, dst_dir_fd=ddir)
         except BaseException as exc:
             if name is not None:
                 fsutil.unlink_quiet(name, ddir)
+            if named:
+                fsutil.unlink_quiet(f.name, ddir)
             if isinstance(exc, OSError):
                 if reading and exc.errno not in DESTINATION_ERRNOS:
                     raise from_oserror(exc, self.src_path(f)) from None
