@@ -13,12 +13,16 @@
  * With "guarded" it also makes the other system calls the stager's guarantees
  * need, and nothing more: a stat of every entry while listing (the plan's
  * sizes and times), and after the copy a stat of every copied file by its
- * name (--verify size).  Its time is what a per-file copy that keeps
- * those guarantees costs here, in C, with no other work.
+ * name (--verify size); and, as the stager does, one more process flushes
+ * DST's file system (syncfs) every FLUSH_INTERVAL_US while the files are
+ * copied, so that the final sync finds little left.  Its time is what a
+ * per-file copy that keeps those guarantees costs here, in C, with no
+ * other work: what a native stager could reach.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +33,8 @@
 static char **dirs; /* relative to SRC, "." first, parents before children */
 static int ndirs, maxdirs;
 static int unnamed, guarded;
+
+#define FLUSH_INTERVAL_US 250000 /* the stager's Flusher interval */
 
 static void die(const char *what, const char *path)
 {
@@ -150,19 +156,38 @@ static void verify_share(int src, int dst, int p, int nproc)
 /* Run SHARE(fd, p, nproc) in NPROC processes; nonzero if one failed. */
 static int in_parallel(void (*share)(int, int, int, int), int src, int dst, int nproc)
 {
+    pid_t pids[nproc];
     for (int p = 0; p < nproc; p++) {
-        pid_t pid = fork();
-        if (pid < 0)
+        pids[p] = fork();
+        if (pids[p] < 0)
             die("fork", "");
-        if (pid == 0) {
+        if (pids[p] == 0) {
             share(src, dst, p, nproc);
             _exit(0);
         }
     }
     int status, failed = 0;
-    while (wait(&status) > 0)
+    for (int p = 0; p < nproc; p++) {
+        if (waitpid(pids[p], &status, 0) < 0)
+            die("wait", "");
         failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
     return failed;
+}
+
+/* A process that flushes the file system of DST until killed. */
+static pid_t start_flusher(int dst)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork", "");
+    if (pid == 0)
+        for (;;) {
+            if (syncfs(dst) < 0)
+                die("syncfs", "");
+            usleep(FLUSH_INTERVAL_US);
+        }
+    return pid;
 }
 
 int main(int argc, char **argv)
@@ -187,7 +212,13 @@ int main(int argc, char **argv)
     for (int i = 1; i < ndirs; i++)
         if (mkdirat(dst, dirs[i], 0755) < 0)
             die("mkdir", dirs[i]);
-    if (in_parallel(copy_share, src, dst, nproc))
+    pid_t flusher = guarded ? start_flusher(dst) : 0;
+    int failed = in_parallel(copy_share, src, dst, nproc);
+    if (flusher) {
+        kill(flusher, SIGKILL);
+        waitpid(flusher, NULL, 0);
+    }
+    if (failed)
         return 1;
     return guarded ? in_parallel(verify_share, src, dst, nproc) : 0;
 }
