@@ -1,7 +1,6 @@
 """Small file-system helpers: bytes paths, no-follow directory opens."""
 
 import ctypes
-import ctypes.util
 import errno
 import mmap
 import os
@@ -119,7 +118,9 @@ SYNC_FILE_RANGE_WRITE = 2
 def libc():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        # the C library the interpreter already has loaded: find_library
+        # would run /sbin/ldconfig -p at every start
+        _libc = ctypes.CDLL(None, use_errno=True)
     return _libc
 
 
