@@ -73,7 +73,7 @@ def test_a_write_back_error_fails_the_stage(tmp_path):
         assert not (mnt / "out" / "a.dat").exists()
 
 
-def test_a_write_back_error_seen_by_the_background_flush_is_kept():
+def test_a_write_back_error_seen_by_the_background_flush_is_kept(monkeypatch):
     """The background flush's syncfs reports an error once per open file:
     it is handed over, not lost (the final syncfs would not see it)."""
     import ctypes
@@ -90,15 +90,13 @@ def test_a_write_back_error_seen_by_the_background_flush_is_kept():
             called.set()
             return -1
 
-    saved = fsutil._libc
-    fsutil._libc = FailingLibc()
+    monkeypatch.setattr(fsutil, "_libc", FailingLibc())
     fd = os.open("/", os.O_RDONLY)
     try:
         flusher = fsutil.Flusher(fd, interval=0.001)
         assert called.wait(10)
         error = flusher.stop()
     finally:
-        fsutil._libc = saved
         os.close(fd)
     assert isinstance(error, OSError) and error.errno == errno.EIO
 

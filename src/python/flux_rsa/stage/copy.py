@@ -65,15 +65,6 @@ def interleave(tasks, n):
     return [t for turn in itertools.zip_longest(*runs) for t in turn if t is not None]
 
 
-def flush_failed(exc, dst):
-    """The StageError for a write-back error EXC reported on DST's file
-    system: the copy is not known to be on the device."""
-    e = from_oserror(exc, dst)
-    return StageError(e.code, dst, f"writing to the device failed: {e.cause}",
-                      e.hint or "files copied there may be incomplete on the device; "
-                      "check its file system, then run the stage again")
-
-
 class Tally:
     """Counters the parent keeps while workers report."""
 
@@ -213,8 +204,7 @@ class Copier:
                 flush_error = f.stop()
             self._close_roots(keep_dst=True)
         if flush_error is not None:
-            self.forget_copied()
-            raise flush_failed(flush_error, self.dst)
+            raise self._write_back_failed(flush_error)
         dcache = _DirCache(self.dst_root, self.plan)
         try:
             EntryMaker(self.plan, self.dst, self.chown, self.names.new).make_all(dcache)
@@ -278,8 +268,17 @@ class Copier:
         try:
             fsutil.syncfs(self.dst_root)
         except OSError as exc:
-            self.forget_copied()
-            raise flush_failed(exc, self.dst) from None
+            raise self._write_back_failed(exc) from None
+
+    def _write_back_failed(self, exc):
+        """After write-back error EXC on the destination's file system:
+        forget the files copied, and return the StageError to raise (the
+        copy is not known to be on the device)."""
+        self.forget_copied()
+        e = from_oserror(exc, self.dst)
+        return StageError(e.code, self.dst, f"writing to the device failed: {e.cause}",
+                          e.hint or "files copied there may be incomplete on the device; "
+                          "check its file system, then run the stage again")
 
     def forget_copied(self):
         """After a write-back error: remove the names of the files this run
