@@ -28,7 +28,13 @@ test_expect_success 'the command, module, plugins, modprobe files and package ar
 	table=$(find "$root" -path "*/flux_rsa/core/table.py") &&
 	test -n "$table" &&
 	pylib=$(dirname "$(dirname "$(dirname "$table")")") &&
-	test -f "$pylib/flux_rsa/validate.py"
+	test -f "$pylib/flux_rsa/validate.py" &&
+	test -x "$pylib/flux_rsa/stage/_copybatch.so"
+'
+test_expect_success 'the installed stager loads its copy loop in C' '
+	pylib=$(dirname "$(dirname "$(dirname "$(find "$root" -path "*/flux_rsa/core/table.py")")")") &&
+	env -u FLUX_RSA_COPYBATCH PYTHONPATH="$pylib" $PYTHON -c \
+	    "from flux_rsa.stage import native; assert native.load() is not None"
 '
 # man pages are built when configure found Sphinx (ENABLE_DOCS)
 grep -q "^man_MANS = " "$RSA_BUILDDIR/Makefile" && test_set_prereq DOCS

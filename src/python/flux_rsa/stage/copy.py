@@ -5,7 +5,8 @@ workers and counts what they report, then makes the other entries and
 finishes the directories.  Small files go to workers in batches (source
 reads announced with posix_fadvise(WILLNEED) first, so one worker keeps
 many reads in flight), the workers starting in different parts of the tree;
-each is written whole under its final name by filewrite.  Big files are
+each is written whole under its final name by filewrite, or by the same
+steps in C (native) where that loop is built.  Big files are
 split into ranges copied by several workers into one pre-sized temporary
 file (bigfile).  Links and special files are made by entries.
 """
@@ -14,7 +15,7 @@ import itertools
 import os
 import stat
 
-from . import bigfile, fsutil, pool
+from . import bigfile, fsutil, native, pool
 from .entries import EntryMaker
 from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 from .filewrite import FileWriter
@@ -105,6 +106,8 @@ class Copier:
         self.ranges = None  # a bigfile.RangeCopier, made by prepare()
         self.src_in_memory = False
         self.tally = Tally()
+        self.lib = native.load()  # the C copy loop, if built
+        self.native = None  # its native.BatchCopier, in a worker
         self.src_root = -1
         self.dst_root = -1
         self.archives = {}
@@ -308,6 +311,8 @@ class Copier:
         self.sdirs = _DirCache(self.src_root, self.plan) if self.src_root >= 0 else None
         self.ddirs = _DirCache(self.dst_root, self.plan)
         self.send = send
+        if self.lib is not None and self.sdirs is not None:
+            self.native = native.BatchCopier(self.lib, self.files, self.src_in_memory)
 
     def _handle(self, idx, send):
         task = self.tasks[idx]
@@ -333,6 +338,9 @@ class Copier:
 
     def _batch(self, start, end):
         files = [f for f in self.plan.files[start:end] if not f.skip]
+        if self.native is not None and native.eligible(files):
+            self.native.copy(files, self.sdirs, self.ddirs, self._copy_one)
+            return ("B", len(files), sum(f.size for f in files))
         opened = []
         try:
             for f in files:
@@ -352,6 +360,18 @@ class Copier:
                 if f.src is None:
                     os.close(fd)
         return ("B", len(files), nbytes)
+
+    def _copy_one(self, f):
+        """Copy file F by itself (FileWriter)."""
+        try:
+            fd = self._open_src(f)
+        except OSError as exc:
+            raise from_oserror(exc, self._src_path(f)) from None
+        try:
+            self.files.write(f, fd, self.ddirs.get(f.d))
+        finally:
+            if f.src is None:
+                os.close(fd)
 
     def _range(self, i, off, length):
         f = self.plan.files[i]

@@ -153,7 +153,7 @@ class FileWriter:
         """Owner (when set), set-ID bits and times of file F, open as FD in
         directory DIR_FD."""
         if self.chown:
-            if (f.uid, f.gid) != self._owner_of_new(f.d, dir_fd):
+            if (f.uid, f.gid) != self.owner_of_new(f.d, dir_fd):
                 os.fchown(fd, f.uid, f.gid)
             if f.mode & 0o6000:
                 os.fchmod(fd, f.mode & 0o7777)
@@ -161,7 +161,7 @@ class FileWriter:
             os.fchmod(fd, f.mode & 0o7777)
         os.utime(fd, ns=(f.atime, f.mtime))
 
-    def _owner_of_new(self, d, dir_fd):
+    def owner_of_new(self, d, dir_fd):
         """(uid, gid) a file created in directory D gets: ours, or the
         directory's group when it is set-group-ID.  A file that should have
         exactly these needs no fchown."""

@@ -75,7 +75,9 @@ def unlink_quiet(name, dir_fd):
 
 class DirCache:
     """Directory descriptors under one root by relative path, opened without
-    following any symbolic link; at most 64 kept open."""
+    following any symbolic link; at most MAX kept open."""
+
+    MAX = 64
 
     def __init__(self, root_fd):
         self.root_fd = root_fd
@@ -84,7 +86,7 @@ class DirCache:
     def get(self, rel):
         fd = self.fds.get(rel)
         if fd is None:
-            if len(self.fds) >= 64:
+            if len(self.fds) >= self.MAX:
                 self.close()
             fd = self.fds[rel] = open_dir(self.root_fd, rel)
         return fd
@@ -97,8 +99,12 @@ class DirCache:
 
 def tmp_name(tag, serial, pid=None):
     """A hidden temporary name; TAG says which shard made it."""
-    return b"%s%s.%d.%d%s" % (TMP_PREFIX, tag, os.getpid() if pid is None else pid,
-                              serial, TMP_SUFFIX)
+    return b"%s%d%s" % (tmp_prefix(tag, pid), serial, TMP_SUFFIX)
+
+
+def tmp_prefix(tag, pid=None):
+    """What temporary names of shard TAG made by process PID start with."""
+    return b"%s%s.%d." % (TMP_PREFIX, tag, os.getpid() if pid is None else pid)
 
 
 def is_tmp_of(name, tag):

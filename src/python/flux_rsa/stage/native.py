@@ -1,0 +1,135 @@
+"""Batches of small files copied by the C loop of src/stage/copybatch.c.
+
+`make` builds it into this package as _copybatch.so.  Each file gets the
+system calls filewrite.FileWriter makes, in the same order and with the
+same guarantees; only the interpreter between them is gone.  Where the C
+loop cannot copy a file it stops there and that file is copied by
+FileWriter, which raises the stage's error (or copies it when the trouble
+has passed), and the loop goes on with the rest.  Without the library (not
+built, or FLUX_RSA_COPYBATCH set empty) the stager copies every file with
+FileWriter.
+"""
+
+import ctypes
+import os
+import struct
+
+from . import fsutil
+
+LIBRARY = "_copybatch.so"
+ENV = "FLUX_RSA_COPYBATCH"  # the library's path; empty: do not use one
+
+# struct cb_file
+_FILE = struct.Struct("=iiIIqqqIIII")
+CHOWN, CHMOD = 1, 2
+# batch flags
+FADVISE, TMPFILE, LINK_PROC, WRITEBACK = 1, 2, 4, 8
+
+
+class _Fail(ctypes.Structure):
+    _fields_ = [("index", ctypes.c_int32), ("step", ctypes.c_int32),
+                ("err", ctypes.c_int32), ("pad", ctypes.c_int32),
+                ("done", ctypes.c_int64)]
+
+
+class _Names(ctypes.Structure):
+    _fields_ = [("prefix", ctypes.c_char_p), ("suffix", ctypes.c_char_p),
+                ("serial", ctypes.POINTER(ctypes.c_int64))]
+
+
+def load():
+    """The C loop (a ctypes library), or None when it is not there."""
+    path = os.environ.get(ENV)
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY)
+    if not path or not os.path.exists(path):
+        return None
+    lib = ctypes.CDLL(path)
+    lib.cb_copy.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                            ctypes.POINTER(_Names), ctypes.POINTER(_Fail)]
+    lib.cb_copy.restype = ctypes.c_int
+    return lib
+
+
+def eligible(files):
+    """Whether the C loop copies all of FILES: whole files of the source
+    tree (not archive members, not sparse files)."""
+    return all(f.src is None and not f.sparse for f in files)
+
+
+class BatchCopier:
+    """Copies batches of files with LIB in one worker.  WRITER is the
+    worker's FileWriter (its settings and its copy of single files);
+    SRC_IN_MEMORY says source reads need no announcing."""
+
+    def __init__(self, lib, writer, src_in_memory):
+        self.lib = lib
+        self.writer = writer
+        self.src_in_memory = src_in_memory
+        self.serial = ctypes.c_int64(0)
+        self.fail = _Fail()
+
+    def copy(self, files, sdirs, ddirs, copy_one):
+        """Copy FILES (eligible) from directories SDIRS into DDIRS (two
+        _DirCache); COPY_ONE(f) copies one file the Python way."""
+        i = 0
+        while i < len(files):
+            i = self._run(files, i, sdirs, ddirs, copy_one)
+
+    def _run(self, files, start, sdirs, ddirs, copy_one):
+        """Copy files from START on, as far as the directory caches can keep
+        their directories open at once; returns where to go on from."""
+        w = self.writer
+        recs = bytearray(_FILE.size * (len(files) - start))
+        names = bytearray()
+        pack = _FILE.pack_into
+        rels = sdirs.plan.dirs
+        n = 0
+        for f in files[start:]:
+            rel = rels[f.d].rel
+            if _would_close(sdirs, rel) or _would_close(ddirs, rel):
+                if n:
+                    break
+                sdirs.close()
+                ddirs.close()
+            ddir = ddirs.get(f.d)
+            flags = 0
+            if w.chown:
+                if (f.uid, f.gid) != w.owner_of_new(f.d, ddir):
+                    flags = CHOWN
+                if f.mode & 0o6000:
+                    flags |= CHMOD
+            pack(recs, n * _FILE.size, sdirs.get(f.d), ddir, len(names), f.mode & 0o7777,
+                 f.size, f.atime, f.mtime, f.uid, f.gid, flags, 0)
+            names += f.name + b"\0"
+            n += 1
+        done = self._call(recs, n, names)
+        if done < n:
+            copy_one(files[start + done])  # raises, or copied it
+            done += 1
+        return start + done
+
+    def _call(self, recs, n, names):
+        """Run the C loop on the first N records; returns how many files it
+        copied."""
+        w = self.writer
+        flags = (0 if self.src_in_memory else FADVISE) | (WRITEBACK if w.writeback else 0)
+        if w.tmpfile:
+            flags |= TMPFILE | (LINK_PROC if w.link is fsutil.link_proc else 0)
+        nm = w.names
+        self.serial.value = nm.serial
+        tmp = _Names(fsutil.tmp_prefix(nm.tag, nm.pid), fsutil.TMP_SUFFIX,
+                     ctypes.pointer(self.serial))
+        rbuf = (ctypes.c_char * len(recs)).from_buffer(recs)
+        nbuf = (ctypes.c_char * len(names)).from_buffer(names)
+        try:
+            return self.lib.cb_copy(ctypes.addressof(rbuf), n, ctypes.addressof(nbuf),
+                                    flags, ctypes.byref(tmp), ctypes.byref(self.fail))
+        finally:
+            nm.serial = self.serial.value
+            del rbuf, nbuf
+
+
+def _would_close(cache, rel):
+    """Whether getting REL from fsutil.DirCache CACHE closes the others."""
+    return rel not in cache.fds and len(cache.fds) >= cache.MAX

@@ -1,0 +1,210 @@
+"""The copy loop in C (src/stage/copybatch.c): same files, same guarantees,
+same errors as the Python loop it stands in for."""
+
+import os
+import subprocess
+
+import pytest
+
+from flux_rsa.stage import native, plan as planmod
+from flux_rsa.stage.copy import Copier, make_tasks
+from flux_rsa.stage.errors import StageError
+from test_stage_helpers import ROOT, make_tree, rsync_diff, stage
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown)")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """The C loop: the one `make` built (FLUX_RSA_COPYBATCH, as `make check`
+    sets it), else compiled here from the source."""
+    path = os.environ.get(native.ENV)
+    if path:
+        assert os.path.exists(path), f"{native.ENV}={path} does not exist"
+        return path
+    path = str(tmp_path_factory.mktemp("lib") / native.LIBRARY)
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", path,
+                    os.path.join(ROOT, "src", "stage", "copybatch.c")], check=True)
+    return path
+
+
+@pytest.fixture
+def engine(request, library, monkeypatch):
+    """Run the stager with the C loop ("c") or without it ("python")."""
+    monkeypatch.setenv(native.ENV, library if request.param == "c" else "")
+    return request.param
+
+
+both = pytest.mark.parametrize("engine", ["c", "python"], indirect=True)
+
+
+def _many_files(base, ndirs=150, per_dir=2):
+    """Small files in more directories than a worker keeps open at once."""
+    for d in range(ndirs):
+        os.makedirs(os.path.join(base, f"d{d:03}"))
+        for i in range(per_dir):
+            path = os.path.join(base, f"d{d:03}", f"f{i}")
+            with open(path, "wb") as f:
+                f.write(os.urandom(100 * i + d))
+            os.chmod(path, 0o600 + (i & 1) * 0o44)
+            os.utime(path, ns=(1_000_000_000 + d, 1_600_000_000_123_456_789 + i))
+
+
+class Copied:
+    """One in-process copy with the C loop (no worker processes): what it
+    copied, and the error it raised."""
+
+    def __init__(self, src, dst, tmpfile=True, plan=None):
+        self.plan = plan or planmod.walk(os.fsencode(src))
+        planmod.compare_dest(self.plan, os.fsencode(dst), b"0")
+        self.copier = c = Copier(self.plan, os.fsencode(dst), workers=1, tmpfile=tmpfile)
+        assert c.lib is not None, os.environ.get(native.ENV)
+        self.in_c = []
+        self.error = None
+        call = native.BatchCopier._call
+
+        def counted(batch, recs, n, names):
+            done = call(batch, recs, n, names)
+            self.in_c.append(done)
+            return done
+
+        c.prepare()
+        c._setup(None)
+        native.BatchCopier._call = counted
+        try:
+            for task in make_tasks(self.plan.files):
+                assert task[0] == "B"
+                c._batch(task[1], task[2])
+            c.finish_dirs()
+        except StageError as exc:
+            self.error = exc
+        finally:
+            native.BatchCopier._call = call
+            c.sdirs.close()
+            c.ddirs.close()
+            c.close()
+
+
+@both
+def test_both_loops_copy_every_kind_of_entry(tmp_path, engine):
+    src = make_tree(tmp_path / "src")
+    _many_files(os.fsdecode(os.path.join(src, b"many")))
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    assert rsync_diff(src, dst) == ""
+    assert not list(dst.rglob(".rsa-stage.*"))
+
+
+@pytest.mark.parametrize("tmpfile", [True, False], ids=["o_tmpfile", "named_tmp"])
+def test_the_c_loop_keeps_contents_modes_times(tmp_path, library, monkeypatch, tmpfile):
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    _many_files(src)
+    run = Copied(src, tmp_path / "dst", tmpfile=tmpfile)
+    assert run.error is None
+    assert sum(run.in_c) == 300  # every file went through the C loop
+    assert len(run.in_c) >= 3  # in pieces: 128 directories a batch, 64 kept open
+    assert rsync_diff(src, tmp_path / "dst") == ""
+    assert not list((tmp_path / "dst").rglob(".rsa-stage.*"))
+
+
+@root_only
+def test_the_c_loop_sets_owners_and_set_id_bits(tmp_path, library, monkeypatch, owner):
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    _many_files(src, ndirs=2, per_dir=4)
+    mine = src / "d000" / "f1"
+    theirs = src / "d001" / "f1"
+    os.chown(theirs, owner.pw_uid, owner.pw_gid)
+    os.chmod(theirs, 0o4755)  # after chown, which clears set-ID bits
+    run = Copied(src, tmp_path / "dst")
+    assert run.error is None and sum(run.in_c) == 8
+    assert rsync_diff(src, tmp_path / "dst") == ""  # -a as root: owners too
+    st = os.stat(tmp_path / "dst" / "d001" / "f1")
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (owner.pw_uid, owner.pw_gid, 0o4755)
+    assert os.stat(tmp_path / "dst" / "d000" / "f1").st_uid == os.stat(mine).st_uid
+
+
+@pytest.mark.parametrize("tmpfile", [True, False], ids=["o_tmpfile", "named_tmp"])
+def test_the_c_loop_replaces_an_older_file_whole(tmp_path, library, monkeypatch, tmpfile):
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"new contents")
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "a").write_bytes(b"old")
+    held = open(dst / "a", "rb")  # a reader of the old file keeps it whole
+    run = Copied(src, dst, tmpfile=tmpfile)
+    assert run.error is None and run.in_c == [1]
+    assert (dst / "a").read_bytes() == b"new contents"
+    assert held.read() == b"old"
+    held.close()
+    assert sorted(os.listdir(dst)) == ["a"]
+
+
+def _stage_error(src, dst, engine, library, monkeypatch, change):
+    """Plan a copy of SRC, CHANGE(src) before copying, copy with ENGINE;
+    the StageError raised."""
+    monkeypatch.setenv(native.ENV, library if engine == "c" else "")
+    p = planmod.walk(os.fsencode(src))
+    change(src)
+    c = Copier(p, os.fsencode(dst), workers=2)
+    with pytest.raises(StageError) as err:
+        try:
+            c.run()
+        finally:
+            c.close()
+    return err.value
+
+
+@both
+def test_a_file_gone_since_the_plan_is_named(tmp_path, engine, library, monkeypatch):
+    src = tmp_path / "src"
+    _many_files(src, ndirs=3, per_dir=4)
+    err = _stage_error(src, tmp_path / "dst", engine, library, monkeypatch,
+                       lambda s: os.unlink(s / "d001" / "f2"))
+    assert err.path == os.fsencode(src / "d001" / "f2")
+    assert "No such file or directory" in str(err)
+    assert not (tmp_path / "dst" / "d001" / "f2").exists()
+    assert not list((tmp_path / "dst").rglob(".rsa-stage.*"))
+
+
+@both
+def test_a_file_changed_since_the_plan_is_named_and_not_kept(tmp_path, engine, library,
+                                                            monkeypatch):
+    src = tmp_path / "src"
+    _many_files(src, ndirs=3, per_dir=4)
+
+    def grow(s):
+        with open(s / "d002" / "f3", "ab") as f:
+            f.write(b"more")
+
+    err = _stage_error(src, tmp_path / "dst", engine, library, monkeypatch, grow)
+    assert err.path == os.fsencode(src / "d002" / "f3")
+    assert "changed while being copied" in str(err)
+    assert not (tmp_path / "dst" / "d002" / "f3").exists()
+    assert not list((tmp_path / "dst").rglob(".rsa-stage.*"))
+
+
+def test_a_passing_trouble_is_copied_by_the_python_loop(tmp_path, library, monkeypatch):
+    """Where the C loop stops at a file that the Python loop then copies
+    (here: the file was briefly away), the rest of the batch goes on in C
+    and the copy is complete."""
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    _many_files(src, ndirs=1, per_dir=6)
+    away, there = tmp_path / "away", src / "d000" / "f2"
+    p = planmod.walk(os.fsencode(src))
+    os.rename(there, away)
+    copy_one = Copier._copy_one
+
+    def back_then_copy(self, f):
+        os.rename(away, there)
+        return copy_one(self, f)
+
+    monkeypatch.setattr(Copier, "_copy_one", back_then_copy)
+    run = Copied(src, tmp_path / "dst", plan=p)
+    assert run.error is None
+    assert run.in_c == [2, 3]  # f0 f1 in C, f2 in Python, f3 f4 f5 in C
+    assert rsync_diff(src, tmp_path / "dst") == ""
