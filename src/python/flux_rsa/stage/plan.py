@@ -4,8 +4,10 @@ The walk opens every directory relative to its parent with O_NOFOLLOW, so a
 symbolic link is recorded as a link and never entered, whatever it points at.
 """
 
+import operator
 import os
 import stat
+import sys
 import zlib
 
 from . import fsutil
@@ -13,6 +15,9 @@ from .errors import EXIT_NOSOURCE, StageError, from_oserror
 
 SPARSE_MIN = 64 * 1024  # smaller files are copied whole, holes or not
 S_ISREG = stat.S_ISREG
+# os.fsencode's encoding, called directly: the walk encodes every name
+FS_ENCODING = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
+_by_name = operator.attrgetter("name")
 
 
 class Entry:
@@ -165,12 +170,12 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
         raise from_oserror(exc, path) from None
     try:
         with os.scandir(fd) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            entries = sorted(it, key=_by_name)
         files = plan.files
-        fsencode = os.fsencode
+        enc, errors = FS_ENCODING
         plain = n == 1 and not dirs_only  # no shards: every file is kept
         for e in entries:
-            name = fsencode(e.name)
+            name = e.name.encode(enc, errors)
             if dirs_only and not e.is_dir(follow_symlinks=False):
                 continue
             try:
