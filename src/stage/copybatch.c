@@ -1,4 +1,5 @@
-/* copybatch: the stager's per-file copy loop, in C.
+/* copybatch: the stager's per-file loops, in C: the copy of small files
+ * (cb_copy) and the scan of a source directory (cb_scan).
  *
  * The stager (flux_rsa.stage.copy) hands each worker batches of small
  * regular files.  For each file this does what flux_rsa.stage.filewrite
@@ -21,6 +22,7 @@
  * mirrored there.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -319,4 +321,90 @@ int cb_copy(const struct cb_file *files, int n, const char *names, int flags,
     if (i == opened && opened < n)
         fail(out, opened, CB_OPEN, open_err, 0);
     return i;
+}
+
+/* one entry of a scanned directory: its lstat */
+struct cb_entry {
+    uint32_t mode;
+    uint32_t uid;
+    uint32_t gid;
+    uint32_t pad;
+    uint64_t nlink;
+    int64_t size;
+    int64_t blocks;
+    int64_t atime_ns;
+    int64_t mtime_ns;
+    uint64_t dev;
+    uint64_t ino;
+    uint64_t rdev;
+};
+
+/* Read directory DIR (an open descriptor, read from its start) and lstat
+ * each entry but "." and "..": ENTRIES[i] for the i-th, its name in NAMES
+ * (the names one after the other, each ending with a NUL; *USED bytes in
+ * all).  An entry gone between the two is left out.  Returns the number of
+ * entries, or -1 with
+ * errno set: ENOBUFS when more than MAX entries or NAMES_LEN bytes of names
+ * (call again with more room), else the error of reading the directory or
+ * of an lstat (the caller scans the directory itself to say which). */
+int cb_scan(int dir, struct cb_entry *entries, int max, char *names, size_t names_len,
+            size_t *used_out)
+{
+    int fd = dup(dir);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    rewinddir(d);
+    int n = 0, err = 0;
+    size_t used = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+            continue;
+        size_t len = strlen(name) + 1;
+        if (n == max || used + len > names_len) {
+            err = ENOBUFS;
+            break;
+        }
+        struct stat st;
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT) {
+                errno = 0;
+                continue; /* gone since readdir */
+            }
+            err = errno;
+            break;
+        }
+        struct cb_entry *out = &entries[n++];
+        out->mode = st.st_mode;
+        out->uid = st.st_uid;
+        out->gid = st.st_gid;
+        out->pad = 0;
+        out->nlink = st.st_nlink;
+        out->size = st.st_size;
+        out->blocks = st.st_blocks;
+        out->atime_ns = st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec;
+        out->mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        out->dev = st.st_dev;
+        out->ino = st.st_ino;
+        out->rdev = st.st_rdev;
+        memcpy(names + used, name, len);
+        used += len;
+    }
+    if (!err && errno)
+        err = errno; /* readdir failed */
+    rewinddir(d); /* the offset is shared with DIR: leave it at the start */
+    closedir(d);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    *used_out = used;
+    return n;
 }

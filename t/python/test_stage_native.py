@@ -208,3 +208,57 @@ def test_a_passing_trouble_is_copied_by_the_python_loop(tmp_path, library, monke
     assert run.error is None
     assert run.in_c == [2, 3]  # f0 f1 in C, f2 in Python, f3 f4 f5 in C
     assert rsync_diff(src, tmp_path / "dst") == ""
+
+
+def _plan_entries(p):
+    """Every entry of plan P with all it records (directories' and links'
+    access times aside: a walk reads them, and so updates them)."""
+    out = []
+    for kind in ("dirs", "files", "symlinks", "specials"):
+        for e in getattr(p, kind):
+            attrs = type(e).__slots__ + planmod.Entry.__slots__
+            keep = [a for a in attrs if a != "atime" or kind in ("files", "specials")]
+            out.append((kind, tuple(getattr(e, a) for a in keep)))
+    out += [("hardlink", h.d, h.name, h.first.name) for h in p.hardlinks]
+    return out
+
+
+def test_the_c_scan_plans_what_the_python_scan_plans(tmp_path, library, monkeypatch):
+    src = make_tree(tmp_path / "src")
+    # names whose bytes sort differently from their str (invalid UTF-8,
+    # characters past the surrogates), beside plain ones
+    for name in (b"\xc3\xa9t\xc3\xa9", b"z", b"\xe4\xb8\xad", b"\xff", b"\xee\x80\x80"):
+        with open(os.path.join(src, name), "wb") as f:
+            f.write(name)
+    os.link(os.path.join(src, b"z"), os.path.join(src, b"\xff-link"))
+    scans = []
+    scan = native.Scanner.scan
+
+    def counted(self, fd):
+        got = scan(self, fd)
+        scans.append(got is not None)
+        return got
+
+    monkeypatch.setattr(native.Scanner, "scan", counted)
+    monkeypatch.setenv(native.ENV, library)
+    in_c = planmod.walk(src)
+    assert scans and all(scans)  # every directory was scanned in C
+    monkeypatch.setenv(native.ENV, "")
+    in_python = planmod.walk(src)
+    assert _plan_entries(in_c) == _plan_entries(in_python)
+    assert len(in_c.files) == 12 and len(in_c.hardlinks) == 2
+
+
+def test_the_c_scan_makes_room_for_a_big_directory(tmp_path, library, monkeypatch):
+    monkeypatch.setenv(native.ENV, library)
+    for i in range(300):
+        (tmp_path / f"{i:03}-{'x' * 100}").write_bytes(b"")
+    scanner = native.Scanner(native.load(), room=4)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = scanner.scan(fd)
+        assert sorted(os.fsdecode(name) for name, _ in got) == sorted(os.listdir(tmp_path))
+        assert scanner.scan(fd) == got  # read from the start again
+    finally:
+        os.close(fd)
+    assert scanner.room >= 300

@@ -1,16 +1,20 @@
-"""Batches of small files copied by the C loop of src/stage/copybatch.c.
+"""The stager's loops in C (src/stage/copybatch.c): batches of small files
+copied, source directories scanned.
 
-`make` builds it into this package as _copybatch.so.  Each file gets the
+`make` builds them into this package as _copybatch.so.  Each file gets the
 system calls filewrite.FileWriter makes, in the same order and with the
 same guarantees; only the interpreter between them is gone.  Where the C
 loop cannot copy a file it stops there and that file is copied by
 FileWriter, which raises the stage's error (or copies it when the trouble
-has passed), and the loop goes on with the rest.  Without the library (not
-built, or FLUX_RSA_COPYBATCH set empty) the stager copies every file with
-FileWriter.
+has passed), and the loop goes on with the rest.  A directory is scanned
+(readdir, then an lstat of each entry) as plan.py would with os.scandir;
+where that fails plan.py scans it itself, and says what failed.  Without
+the library (not built, or FLUX_RSA_COPYBATCH set empty) the stager does
+all of it in Python.
 """
 
 import ctypes
+import errno
 import os
 import struct
 
@@ -37,18 +41,75 @@ class _Names(ctypes.Structure):
                 ("serial", ctypes.POINTER(ctypes.c_int64))]
 
 
+_loaded = {}
+
+
 def load():
-    """The C loop (a ctypes library), or None when it is not there."""
+    """The C loops (a ctypes library), or None when it is not there."""
     path = os.environ.get(ENV)
     if path is None:
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY)
     if not path or not os.path.exists(path):
         return None
-    lib = ctypes.CDLL(path)
-    lib.cb_copy.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                            ctypes.POINTER(_Names), ctypes.POINTER(_Fail)]
-    lib.cb_copy.restype = ctypes.c_int
+    lib = _loaded.get(path)
+    if lib is None:
+        lib = _loaded[path] = ctypes.CDLL(path, use_errno=True)
+        lib.cb_copy.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                ctypes.POINTER(_Names), ctypes.POINTER(_Fail)]
+        lib.cb_copy.restype = ctypes.c_int
+        lib.cb_scan.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+        lib.cb_scan.restype = ctypes.c_int
     return lib
+
+
+# struct cb_entry: mode uid gid pad nlink size blocks atime_ns mtime_ns dev ino rdev
+_ENTRY = struct.Struct("=IIIIQqqqqQQQ")
+
+
+class Scanner:
+    """Scans directories with LIB (cb_scan), into buffers that grow as
+    directories need."""
+
+    def __init__(self, lib, room=4096):
+        self.lib = lib
+        self._make_room(room)
+        self.used = ctypes.c_size_t(0)
+
+    def _make_room(self, n):
+        self.room = n
+        self.entries = ctypes.create_string_buffer(_ENTRY.size * n)
+        self.names = ctypes.create_string_buffer(64 * n)
+
+    def scan(self, fd):
+        """The entries of directory FD but . and .., unsorted: a list of
+        (name, (mode, uid, gid, 0, nlink, size, blocks, atime_ns, mtime_ns,
+        dev, ino, rdev)); None if the scan failed."""
+        while True:
+            n = self.lib.cb_scan(fd, self.entries, self.room, self.names,
+                                 len(self.names), ctypes.byref(self.used))
+            if n >= 0:
+                break
+            if ctypes.get_errno() != errno.ENOBUFS:
+                return None
+            self._make_room(self.room * 4)
+        names = ctypes.string_at(self.names, self.used.value).split(b"\0", n)[:n]
+        stats = _ENTRY.iter_unpack(memoryview(self.entries)[:n * _ENTRY.size])
+        return list(zip(names, stats))
+
+
+_scanners = {}
+
+
+def scanner():
+    """A Scanner of this process, or None without the library."""
+    lib = load()
+    if lib is None:
+        return None
+    s = _scanners.get(lib._name)
+    if s is None:
+        s = _scanners[lib._name] = Scanner(lib)
+    return s
 
 
 def eligible(files):

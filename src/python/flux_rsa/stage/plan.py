@@ -2,15 +2,19 @@
 
 The walk opens every directory relative to its parent with O_NOFOLLOW, so a
 symbolic link is recorded as a link and never entered, whatever it points at.
+Without shards a directory's entries are read and stat'ed by the C scan
+(native.Scanner) where it is built, else (and wherever it fails) by
+os.scandir; the plan is the same either way.
 """
 
+import collections
 import operator
 import os
 import stat
 import sys
 import zlib
 
-from . import fsutil
+from . import fsutil, native
 from .errors import EXIT_NOSOURCE, StageError, from_oserror
 
 SPARSE_MIN = 64 * 1024  # smaller files are copied whole, holes or not
@@ -18,6 +22,10 @@ S_ISREG = stat.S_ISREG
 # os.fsencode's encoding, called directly: the walk encodes every name
 FS_ENCODING = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 _by_name = operator.attrgetter("name")
+_first = operator.itemgetter(0)
+# an lstat of native.Scanner, as _add reads one
+_Stat = collections.namedtuple("_Stat", "st_mode st_uid st_gid st_nlink st_size st_blocks "
+                               "st_atime_ns st_mtime_ns st_dev st_ino st_rdev")
 
 
 class Entry:
@@ -169,6 +177,12 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
     except OSError as exc:
         raise from_oserror(exc, path) from None
     try:
+        if n == 1 and not dirs_only:
+            scanner = native.scanner()
+            scanned = scanner.scan(fd) if scanner is not None else None
+            if scanned is not None:
+                _add_scanned(plan, di, d.rel, fd, scanned, groups)
+                return
         with os.scandir(fd) as it:
             entries = sorted(it, key=_by_name)
         files = plan.files
@@ -205,6 +219,37 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
         raise from_oserror(exc, path) from None
     finally:
         os.close(fd)
+
+
+def _add_scanned(plan, di, drel, fd, scanned, groups):
+    """Add the entries of directory DI that native.Scanner read (no shards:
+    every entry is kept), in the order os.scandir's names sort in."""
+    names = b"".join(name for name, _ in scanned)
+    if names.isascii():
+        scanned.sort(key=_first)  # bytes sort as their str would
+    else:
+        enc, errors = FS_ENCODING
+        scanned.sort(key=lambda e: e[0].decode(enc, errors))
+    files = plan.files
+    for name, st in scanned:
+        mode, uid, gid, _, nlink, size, blocks, atime, mtime, dev, ino, rdev = st
+        if nlink == 1 and S_ISREG(mode):
+            f = File()
+            f.d = di
+            f.name = name
+            f.mode = mode
+            f.uid = uid
+            f.gid = gid
+            f.atime = atime
+            f.mtime = mtime
+            f.size = size
+            f.sparse = size >= SPARSE_MIN and blocks * 512 < size
+            f.key = f.src = None
+            f.skip = False
+            files.append(f)
+            continue
+        _add(plan, di, drel, name, _Stat(mode, uid, gid, nlink, size, blocks, atime, mtime,
+                                         dev, ino, rdev), fd, 0, 1, groups)
 
 
 def _add(plan, di, drel, name, st, dir_fd, k, n, groups):
