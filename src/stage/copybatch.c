@@ -323,6 +323,16 @@ int cb_copy(const struct cb_file *files, int n, const char *names, int flags,
     return i;
 }
 
+/* Set the directories of files FILES[0..N) to SDIR and DDIR (a batch of
+ * one directory, made by a process that had not these descriptors). */
+void cb_set_dirs(struct cb_file *files, int n, int sdir, int ddir)
+{
+    for (int i = 0; i < n; i++) {
+        files[i].sdir = sdir;
+        files[i].ddir = ddir;
+    }
+}
+
 /* one entry of a scanned directory: its lstat */
 struct cb_entry {
     uint32_t mode;

@@ -63,8 +63,8 @@ class Copied:
         self.error = None
         call = native.BatchCopier._call
 
-        def counted(batch, recs, n, names):
-            done = call(batch, recs, n, names)
+        def counted(batch, recs, start, n, names):
+            done = call(batch, recs, start, n, names)
             self.in_c.append(done)
             return done
 
@@ -262,3 +262,36 @@ def test_the_c_scan_makes_room_for_a_big_directory(tmp_path, library, monkeypatc
     finally:
         os.close(fd)
     assert scanner.room >= 300
+
+
+def test_a_streamed_copy_compares_each_directory_as_it_is_walked(tmp_path, library,
+                                                                 monkeypatch):
+    """With the C loop the stager copies while it walks: each directory is
+    compared with the destination when it is scanned (a resumed run keeps
+    complete files, replaces changed ones, removes its stale temporary
+    files), and the plan it ends with is the whole tree."""
+    monkeypatch.setenv(native.ENV, library)
+    src = make_tree(tmp_path / "src")
+    _many_files(os.path.join(os.fsdecode(src), "many"), ndirs=5, per_dir=3)
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    kept = dst / "many" / "d001" / "f1"
+    kept_ino = os.stat(kept).st_ino
+    changed = os.path.join(src, b"many", b"d002", b"f2")
+    with open(changed, "r+b") as f:
+        f.write(b"!")
+    stale = dst / "many" / "d003" / ".rsa-stage.0.99.1.tmp"
+    stale.write_bytes(b"left by a killed run")
+    walker = planmod.Walker(src)
+    c = Copier(walker.plan, os.fsencode(dst), workers=2)
+    try:
+        tally = c.run(walker)
+        c.finish_dirs()
+    finally:
+        walker.close()
+        c.close()
+    assert rsync_diff(src, dst) == ""
+    assert os.stat(kept).st_ino == kept_ino  # complete: not copied again
+    assert not stale.exists()
+    assert tally.walked and tally.files_total == len(walker.plan.files) == 22
+    assert tally.files_copied == 1  # the changed file

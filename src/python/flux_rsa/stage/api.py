@@ -3,7 +3,7 @@
 import os
 import time
 
-from . import identity, plan as planmod, progress as progmod
+from . import identity, native, plan as planmod, progress as progmod
 from . import script as scriptmod
 from . import tarwrite, untar
 from .copy import Copier
@@ -105,24 +105,32 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
         finally:
             c.close()
         return
+    walker = None
     if mode == "untar":
         p = untar.untar_plan(src)
+    elif n == 1 and native.load() is not None:
+        walker = planmod.Walker(src)  # walked while the copy runs
+        p = walker.plan
     else:
         p = planmod.walk(src, shard)
-    planmod.compare_dest(p, dst, tag)
-    result.files_total = len(p.files)
-    result.bytes_total = total = p.bytes_total
-    nfiles = len(p.files)
+    if walker is None:
+        planmod.compare_dest(p, dst, tag)
 
     def copy_progress(t):
-        meter.update("copy", t.bytes_done, total, t.files_done, nfiles)
+        # "scan" while the walk goes on (totals still growing), then "copy"
+        meter.update("copy" if t.walked else "scan", t.bytes_done, t.bytes_total,
+                     t.files_done, t.files_total)
 
     c = Copier(p, dst, workers=workers, tag=tag, progress=copy_progress,
                writeback=sync)
-    skipped = [f for f in p.files if f.skip]
-    meter.update("copy", sum(f.size for f in skipped), total, len(skipped), nfiles)
     try:
-        tally = c.run()
+        try:
+            tally = c.run(walker)
+        finally:
+            if walker is not None:
+                walker.close()
+        result.files_total = nfiles = len(p.files)
+        result.bytes_total = total = p.bytes_total
         meter.update("copy", tally.bytes_done, total, tally.files_done, nfiles,
                      force=True)
         result.files_copied = tally.files_copied

@@ -2,7 +2,10 @@
 
 This module runs a copy: it makes the directories, hands the files to
 workers and counts what they report, then makes the other entries and
-finishes the directories.  Small files go to workers in batches (source
+finishes the directories.  Where the C loop is built (native) the source
+is walked while the workers copy (_Stream): each directory is made, and
+compared with what DST holds, as soon as it is scanned, and its files are
+sent to the workers packed for the C loop.  Small files go to workers in batches (source
 reads announced with posix_fadvise(WILLNEED) first, so one worker keeps
 many reads in flight), the workers starting in different parts of the tree;
 each is written whole under its final name by filewrite, or by the same
@@ -16,6 +19,7 @@ import os
 import stat
 
 from . import bigfile, fsutil, native, pool
+from . import plan as planmod
 from .entries import EntryMaker
 from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 from .filewrite import FileWriter
@@ -70,6 +74,9 @@ class Tally:
     """Counters the parent keeps while workers report."""
 
     def __init__(self):
+        self.walked = False  # the totals are final
+        self.files_total = 0
+        self.bytes_total = 0
         self.files_done = 0
         self.bytes_done = 0
         self.files_copied = 0
@@ -108,6 +115,7 @@ class Copier:
         self.tally = Tally()
         self.lib = native.load()  # the C copy loop, if built
         self.native = None  # its native.BatchCopier, in a worker
+        self.told = False  # a worker of a streamed run: creating is known
         self.src_root = -1
         self.dst_root = -1
         self.archives = {}
@@ -124,22 +132,7 @@ class Copier:
     # ---- parent side -------------------------------------------------
     def prepare(self):
         """Create directories, remove stale temporary files, size big files."""
-        self.dst_root = fsutil.open_or_make_root(self.dst)
-        self.names.forked()
-        same_fs = False
-        if self.plan.src is not None:
-            self.src_root = os.open(self.plan.src, fsutil.DIR_FLAGS)
-            self.src_in_memory = fsutil.in_memory(self.src_root)
-            same_fs = (os.fstat(self.src_root).st_dev
-                       == os.fstat(self.dst_root).st_dev)
-        dst_in_memory = fsutil.in_memory(self.dst_root)
-        if self.writeback and dst_in_memory:
-            self.writeback = False  # nothing to write back on a RAM disk
-        read_direct, write_direct = bigfile.direct_modes(
-            self.src_in_memory, dst_in_memory, self.direct)
-        self.ranges = bigfile.RangeCopier(read_direct, write_direct, same_fs,
-                                          self.src_in_memory, self.writeback)
-        self.files.writeback = self.writeback
+        write_direct = self._open_roots()
         if self.files.tmpfile:
             self.files.tmpfile = (any(not f.skip for f in self.plan.files)
                                   and self.files.probe_tmpfile(self.dst_root))
@@ -160,11 +153,35 @@ class Copier:
         finally:
             dcache.close()
 
+    def _open_roots(self):
+        """Open source and destination, and choose how to copy between them.
+        Returns whether big files are written with O_DIRECT."""
+        self.dst_root = fsutil.open_or_make_root(self.dst)
+        self.names.forked()
+        same_fs = False
+        if self.plan.src is not None:
+            self.src_root = os.open(self.plan.src, fsutil.DIR_FLAGS)
+            self.src_in_memory = fsutil.in_memory(self.src_root)
+            same_fs = (os.fstat(self.src_root).st_dev
+                       == os.fstat(self.dst_root).st_dev)
+        dst_in_memory = fsutil.in_memory(self.dst_root)
+        if self.writeback and dst_in_memory:
+            self.writeback = False  # nothing to write back on a RAM disk
+        read_direct, write_direct = bigfile.direct_modes(
+            self.src_in_memory, dst_in_memory, self.direct)
+        self.ranges = bigfile.RangeCopier(read_direct, write_direct, same_fs,
+                                          self.src_in_memory, self.writeback)
+        self.files.writeback = self.writeback
+        return write_direct
+
     def _mkdir(self, d):
+        """Make directory D under DST; True if it was made now, False if it
+        was there."""
         parent = fsutil.open_dir(self.dst_root, self.plan.dirs[d.d].rel)
         try:
             # owner rwx while we fill it; the final mode is set at the end
             os.mkdir(d.name, (d.mode & 0o7777) | 0o700, dir_fd=parent)
+            return True
         except FileExistsError:
             st = os.stat(d.name, dir_fd=parent, follow_symlinks=False)
             if not stat.S_ISDIR(st.st_mode):
@@ -175,19 +192,37 @@ class Copier:
             if st.st_mode & 0o700 != 0o700:
                 os.chmod(d.name, (st.st_mode & 0o7777) | 0o700, dir_fd=parent,
                          follow_symlinks=False)
+            return False
         except OSError as exc:
             raise from_oserror(exc, fsutil.full(self.dst, d.rel)) from None
         finally:
             os.close(parent)
 
-    def run(self):
-        """Copy all files; finish big files; then links and specials."""
-        self.prepare()
-        tasks = interleave(make_tasks(self.plan.files), self.workers)
-        for f in self.plan.files:
-            self.tally.files_done += f.skip
-            self.tally.bytes_done += f.size if f.skip else 0
-        self.tasks = tasks
+    def run(self, walker=None):
+        """Copy all files; finish big files; then links and specials.
+        With WALKER (a plan.Walker making this Copier's plan, not walked
+        yet, and the C loop built), the source is walked while the workers
+        copy what was found so far (_Stream)."""
+        if walker is None:
+            self.prepare()
+            self.tasks = interleave(make_tasks(self.plan.files), self.workers)
+            t = self.tally
+            t.walked = True
+            for f in self.plan.files:
+                t.files_total += 1
+                t.bytes_total += f.size
+                t.files_done += f.skip
+                t.bytes_done += f.size if f.skip else 0
+
+            def run_pool(poll):
+                pool.run(len(self.tasks), self.workers, self._handle, self._message,
+                         setup=self._setup, poll=poll)
+        else:
+            stream = _Stream(self, walker)
+
+            def run_pool(poll):
+                pool.run_stream(stream.produce, self.workers, self._handle_streamed,
+                                self._message, setup=self._setup, poll=poll)
         flusher = []
 
         def poll():  # in the parent, once the workers are forked
@@ -197,8 +232,7 @@ class Copier:
 
         flush_error = None
         try:
-            pool.run(len(tasks), self.workers, self._handle, self._message,
-                     setup=self._setup, poll=poll)
+            run_pool(poll)
         except BaseException:
             self.big.drop(self.dst_root)
             raise
@@ -318,7 +352,35 @@ class Copier:
         task = self.tasks[idx]
         if task[0] == "B":
             return self._batch(task[1], task[2])
-        return self._range(task[1], task[2], task[3])
+        i = task[1]
+        return self._range(i, self.plan.files[i], self.big.tmp[i], task[2], task[3])
+
+    def _handle_streamed(self, task, send):
+        """A task of _Stream: ("N", d, rel, native.Packed, creating), ("F",
+        d, rel, file, creating) or ("R", d, rel, index, file, temporary name,
+        offset, length, None), CREATING being the parent's (FileWriter.tmpfile,
+        FileWriter.link)."""
+        kind, d, rel = task[0], task[1], task[2]
+        dirs = self.plan.dirs  # this worker's: directories as tasks name them
+        if d >= len(dirs):
+            dirs.extend([None] * (d + 1 - len(dirs)))
+        if dirs[d] is None:
+            dirs[d] = planmod.Dir()
+            dirs[d].rel = rel
+        if task[-1] is not None and not self.told:
+            # how files are created, found by the parent after the fork
+            self.files.tmpfile, self.files.link = task[-1]
+            self.told = True
+        if kind == "N":
+            packed = task[3]
+            self.native.copy_packed(
+                packed, self.sdirs.get(d), self.ddirs.get(d),
+                lambda k: self._copy_one(packed.file(k, d, planmod.File)))
+            return ("B", packed.n, packed.nbytes)
+        if kind == "F":
+            self._copy_one(task[3])
+            return ("B", 1, task[3].size)
+        return self._range(*task[3:-1])
 
     def _open_src(self, f):
         """Open a file's source: its own file, or the archive holding it."""
@@ -338,7 +400,7 @@ class Copier:
 
     def _batch(self, start, end):
         files = [f for f in self.plan.files[start:end] if not f.skip]
-        if self.native is not None and native.eligible(files):
+        if self.native is not None and all(native.eligible(f) for f in files):
             self.native.copy(files, self.sdirs, self.ddirs, self._copy_one)
             return ("B", len(files), sum(f.size for f in files))
         opened = []
@@ -373,8 +435,9 @@ class Copier:
             if f.src is None:
                 os.close(fd)
 
-    def _range(self, i, off, length):
-        f = self.plan.files[i]
+    def _range(self, i, f, name, off, length):
+        """Copy [off, off+length) of big file F (plan index I) into its
+        temporary file NAME."""
         ddir = self.ddirs.get(f.d)
         dpath = fsutil.full(self.dst, self.plan.rel(f))
         try:
@@ -382,7 +445,6 @@ class Copier:
         except OSError as exc:
             raise from_oserror(exc, self._src_path(f)) from None
         try:
-            name = self.big.tmp[i]
             dfd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=ddir)
             try:
                 sdir = self.sdirs.get(f.d) if f.src is None else None
@@ -401,3 +463,109 @@ class Copier:
                              f"changed while being copied (short read at {off + done})",
                              "run the stage again")
         return ("R", i, length)
+
+
+class _Stream:
+    """The parent's side of a copy made while the source is walked (Copier.
+    run with a walker).  Each step scans the next directories; each one is
+    made under DST (or, there already, compared with the plan: a resumed
+    run) and its files become tasks, small ones packed for the C loop.  The
+    tasks of two directories alternate, so that two workers mostly create
+    files in different directories."""
+
+    def __init__(self, copier, walker):
+        self.c = copier
+        self.walker = walker
+        self.write_direct = copier._open_roots()
+        self.stale = 0  # plan.stale entries removed so far
+        self.creating = None  # (tmpfile, link) of FileWriter, once probed
+
+    def produce(self):
+        """The tasks of the next two directories; None when all are sent."""
+        lanes = []
+        for _ in range(2):
+            di = self.walker.step()
+            if di is None:
+                break
+            lanes.append(self._directory(di, self.walker.span()[0]))
+        if not lanes:
+            self.c.tally.walked = True
+            return None
+        return [t for turn in itertools.zip_longest(*lanes) for t in turn if t is not None]
+
+    def _directory(self, di, files):
+        """Make directory DI, just scanned, under DST; the tasks of its FILES."""
+        c = self.c
+        plan = c.plan
+        d = plan.dirs[di]
+        try:
+            made = di != 0 and c._mkdir(d)
+            ddir = fsutil.open_dir(c.dst_root, d.rel)
+            try:
+                if not made:
+                    planmod.compare_dir(plan, di, ddir, files, c.names.tag)
+                    for _, name in plan.stale[self.stale:]:
+                        try:
+                            os.unlink(name, dir_fd=ddir)
+                        except FileNotFoundError:
+                            pass
+                    self.stale = len(plan.stale)
+                return self._tasks(di, d.rel, len(plan.files) - len(files), files, ddir)
+            finally:
+                os.close(ddir)
+        except OSError as exc:
+            raise from_oserror(exc, fsutil.full(c.dst, d.rel)) from None
+
+    def _creating(self):
+        """(tmpfile, link) of the parent's FileWriter, for the workers'.
+        Whether DST takes unnamed files is probed when the first file is to
+        be copied, so that a run with nothing to copy changes nothing in
+        DST; the workers, forked before, learn it from their first task."""
+        if self.creating is None:
+            c = self.c
+            w = c.files
+            w.tmpfile = w.tmpfile and w.probe_tmpfile(c.dst_root)
+            self.creating = (w.tmpfile, w.link)
+        return self.creating
+
+    def _tasks(self, di, rel, first, files, ddir):
+        c = self.c
+        t = c.tally
+        owner = c.files.owner_of_new(di, ddir) if c.chown else None
+        tasks = []
+        batch = []
+        nbytes = 0
+        for i, f in enumerate(files, first):
+            t.files_total += 1
+            t.bytes_total += f.size
+            if f.skip:
+                t.files_done += 1
+                t.bytes_done += f.size
+            elif f.size >= bigfile.BIG:
+                c.big.create(i, f, _OneDir(ddir), allocate=self.write_direct)
+                for off in range(0, f.size, bigfile.CHUNK):
+                    tasks.append(("R", di, rel, i, f, c.big.tmp[i], off,
+                                  min(bigfile.CHUNK, f.size - off), None))
+            elif native.eligible(f):
+                batch.append(f)
+                nbytes += f.size
+                if len(batch) >= BATCH_FILES or nbytes >= BATCH_BYTES:
+                    tasks.append(("N", di, rel, native.Packed(batch, c.chown, owner),
+                                  self._creating()))
+                    batch, nbytes = [], 0
+            else:
+                tasks.append(("F", di, rel, f, self._creating()))
+        if batch:
+            tasks.append(("N", di, rel, native.Packed(batch, c.chown, owner),
+                          self._creating()))
+        return tasks
+
+
+class _OneDir:
+    """The DirCache of one directory, open as FD, for BigFiles.create."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def get(self, d):
+        return self.fd

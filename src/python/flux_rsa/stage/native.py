@@ -60,6 +60,8 @@ def load():
         lib.cb_scan.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
         lib.cb_scan.restype = ctypes.c_int
+        lib.cb_set_dirs.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.cb_set_dirs.restype = None
     return lib
 
 
@@ -112,10 +114,52 @@ def scanner():
     return s
 
 
-def eligible(files):
-    """Whether the C loop copies all of FILES: whole files of the source
-    tree (not archive members, not sparse files)."""
-    return all(f.src is None and not f.sparse for f in files)
+def eligible(f):
+    """Whether the C loop copies file F: a whole file of the source tree
+    (not an archive member, not a sparse file)."""
+    return f.src is None and not f.sparse
+
+
+def flags_of(f, chown, owner):
+    """The cb_file flags of file F: CHOWN unless a new file gets F's owner
+    anyway (OWNER, the (uid, gid) files created in its directory get), CHMOD
+    for set-ID bits a chown clears; none unless CHOWN is true."""
+    if not chown:
+        return 0
+    return (CHOWN if (f.uid, f.gid) != owner else 0) | (CHMOD if f.mode & 0o6000 else 0)
+
+
+class Packed:
+    """Files of one directory as records for the C loop, made in one
+    process and sent to another (which sets the directories): RECS,
+    NAMES, N files of NBYTES bytes."""
+
+    def __init__(self, files, chown, owner):
+        self.n = len(files)
+        self.nbytes = 0
+        recs = bytearray(_FILE.size * self.n)
+        names = bytearray()
+        pack = _FILE.pack_into
+        for k, f in enumerate(files):
+            pack(recs, k * _FILE.size, 0, 0, len(names), f.mode & 0o7777, f.size,
+                 f.atime, f.mtime, f.uid, f.gid, flags_of(f, chown, owner), 0)
+            names += f.name + b"\0"
+            self.nbytes += f.size
+        self.recs = recs
+        self.names = names
+
+    def file(self, k, d, make):
+        """File K as an object of the plan's kind (MAKE()), in directory D."""
+        (_, _, off, mode, size, atime, mtime, uid, gid, _, _) = _FILE.unpack_from(
+            self.recs, k * _FILE.size)
+        f = make()
+        f.d = d
+        f.name = bytes(self.names[off:self.names.index(0, off)])
+        f.mode, f.size, f.atime, f.mtime, f.uid, f.gid = mode, size, atime, mtime, uid, gid
+        f.sparse = False
+        f.key = f.src = None
+        f.skip = False
+        return f
 
 
 class BatchCopier:
@@ -137,6 +181,18 @@ class BatchCopier:
         while i < len(files):
             i = self._run(files, i, sdirs, ddirs, copy_one)
 
+    def copy_packed(self, packed, sdir, ddir, copy_one):
+        """Copy the files of PACKED (a Packed) from directory SDIR into DDIR;
+        COPY_ONE(k) copies its file K the Python way."""
+        self.lib.cb_set_dirs(_address(packed.recs), packed.n, sdir, ddir)
+        start = 0
+        while start < packed.n:
+            done = start + self._call(packed.recs, start, packed.n - start, packed.names)
+            if done < packed.n:
+                copy_one(done)  # raises, or copied it
+                done += 1
+            start = done
+
     def _run(self, files, start, sdirs, ddirs, copy_one):
         """Copy files from START on, as far as the directory caches can keep
         their directories open at once; returns where to go on from."""
@@ -154,25 +210,20 @@ class BatchCopier:
                 sdirs.close()
                 ddirs.close()
             ddir = ddirs.get(f.d)
-            flags = 0
-            if w.chown:
-                if (f.uid, f.gid) != w.owner_of_new(f.d, ddir):
-                    flags = CHOWN
-                if f.mode & 0o6000:
-                    flags |= CHMOD
+            flags = flags_of(f, w.chown, w.chown and w.owner_of_new(f.d, ddir))
             pack(recs, n * _FILE.size, sdirs.get(f.d), ddir, len(names), f.mode & 0o7777,
                  f.size, f.atime, f.mtime, f.uid, f.gid, flags, 0)
             names += f.name + b"\0"
             n += 1
-        done = self._call(recs, n, names)
+        done = self._call(recs, 0, n, names)
         if done < n:
             copy_one(files[start + done])  # raises, or copied it
             done += 1
         return start + done
 
-    def _call(self, recs, n, names):
-        """Run the C loop on the first N records; returns how many files it
-        copied."""
+    def _call(self, recs, start, n, names):
+        """Run the C loop on N records from record START on; returns how
+        many files it copied."""
         w = self.writer
         flags = (0 if self.src_in_memory else FADVISE) | (WRITEBACK if w.writeback else 0)
         if w.tmpfile:
@@ -184,11 +235,17 @@ class BatchCopier:
         rbuf = (ctypes.c_char * len(recs)).from_buffer(recs)
         nbuf = (ctypes.c_char * len(names)).from_buffer(names)
         try:
-            return self.lib.cb_copy(ctypes.addressof(rbuf), n, ctypes.addressof(nbuf),
-                                    flags, ctypes.byref(tmp), ctypes.byref(self.fail))
+            return self.lib.cb_copy(ctypes.addressof(rbuf) + start * _FILE.size, n,
+                                    ctypes.addressof(nbuf), flags, ctypes.byref(tmp),
+                                    ctypes.byref(self.fail))
         finally:
             nm.serial = self.serial.value
             del rbuf, nbuf
+
+
+def _address(buf):
+    """The address of bytearray BUF's data (kept alive by the caller)."""
+    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
 
 
 def _would_close(cache, rel):

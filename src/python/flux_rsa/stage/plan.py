@@ -321,14 +321,15 @@ def compare_dest(plan, dst, tag):
             except OSError as exc:
                 raise from_oserror(exc, fsutil.full(dst, d.rel)) from None
             try:
-                _compare_dir(plan, di, fd, by_dir.get(di, ()), tag)
+                compare_dir(plan, di, fd, by_dir.get(di, ()), tag)
             finally:
                 os.close(fd)
     finally:
         os.close(root_fd)
 
 
-def _compare_dir(plan, di, fd, files, tag):
+def compare_dir(plan, di, fd, files, tag):
+    """compare_dest() for directory DI, open as FD, and its FILES."""
     names = os.listdir(fd)
     if not names:
         return
