@@ -323,6 +323,27 @@ int cb_copy(const struct cb_file *files, int n, const char *names, int flags,
     return i;
 }
 
+/* Check the copies of files FILES[0..N) in directory DIR by their names (an
+ * lstat each): a regular file of the planned size, mtime and permission
+ * bits.  Returns how many were found right, in order: N, or fewer with OUT
+ * saying why file OUT->index was not (CB_OPEN and errno: the lstat failed;
+ * CB_CHANGED: it differs).  The caller checks that file itself to say how. */
+int cb_verify(const struct cb_file *files, int n, const char *names, int dir,
+              struct cb_fail *out)
+{
+    for (int i = 0; i < n; i++) {
+        const struct cb_file *f = &files[i];
+        struct stat st;
+        if (fstatat(dir, names + f->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return fail(out, i, CB_OPEN, errno, 0), i;
+        if (!S_ISREG(st.st_mode) || st.st_size != f->size
+            || st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != f->mtime_ns
+            || (st.st_mode & 07777) != (f->mode & 07777))
+            return fail(out, i, CB_CHANGED, 0, st.st_size), i;
+    }
+    return n;
+}
+
 /* Set the directories of files FILES[0..N) to SDIR and DDIR (a batch of
  * one directory, made by a process that had not these descriptors). */
 void cb_set_dirs(struct cb_file *files, int n, int sdir, int ddir)

@@ -295,3 +295,39 @@ def test_a_streamed_copy_compares_each_directory_as_it_is_walked(tmp_path, libra
     assert not stale.exists()
     assert tally.walked and tally.files_total == len(walker.plan.files) == 22
     assert tally.files_copied == 1  # the changed file
+
+
+@pytest.mark.parametrize("damage", ["truncated", "mode", "gone"])
+def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, damage):
+    """--verify size checks the files the C loop copied with the C loop, and
+    a copy that differs from the plan fails the stage with the same message
+    as the Python check, naming the file."""
+    from flux_rsa.stage import api
+    from flux_rsa.stage.errors import EXIT_VERIFY
+
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    _many_files(src, ndirs=3, per_dir=4)
+    dst = tmp_path / "dst"
+    bad = dst / "d001" / "f3"
+    checked = []
+    verify = native.verify
+
+    def damaged_first(lib, root, packs, check_one):
+        if damage == "truncated":
+            os.truncate(bad, 1)
+        elif damage == "mode":
+            os.chmod(bad, 0o666)
+        else:
+            os.unlink(bad)
+        checked.extend(p.n for _, p in packs)
+        return verify(lib, root, packs, check_one)
+
+    monkeypatch.setattr(native, "verify", damaged_first)
+    with pytest.raises(StageError) as err:
+        api.run("copy", src, dst, workers=2)
+    assert sum(checked) == 12  # every file in the C pass
+    assert err.value.code == EXIT_VERIFY and err.value.path == os.fsencode(bad)
+    why = {"truncated": "size 1, expected 301", "mode": "mode 0666, expected 0644",
+           "gone": "missing"}[damage]
+    assert f"verification failed: {why}" in str(err.value)

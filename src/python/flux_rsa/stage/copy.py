@@ -116,6 +116,7 @@ class Copier:
         self.lib = native.load()  # the C copy loop, if built
         self.native = None  # its native.BatchCopier, in a worker
         self.told = False  # a worker of a streamed run: creating is known
+        self.packed = []  # a streamed run's (directory, native.Packed) pairs
         self.src_root = -1
         self.dst_root = -1
         self.archives = {}
@@ -534,7 +535,15 @@ class _Stream:
         owner = c.files.owner_of_new(di, ddir) if c.chown else None
         tasks = []
         batch = []
+        index = []
         nbytes = 0
+
+        def pack():
+            packed = native.Packed(batch, c.chown, owner)
+            packed.index = index
+            c.packed.append((rel, packed))
+            return ("N", di, rel, packed, self._creating())
+
         for i, f in enumerate(files, first):
             t.files_total += 1
             t.bytes_total += f.size
@@ -548,16 +557,15 @@ class _Stream:
                                   min(bigfile.CHUNK, f.size - off), None))
             elif native.eligible(f):
                 batch.append(f)
+                index.append(i)
                 nbytes += f.size
                 if len(batch) >= BATCH_FILES or nbytes >= BATCH_BYTES:
-                    tasks.append(("N", di, rel, native.Packed(batch, c.chown, owner),
-                                  self._creating()))
-                    batch, nbytes = [], 0
+                    tasks.append(pack())
+                    batch, index, nbytes = [], [], 0
             else:
                 tasks.append(("F", di, rel, f, self._creating()))
         if batch:
-            tasks.append(("N", di, rel, native.Packed(batch, c.chown, owner),
-                          self._creating()))
+            tasks.append(pack())
         return tasks
 
 

@@ -60,6 +60,9 @@ def load():
         lib.cb_scan.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
         lib.cb_scan.restype = ctypes.c_int
+        lib.cb_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                  ctypes.POINTER(_Fail)]
+        lib.cb_verify.restype = ctypes.c_int
         lib.cb_set_dirs.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.cb_set_dirs.restype = None
     return lib
@@ -136,6 +139,7 @@ class Packed:
 
     def __init__(self, files, chown, owner):
         self.n = len(files)
+        self.index = None  # the files' plan indices, kept by the parent
         self.nbytes = 0
         recs = bytearray(_FILE.size * self.n)
         names = bytearray()
@@ -147,6 +151,9 @@ class Packed:
             self.nbytes += f.size
         self.recs = recs
         self.names = names
+
+    def __getstate__(self):  # what a worker needs
+        return dict(vars(self), index=None)
 
     def file(self, k, d, make):
         """File K as an object of the plan's kind (MAKE()), in directory D."""
@@ -241,6 +248,35 @@ class BatchCopier:
         finally:
             nm.serial = self.serial.value
             del rbuf, nbuf
+
+
+def verify(lib, dst_root, packs, check_one):
+    """Check the copies of the files of PACKS ((directory, Packed) pairs)
+    under DST_ROOT by their names (cb_verify); CHECK_ONE(packed, k) checks
+    file K of a Packed the Python way (it raises the verify error, or
+    finds the file right after all)."""
+    fail = _Fail()
+    for rel, packed in packs:
+        try:
+            fd = fsutil.open_dir(dst_root, rel)
+        except OSError:
+            check_one(packed, 0)  # names what is wrong with the directory
+            continue
+        try:
+            rbuf = (ctypes.c_char * len(packed.recs)).from_buffer(packed.recs)
+            nbuf = (ctypes.c_char * len(packed.names)).from_buffer(packed.names)
+            start = 0
+            while start < packed.n:
+                done = start + lib.cb_verify(ctypes.addressof(rbuf) + start * _FILE.size,
+                                             packed.n - start, ctypes.addressof(nbuf), fd,
+                                             ctypes.byref(fail))
+                if done < packed.n:
+                    check_one(packed, done)
+                    done += 1
+                start = done
+            del rbuf, nbuf
+        finally:
+            os.close(fd)
 
 
 def _address(buf):

@@ -47,8 +47,9 @@ class Verifier:
     mtime of every file, links and directories present) or 'checksum'
     (also the content of every regular file, read back from both sides)."""
 
-    def __init__(self, plan, dst, mode="size", workers=2, progress=None):
+    def __init__(self, plan, dst, mode="size", workers=2, progress=None, files=None):
         self.plan = plan
+        self.files = plan.files if files is None else files  # the files to check
         self.dst = dst
         self.checksum = mode == "checksum"
         self.workers = workers
@@ -57,7 +58,7 @@ class Verifier:
         self.nbytes = 0
 
     def run(self):
-        self.tasks = _tasks(self.plan.files, self.checksum)
+        self.tasks = _tasks(self.files, self.checksum)
         self.src_root = (os.open(self.plan.src, fsutil.DIR_FLAGS)
                          if self.plan.src is not None else -1)
         self.dst_root = os.open(self.dst, fsutil.DIR_FLAGS)
@@ -98,12 +99,12 @@ class Verifier:
         task = self.tasks[idx]
         if task[0] == "R":
             _, i, off, n = task
-            f = self.plan.files[i]
+            f = self.files[i]
             if off == 0:
                 self._check_meta(f, self._dst_stat(f))
             self._compare(f, off, n)
             return (1 if off + n >= f.size else 0, n)
-        files = self.plan.files[task[1]:task[2]]
+        files = self.files[task[1]:task[2]]
         nbytes = 0
         cache = {}
         try:
@@ -126,6 +127,15 @@ class Verifier:
             for fd in cache.values():
                 os.close(fd)
         return (len(files), nbytes)
+
+    def check_file(self, f):
+        """Check the copy of file F's size, mtime and mode (raise StageError
+        if it differs), by itself."""
+        self.dst_root = os.open(self.dst, fsutil.DIR_FLAGS)
+        try:
+            self._check_meta(f, self._dst_stat(f))
+        finally:
+            os.close(self.dst_root)
 
     def _check_meta(self, f, st):
         if not stat.S_ISREG(st.st_mode):
