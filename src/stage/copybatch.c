@@ -33,10 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* one file to copy */
+/* one file to copy, in the directories the call names */
 struct cb_file {
-    int32_t sdir;     /* its source directory (an open descriptor) */
-    int32_t ddir;     /* its destination directory */
     uint32_t name;    /* offset of its NUL-terminated name in the names */
     uint32_t mode;    /* permission bits it is created with */
     int64_t size;     /* planned size */
@@ -176,20 +174,20 @@ static int link_unnamed(int fd, int dir, const char *name, int flags)
 /* Give the complete unnamed file FD its final name; an older file under
  * that name is replaced atomically (a link under a temporary name, then a
  * rename over it). */
-static int name_unnamed(int fd, const struct cb_file *f, const char *name, int flags,
+static int name_unnamed(int fd, int ddir, const char *name, int flags,
                         const struct cb_names *nm)
 {
-    if (link_unnamed(fd, f->ddir, name, flags) == 0)
+    if (link_unnamed(fd, ddir, name, flags) == 0)
         return 0;
     if (errno != EEXIST)
         return -1;
     char tmp[256];
     temp_name(nm, tmp, sizeof(tmp));
-    if (link_unnamed(fd, f->ddir, tmp, flags) < 0)
+    if (link_unnamed(fd, ddir, tmp, flags) < 0)
         return -1;
-    if (renameat(f->ddir, tmp, f->ddir, name) < 0) {
+    if (renameat(ddir, tmp, ddir, name) < 0) {
         int e = errno;
-        unlinkat(f->ddir, tmp, 0);
+        unlinkat(ddir, tmp, 0);
         errno = e;
         return -1;
     }
@@ -222,19 +220,19 @@ static int fail(struct cb_fail *out, int index, int step, int err, int64_t done)
     return -1;
 }
 
-/* Copy file F (index I) from the open source S.  0, or -1 with OUT set and
- * nothing of the file left under any name. */
-static int copy_one(const struct cb_file *f, int i, int s, const char *names, int flags,
-                    const struct cb_names *nm, struct cb_fail *out)
+/* Copy file F (index I) from the open source S into directory DDIR.  0, or
+ * -1 with OUT set and nothing of the file left under any name. */
+static int copy_one(const struct cb_file *f, int i, int s, int ddir, const char *names,
+                    int flags, const struct cb_names *nm, struct cb_fail *out)
 {
     const char *name = names + f->name;
     char tmp[256] = "";
     int d;
     if (flags & CB_TMPFILE) {
-        d = openat(f->ddir, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, f->mode & 07777);
+        d = openat(ddir, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, f->mode & 07777);
     } else {
         temp_name(nm, tmp, sizeof(tmp));
-        d = openat(f->ddir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+        d = openat(ddir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                    f->mode & 07777);
     }
     if (d < 0)
@@ -256,7 +254,7 @@ static int copy_one(const struct cb_file *f, int i, int s, const char *names, in
     }
     if (!tmp[0]) {
         step = CB_NAME;
-        if (name_unnamed(d, f, name, flags, nm) < 0) {
+        if (name_unnamed(d, ddir, name, flags, nm) < 0) {
             err = errno;
             goto bad;
         }
@@ -271,7 +269,7 @@ static int copy_one(const struct cb_file *f, int i, int s, const char *names, in
         goto bad;
     }
     d = -1;
-    if (tmp[0] && renameat(f->ddir, tmp, f->ddir, name) < 0) {
+    if (tmp[0] && renameat(ddir, tmp, ddir, name) < 0) {
         step = CB_NAME;
         err = errno;
         goto bad;
@@ -281,17 +279,17 @@ bad:
     if (d >= 0)
         close(d);
     if (tmp[0])
-        unlinkat(f->ddir, tmp, 0);
+        unlinkat(ddir, tmp, 0);
     if (named)
-        unlinkat(f->ddir, name, 0);
+        unlinkat(ddir, name, 0);
     return fail(out, i, step, err, done);
 }
 
-/* Copy files FILES[0..N) (NAMES holds their names).  Returns how many were
- * copied, in order: N, or fewer with OUT saying why file OUT->index (the
- * return value) was not. */
-int cb_copy(const struct cb_file *files, int n, const char *names, int flags,
-            const struct cb_names *nm, struct cb_fail *out)
+/* Copy files FILES[0..N) (NAMES holds their names) from directory SDIR into
+ * DDIR.  Returns how many were copied, in order: N, or fewer with OUT saying
+ * why file OUT->index (the return value) was not. */
+int cb_copy(const struct cb_file *files, int n, const char *names, int sdir, int ddir,
+            int flags, const struct cb_names *nm, struct cb_fail *out)
 {
     if (!buf && !(buf = malloc(SMALL + 1)))
         return fail(out, 0, CB_COPY, ENOMEM, 0), 0;
@@ -301,7 +299,7 @@ int cb_copy(const struct cb_file *files, int n, const char *names, int flags,
     int opened = 0, open_err = 0;
     for (; opened < n; opened++) {
         const struct cb_file *f = &files[opened];
-        src[opened] = openat(f->sdir, names + f->name,
+        src[opened] = openat(sdir, names + f->name,
                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (src[opened] < 0) {
             open_err = errno;
@@ -312,7 +310,7 @@ int cb_copy(const struct cb_file *files, int n, const char *names, int flags,
     }
     int i = 0;
     for (; i < opened; i++) {
-        if (copy_one(&files[i], i, src[i], names, flags, nm, out) < 0)
+        if (copy_one(&files[i], i, src[i], ddir, names, flags, nm, out) < 0)
             break;
     }
     for (int k = 0; k < opened; k++)
@@ -342,16 +340,6 @@ int cb_verify(const struct cb_file *files, int n, const char *names, int dir,
             return fail(out, i, CB_CHANGED, 0, st.st_size), i;
     }
     return n;
-}
-
-/* Set the directories of files FILES[0..N) to SDIR and DDIR (a batch of
- * one directory, made by a process that had not these descriptors). */
-void cb_set_dirs(struct cb_file *files, int n, int sdir, int ddir)
-{
-    for (int i = 0; i < n; i++) {
-        files[i].sdir = sdir;
-        files[i].ddir = ddir;
-    }
 }
 
 /* one entry of a scanned directory: its lstat */

@@ -63,8 +63,8 @@ class Copied:
         self.error = None
         call = native.BatchCopier._call
 
-        def counted(batch, recs, start, n, names):
-            done = call(batch, recs, start, n, names)
+        def counted(batch, recs, start, n, names, sdir, ddir):
+            done = call(batch, recs, start, n, names, sdir, ddir)
             self.in_c.append(done)
             return done
 
@@ -103,7 +103,7 @@ def test_the_c_loop_keeps_contents_modes_times(tmp_path, library, monkeypatch, t
     run = Copied(src, tmp_path / "dst", tmpfile=tmpfile)
     assert run.error is None
     assert sum(run.in_c) == 300  # every file went through the C loop
-    assert len(run.in_c) >= 3  # in pieces: 128 directories a batch, 64 kept open
+    assert len(run.in_c) >= 3  # in pieces: one directory at a time
     assert rsync_diff(src, tmp_path / "dst") == ""
     assert not list((tmp_path / "dst").rglob(".rsa-stage.*"))
 
@@ -313,15 +313,15 @@ def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, 
     checked = []
     verify = native.verify
 
-    def damaged_first(lib, root, packs, check_one):
+    def damaged_first(lib, root, rels, packs, check_one):
         if damage == "truncated":
             os.truncate(bad, 1)
         elif damage == "mode":
             os.chmod(bad, 0o666)
         else:
             os.unlink(bad)
-        checked.extend(p.n for _, p in packs)
-        return verify(lib, root, packs, check_one)
+        checked.extend(p.n for p in packs)
+        return verify(lib, root, rels, packs, check_one)
 
     monkeypatch.setattr(native, "verify", damaged_first)
     with pytest.raises(StageError) as err:

@@ -1,10 +1,9 @@
 """run(): one stage operation, start to finish, as a Python call."""
 
-import itertools
 import os
 import time
 
-from . import fsutil, identity, native, plan as planmod, progress as progmod
+from . import identity, native, plan as planmod, progress as progmod
 from . import script as scriptmod
 from . import tarwrite, untar
 from .copy import Copier
@@ -148,33 +147,13 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
         files, nf, nb = p.files, 0, 0
         if verify == "size" and c.packed:
             # the files the C loop copied, checked by the C loop in one pass
-            files, nf, nb = _verify_packed(c, p, dst, meter, total, nfiles)
+            nf, nb = c.verify_packed(Verifier(p, dst, "size"))
+            files = c.unpacked
+            meter.update("verify", nb, total, nf, nfiles)
         Verifier(p, dst, verify, workers, files=files,
                  progress=lambda f, b: meter.update("verify", nb + b, total, nf + f, nfiles)
                  ).run()
         result.verified = verify
-
-
-def _verify_packed(c, p, dst, meter, total, nfiles):
-    """Check sizes, times and modes of the files in C's packed records
-    (native.verify); returns the files still to check, and the files and
-    bytes checked."""
-    v = Verifier(p, dst, "size")
-    root = fsutil.open_or_make_root(dst)
-    try:
-        native.verify(c.lib, root, c.packed,
-                      lambda packed, k: v.check_file(p.files[packed.index[k]]))
-    finally:
-        os.close(root)
-    left = bytearray(b"\1") * len(p.files)
-    nf = nb = 0
-    for _, packed in c.packed:
-        for i in packed.index:
-            left[i] = 0
-        nf += packed.n
-        nb += packed.nbytes
-    meter.update("verify", nb, total, nf, nfiles)
-    return list(itertools.compress(p.files, left)), nf, nb
 
 
 def _tar(src, dstdir, name, workers, verify, meter, result, sync):

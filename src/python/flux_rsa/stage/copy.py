@@ -116,7 +116,8 @@ class Copier:
         self.lib = native.load()  # the C copy loop, if built
         self.native = None  # its native.BatchCopier, in a worker
         self.told = False  # a worker of a streamed run: creating is known
-        self.packed = []  # a streamed run's (directory, native.Packed) pairs
+        self.packed = []  # a streamed run's native.Packed, made by the parent
+        self.unpacked = []  # and the files it copied (or kept) otherwise
         self.src_root = -1
         self.dst_root = -1
         self.archives = {}
@@ -298,6 +299,21 @@ class Copier:
             except OSError as exc:
                 raise from_oserror(exc, path) from None
 
+    def verify_packed(self, verifier):
+        """--verify size of the files a streamed run packed for the C loop,
+        by the C loop; a file that differs is checked again by VERIFIER (a
+        verify.Verifier), which raises the verify error naming it.  Returns
+        the files and bytes checked; self.unpacked are left to VERIFIER."""
+        rels = [d.rel for d in self.plan.dirs]
+        root = os.open(self.dst, fsutil.DIR_FLAGS)
+        try:
+            native.verify(self.lib, root, rels, self.packed,
+                          lambda packed, k: verifier.check_file(
+                              planmod.new_file(packed.d, *packed.fields(k), False)))
+        finally:
+            os.close(root)
+        return sum(p.n for p in self.packed), sum(p.nbytes for p in self.packed)
+
     def sync(self):
         """Make the destination durable (syncfs on its file system); raise
         StageError if the kernel reports that data did not reach the device."""
@@ -376,7 +392,7 @@ class Copier:
             packed = task[3]
             self.native.copy_packed(
                 packed, self.sdirs.get(d), self.ddirs.get(d),
-                lambda k: self._copy_one(packed.file(k, d, planmod.File)))
+                lambda k: self._copy_one(planmod.new_file(d, *packed.fields(k), False)))
             return ("B", packed.n, packed.nbytes)
         if kind == "F":
             self._copy_one(task[3])
@@ -535,13 +551,11 @@ class _Stream:
         owner = c.files.owner_of_new(di, ddir) if c.chown else None
         tasks = []
         batch = []
-        index = []
         nbytes = 0
 
         def pack():
-            packed = native.Packed(batch, c.chown, owner)
-            packed.index = index
-            c.packed.append((rel, packed))
+            packed = native.Packed(di, batch, c.chown, owner)
+            c.packed.append(packed)
             return ("N", di, rel, packed, self._creating())
 
         for i, f in enumerate(files, first):
@@ -557,13 +571,14 @@ class _Stream:
                                   min(bigfile.CHUNK, f.size - off), None))
             elif native.eligible(f):
                 batch.append(f)
-                index.append(i)
                 nbytes += f.size
                 if len(batch) >= BATCH_FILES or nbytes >= BATCH_BYTES:
                     tasks.append(pack())
-                    batch, index, nbytes = [], [], 0
+                    batch, nbytes = [], 0
+                continue
             else:
                 tasks.append(("F", di, rel, f, self._creating()))
+            c.unpacked.append(f)  # not in a Packed
         if batch:
             tasks.append(pack())
         return tasks

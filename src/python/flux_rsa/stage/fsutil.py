@@ -75,9 +75,7 @@ def unlink_quiet(name, dir_fd):
 
 class DirCache:
     """Directory descriptors under one root by relative path, opened without
-    following any symbolic link; at most MAX kept open."""
-
-    MAX = 64
+    following any symbolic link; at most 64 kept open."""
 
     def __init__(self, root_fd):
         self.root_fd = root_fd
@@ -86,7 +84,7 @@ class DirCache:
     def get(self, rel):
         fd = self.fds.get(rel)
         if fd is None:
-            if len(self.fds) >= self.MAX:
+            if len(self.fds) >= 64:
                 self.close()
             fd = self.fds[rel] = open_dir(self.root_fd, rel)
         return fd

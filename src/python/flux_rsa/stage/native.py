@@ -15,6 +15,8 @@ all of it in Python.
 
 import ctypes
 import errno
+import itertools
+import operator
 import os
 import struct
 
@@ -24,7 +26,7 @@ LIBRARY = "_copybatch.so"
 ENV = "FLUX_RSA_COPYBATCH"  # the library's path; empty: do not use one
 
 # struct cb_file
-_FILE = struct.Struct("=iiIIqqqIIII")
+_FILE = struct.Struct("=IIqqqIIII")
 CHOWN, CHMOD = 1, 2
 # batch flags
 FADVISE, TMPFILE, LINK_PROC, WRITEBACK = 1, 2, 4, 8
@@ -55,7 +57,8 @@ def load():
     if lib is None:
         lib = _loaded[path] = ctypes.CDLL(path, use_errno=True)
         lib.cb_copy.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                                ctypes.POINTER(_Names), ctypes.POINTER(_Fail)]
+                                ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Names),
+                                ctypes.POINTER(_Fail)]
         lib.cb_copy.restype = ctypes.c_int
         lib.cb_scan.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
@@ -63,8 +66,6 @@ def load():
         lib.cb_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
                                   ctypes.POINTER(_Fail)]
         lib.cb_verify.restype = ctypes.c_int
-        lib.cb_set_dirs.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        lib.cb_set_dirs.restype = None
     return lib
 
 
@@ -133,46 +134,55 @@ def flags_of(f, chown, owner):
 
 
 class Packed:
-    """Files of one directory as records for the C loop, made in one
-    process and sent to another (which sets the directories): RECS,
-    NAMES, N files of NBYTES bytes."""
+    """Files of directory D as records for the C loops: RECS, NAMES, N files
+    of NBYTES bytes.  Made where the files are known (the parent, or a
+    worker), used where the directory is open."""
 
-    def __init__(self, files, chown, owner):
+    def __init__(self, d, files, chown, owner):
+        self.d = d
         self.n = len(files)
-        self.index = None  # the files' plan indices, kept by the parent
         self.nbytes = 0
         recs = bytearray(_FILE.size * self.n)
         names = bytearray()
         pack = _FILE.pack_into
         for k, f in enumerate(files):
-            pack(recs, k * _FILE.size, 0, 0, len(names), f.mode & 0o7777, f.size,
+            pack(recs, k * _FILE.size, len(names), f.mode & 0o7777, f.size,
                  f.atime, f.mtime, f.uid, f.gid, flags_of(f, chown, owner), 0)
             names += f.name + b"\0"
             self.nbytes += f.size
         self.recs = recs
         self.names = names
 
-    def __getstate__(self):  # what a worker needs
-        return dict(vars(self), index=None)
-
-    def file(self, k, d, make):
-        """File K as an object of the plan's kind (MAKE()), in directory D."""
-        (_, _, off, mode, size, atime, mtime, uid, gid, _, _) = _FILE.unpack_from(
+    def fields(self, k):
+        """(name, mode, uid, gid, atime, mtime, size) of file K."""
+        (off, mode, size, atime, mtime, uid, gid, _, _) = _FILE.unpack_from(
             self.recs, k * _FILE.size)
-        f = make()
-        f.d = d
-        f.name = bytes(self.names[off:self.names.index(0, off)])
-        f.mode, f.size, f.atime, f.mtime, f.uid, f.gid = mode, size, atime, mtime, uid, gid
-        f.sparse = False
-        f.key = f.src = None
-        f.skip = False
-        return f
+        name = bytes(self.names[off:self.names.index(0, off)])
+        return name, mode, uid, gid, atime, mtime, size
+
+    def each(self, call, one):
+        """Run CALL(recs, start, n, names) (addresses; it returns how many
+        records it did) over all records; the record it stopped at goes to
+        ONE(k) (which raises, or did it), and CALL goes on after it."""
+        recs = (ctypes.c_char * len(self.recs)).from_buffer(self.recs)
+        names = (ctypes.c_char * len(self.names)).from_buffer(self.names)
+        try:
+            start = 0
+            while start < self.n:
+                done = start + call(ctypes.addressof(recs) + start * _FILE.size, start,
+                                    self.n - start, ctypes.addressof(names))
+                if done < self.n:
+                    one(done)
+                    done += 1
+                start = done
+        finally:
+            del recs, names
 
 
 class BatchCopier:
-    """Copies batches of files with LIB in one worker.  WRITER is the
-    worker's FileWriter (its settings and its copy of single files);
-    SRC_IN_MEMORY says source reads need no announcing."""
+    """Copies files with LIB in one worker.  WRITER is the worker's
+    FileWriter (its settings and its copy of single files); SRC_IN_MEMORY
+    says source reads need no announcing."""
 
     def __init__(self, lib, writer, src_in_memory):
         self.lib = lib
@@ -182,55 +192,25 @@ class BatchCopier:
         self.fail = _Fail()
 
     def copy(self, files, sdirs, ddirs, copy_one):
-        """Copy FILES (eligible) from directories SDIRS into DDIRS (two
-        _DirCache); COPY_ONE(f) copies one file the Python way."""
-        i = 0
-        while i < len(files):
-            i = self._run(files, i, sdirs, ddirs, copy_one)
+        """Copy FILES (eligible, in plan order) from directories SDIRS into
+        DDIRS (two _DirCache), one directory at a time; COPY_ONE(f) copies
+        one file the Python way."""
+        w = self.writer
+        for d, run in itertools.groupby(files, key=_directory):
+            run = list(run)
+            ddir = ddirs.get(d)
+            packed = Packed(d, run, w.chown, w.chown and w.owner_of_new(d, ddir))
+            self.copy_packed(packed, sdirs.get(d), ddir, lambda k: copy_one(run[k]))
 
     def copy_packed(self, packed, sdir, ddir, copy_one):
-        """Copy the files of PACKED (a Packed) from directory SDIR into DDIR;
-        COPY_ONE(k) copies its file K the Python way."""
-        self.lib.cb_set_dirs(_address(packed.recs), packed.n, sdir, ddir)
-        start = 0
-        while start < packed.n:
-            done = start + self._call(packed.recs, start, packed.n - start, packed.names)
-            if done < packed.n:
-                copy_one(done)  # raises, or copied it
-                done += 1
-            start = done
+        """Copy the files of PACKED from directory SDIR into DDIR; COPY_ONE(k)
+        copies its file K the Python way."""
+        packed.each(lambda recs, start, n, names: self._call(recs, start, n, names,
+                                                             sdir, ddir), copy_one)
 
-    def _run(self, files, start, sdirs, ddirs, copy_one):
-        """Copy files from START on, as far as the directory caches can keep
-        their directories open at once; returns where to go on from."""
-        w = self.writer
-        recs = bytearray(_FILE.size * (len(files) - start))
-        names = bytearray()
-        pack = _FILE.pack_into
-        rels = sdirs.plan.dirs
-        n = 0
-        for f in files[start:]:
-            rel = rels[f.d].rel
-            if _would_close(sdirs, rel) or _would_close(ddirs, rel):
-                if n:
-                    break
-                sdirs.close()
-                ddirs.close()
-            ddir = ddirs.get(f.d)
-            flags = flags_of(f, w.chown, w.chown and w.owner_of_new(f.d, ddir))
-            pack(recs, n * _FILE.size, sdirs.get(f.d), ddir, len(names), f.mode & 0o7777,
-                 f.size, f.atime, f.mtime, f.uid, f.gid, flags, 0)
-            names += f.name + b"\0"
-            n += 1
-        done = self._call(recs, 0, n, names)
-        if done < n:
-            copy_one(files[start + done])  # raises, or copied it
-            done += 1
-        return start + done
-
-    def _call(self, recs, start, n, names):
-        """Run the C loop on N records from record START on; returns how
-        many files it copied."""
+    def _call(self, recs, start, n, names, sdir, ddir):
+        """Run the C loop on N records at address RECS (record START on),
+        from directory SDIR into DDIR; returns how many files it copied."""
         w = self.writer
         flags = (0 if self.src_in_memory else FADVISE) | (WRITEBACK if w.writeback else 0)
         if w.tmpfile:
@@ -239,51 +219,30 @@ class BatchCopier:
         self.serial.value = nm.serial
         tmp = _Names(fsutil.tmp_prefix(nm.tag, nm.pid), fsutil.TMP_SUFFIX,
                      ctypes.pointer(self.serial))
-        rbuf = (ctypes.c_char * len(recs)).from_buffer(recs)
-        nbuf = (ctypes.c_char * len(names)).from_buffer(names)
         try:
-            return self.lib.cb_copy(ctypes.addressof(rbuf) + start * _FILE.size, n,
-                                    ctypes.addressof(nbuf), flags, ctypes.byref(tmp),
+            return self.lib.cb_copy(recs, n, names, sdir, ddir, flags, ctypes.byref(tmp),
                                     ctypes.byref(self.fail))
         finally:
             nm.serial = self.serial.value
-            del rbuf, nbuf
 
 
-def verify(lib, dst_root, packs, check_one):
-    """Check the copies of the files of PACKS ((directory, Packed) pairs)
-    under DST_ROOT by their names (cb_verify); CHECK_ONE(packed, k) checks
-    file K of a Packed the Python way (it raises the verify error, or
-    finds the file right after all)."""
+def verify(lib, dst_root, rels, packs, check_one):
+    """Check the copies of the files of PACKS (Packed) under DST_ROOT by
+    their names (cb_verify); RELS[d] is directory d's path under it.
+    CHECK_ONE(packed, k) checks file K of a Packed the Python way (it raises
+    the verify error, or finds the file right after all)."""
     fail = _Fail()
-    for rel, packed in packs:
+    for packed in packs:
         try:
-            fd = fsutil.open_dir(dst_root, rel)
+            fd = fsutil.open_dir(dst_root, rels[packed.d])
         except OSError:
             check_one(packed, 0)  # names what is wrong with the directory
             continue
         try:
-            rbuf = (ctypes.c_char * len(packed.recs)).from_buffer(packed.recs)
-            nbuf = (ctypes.c_char * len(packed.names)).from_buffer(packed.names)
-            start = 0
-            while start < packed.n:
-                done = start + lib.cb_verify(ctypes.addressof(rbuf) + start * _FILE.size,
-                                             packed.n - start, ctypes.addressof(nbuf), fd,
-                                             ctypes.byref(fail))
-                if done < packed.n:
-                    check_one(packed, done)
-                    done += 1
-                start = done
-            del rbuf, nbuf
+            packed.each(lambda recs, start, n, names: lib.cb_verify(
+                recs, n, names, fd, ctypes.byref(fail)), lambda k: check_one(packed, k))
         finally:
             os.close(fd)
 
 
-def _address(buf):
-    """The address of bytearray BUF's data (kept alive by the caller)."""
-    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
-
-
-def _would_close(cache, rel):
-    """Whether getting REL from fsutil.DirCache CACHE closes the others."""
-    return rel not in cache.fds and len(cache.fds) >= cache.MAX
+_directory = operator.attrgetter("d")

@@ -199,26 +199,34 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
             except OSError as exc:
                 raise from_oserror(exc, fsutil.join(path, name)) from None
             if plain and st.st_nlink == 1 and S_ISREG(st.st_mode):
-                # the common case, _add's work inline
-                f = File()
-                f.d = di
-                f.name = name
-                f.mode = st.st_mode
-                f.uid = st.st_uid
-                f.gid = st.st_gid
-                f.atime = st.st_atime_ns
-                f.mtime = st.st_mtime_ns
-                f.size = size = st.st_size
-                f.sparse = size >= SPARSE_MIN and st.st_blocks * 512 < size
-                f.key = f.src = None
-                f.skip = False
-                files.append(f)
+                # the common case, _add's work in short
+                size = st.st_size
+                files.append(new_file(di, name, st.st_mode, st.st_uid, st.st_gid,
+                                      st.st_atime_ns, st.st_mtime_ns, size,
+                                      size >= SPARSE_MIN and st.st_blocks * 512 < size))
                 continue
             _add(plan, di, d.rel, name, st, fd, k, n, groups)
     except OSError as exc:
         raise from_oserror(exc, path) from None
     finally:
         os.close(fd)
+
+
+def new_file(d, name, mode, uid, gid, atime, mtime, size, sparse):
+    """A File of the source tree with one name (not an archive member)."""
+    f = File()
+    f.d = d
+    f.name = name
+    f.mode = mode
+    f.uid = uid
+    f.gid = gid
+    f.atime = atime
+    f.mtime = mtime
+    f.size = size
+    f.sparse = sparse
+    f.key = f.src = None
+    f.skip = False
+    return f
 
 
 def _add_scanned(plan, di, drel, fd, scanned, groups):
@@ -234,19 +242,8 @@ def _add_scanned(plan, di, drel, fd, scanned, groups):
     for name, st in scanned:
         mode, uid, gid, _, nlink, size, blocks, atime, mtime, dev, ino, rdev = st
         if nlink == 1 and S_ISREG(mode):
-            f = File()
-            f.d = di
-            f.name = name
-            f.mode = mode
-            f.uid = uid
-            f.gid = gid
-            f.atime = atime
-            f.mtime = mtime
-            f.size = size
-            f.sparse = size >= SPARSE_MIN and blocks * 512 < size
-            f.key = f.src = None
-            f.skip = False
-            files.append(f)
+            files.append(new_file(di, name, mode, uid, gid, atime, mtime, size,
+                                  size >= SPARSE_MIN and blocks * 512 < size))
             continue
         _add(plan, di, drel, name, _Stat(mode, uid, gid, nlink, size, blocks, atime, mtime,
                                          dev, ino, rdev), fd, 0, 1, groups)
