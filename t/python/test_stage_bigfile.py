@@ -6,8 +6,8 @@ import pytest
 
 from flux_rsa.stage import bigfile, fsutil
 from flux_rsa.stage.bigfile import (BUFFERED, CACHED_READ, DIRECT_READ, DIRECT_WRITE,
-                                    KERNEL, SPARSE, direct_modes, range_strategy,
-                                    source_cached)
+                                    KERNEL, SPARSE, direct_modes, head_cached,
+                                    range_strategy, source_cached)
 
 
 @pytest.mark.parametrize("sparse, read_direct, write_direct, same_fs, expected", [
@@ -53,6 +53,17 @@ def test_range_strategy_of_a_cached_source(sparse, read_direct, write_direct, sa
 ])
 def test_source_cached(pages, cached):
     assert source_cached(pages) is cached
+
+
+@pytest.mark.parametrize("got, want, cached", [
+    (1 << 20, 1 << 20, True),  # the whole first piece from the cache
+    (5000, 5000, True),  # a range shorter than a piece, all cached
+    (0, 1 << 20, False),  # its first page is not cached
+    (4096, 1 << 20, None),  # part of it: mincore counts the range
+    (None, 1 << 20, None),  # no RWF_NOWAIT here: mincore decides
+])
+def test_head_cached(got, want, cached):
+    assert head_cached(got, want) is cached
 
 
 @pytest.mark.parametrize("src_mem, dst_mem, direct, expected", [
@@ -120,3 +131,28 @@ def test_a_cached_big_file_is_read_through_the_cache(tmp_path):
     used = _copy_range(src, os.fsencode(tmp_path / "out2"), size)
     assert used == {DIRECT_READ: 1} or used == {DIRECT_READ: 1, BUFFERED: 1}
     assert (tmp_path / "out2").read_bytes() == data
+
+
+def test_a_range_cached_only_at_its_start_is_counted(tmp_path):
+    """When only the start of a range is in the cache (less than the first
+    read takes), the pages of the whole range decide: here too few, so it is
+    read with O_DIRECT, and the copy is whole."""
+    size = 8 << 20
+    data = os.urandom(size)
+    src = os.fsencode(tmp_path / "big")
+    with open(src, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead
+        os.pread(fd, 64 << 10, 0)
+        pages = fsutil.cached_pages(fd, 0, size)
+        if pages is None or not 0 < pages[0] < 256:
+            pytest.skip(f"the page cache holds {pages} of the file, not its start only")
+    finally:
+        os.close(fd)
+    assert _copy_range(src, os.fsencode(tmp_path / "out"), size) == {DIRECT_READ: 1}
+    assert (tmp_path / "out").read_bytes() == data

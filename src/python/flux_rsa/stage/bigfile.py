@@ -17,6 +17,12 @@ from .filewrite import check_size
 BIG = 64 << 20  # files at least this large are split into ranges
 CHUNK = 32 << 20  # range size
 PIECE = 8 << 20  # O_DIRECT read size inside a range
+# a range read from the page cache goes through a buffer this size, small
+# enough to stay in the CPU's cache, so each byte crosses memory once on
+# the way in and once on the way out (2 GiB cached into a RAM disk by two
+# workers: 0.64 s, vs 0.79 s through a 32 MiB buffer and 0.80 s with
+# sendfile, whose pipe moves 64 KiB a step)
+CACHED_PIECE = 1 << 20
 
 # the ways to copy a range of a big file
 SPARSE = "sparse"  # only the data parts, by the kernel: holes stay holes
@@ -47,6 +53,17 @@ def source_cached(pages):
         return False
     resident, total = pages
     return total > 0 and 2 * resident >= total
+
+
+def head_cached(got, want):
+    """What the first read of a range, made without waiting for the device
+    (copyio.read_nowait, WANT bytes), says of the range: True when it got
+    them all (read the range through the cache), False when it got nothing
+    (its first page is not cached: read around the cache), None when it got
+    part or could not be made (then mincore decides: source_cached)."""
+    if got is None or 0 < got < want:
+        return None
+    return got > 0
 
 
 def range_strategy(sparse, read_direct, write_direct, same_fs, src_cached=False):
@@ -159,6 +176,7 @@ class RangeCopier:
         self.src_in_memory = src_in_memory
         self.writeback = writeback
         self.buf = None
+        self.small = None  # the CACHED_PIECE buffer
         self.readers = None  # reading threads, made when needed
         self.used = collections.Counter()  # strategy -> ranges it copied
 
@@ -178,18 +196,19 @@ class RangeCopier:
 
     def _file_range(self, f, sfd, sdir, dfd, dname, ddir, off, length):
         """Returns (bytes copied, the strategy that copied them)."""
-        cached = False
+        cached, head = False, 0
         if self.read_direct and not f.sparse:
-            cached = source_cached(fsutil.cached_pages(sfd, off, length))
+            cached, head = self._cached(sfd, off, length)
         while True:
             how = range_strategy(f.sparse, self.read_direct, self.write_direct,
                                  self.same_fs, cached)
             self.used[how] += 1
             if how == CACHED_READ:
-                # page cache to RAM disk in the kernel: measured here on 2 GiB
-                # cached, 0.92 s, vs 1.56 s read into the mapped destination
-                # and 1.37 s through a buffer
-                return copyio.copy_range(sfd, dfd, off, length), how
+                # the first HEAD bytes are in the buffer already
+                buf = self._small()
+                copyio.write_all_at(dfd, memoryview(buf)[:head], off)
+                rest = copyio.copy_range(sfd, dfd, off + head, length - head, buf=buf)
+                return head + rest, how
             if how == DIRECT_READ:
                 try:
                     direct = os.open(f.name, fsutil.OPEN_FLAGS | os.O_DIRECT, dir_fd=sdir)
@@ -210,6 +229,16 @@ class RangeCopier:
                     os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
                 return copyio.copy_range(sfd, dfd, off, length, buf=self._buffer()), how
             return copyio.copy_range(sfd, dfd, off, length, sparse=how == SPARSE), how
+
+    def _cached(self, sfd, off, length):
+        """(whether [off, off+length) of SFD is read through the page cache,
+        the bytes of its start read into the small buffer meanwhile)."""
+        want = min(length, CACHED_PIECE)
+        got = copyio.read_nowait(sfd, self._small(), off, want)
+        cached = head_cached(got, want)
+        if cached is None:
+            return source_cached(fsutil.cached_pages(sfd, off, length)), 0
+        return cached, got if cached else 0
 
     def _write_from_map(self, name, sfd, ddir, dfd, off, length):
         """Copy [off, off+length) of a big file from a RAM disk to a disk:
@@ -282,6 +311,11 @@ class RangeCopier:
             from concurrent.futures import ThreadPoolExecutor
             self.readers = ThreadPoolExecutor(2)
         return self.readers
+
+    def _small(self):
+        if self.small is None:
+            self.small = copyio.buffer(CACHED_PIECE)
+        return self.small
 
     def _buffer(self):
         if self.buf is None:

@@ -68,6 +68,24 @@ def write_from_map(sfd, wfd, start, length):
         m.close()
 
 
+def read_nowait(fd, buf, offset, n):
+    """Read up to N bytes at OFFSET of FD into BUF from the page cache only
+    (preadv2 with RWF_NOWAIT): the bytes read, up to the first page not in
+    the cache (0 if that is the first), or None where the kernel or the file
+    system does not read this way."""
+    flag = getattr(os, "RWF_NOWAIT", None)
+    if flag is None:
+        return None
+    try:
+        return os.preadv(fd, [memoryview(buf)[:n]], offset, flag)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return None
+        raise
+
+
 def write_all_at(fd, data, offset):
     """pwrite all of DATA at OFFSET."""
     view = memoryview(data)
