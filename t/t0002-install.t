@@ -31,6 +31,21 @@ test_expect_success 'the command, module, plugins, modprobe files and package ar
 	test -f "$pylib/flux_rsa/validate.py" &&
 	test -x "$pylib/flux_rsa/stage/_copybatch.so"
 '
+test_expect_success 'every installed module has its bytecode, naming its installed path' '
+	pylib=$(dirname "$(dirname "$(dirname "$(find "$root" -path "*/flux_rsa/core/table.py")")")") &&
+	$PYTHON -c "if 1:
+	    import importlib.util, marshal, pathlib, sys
+	    root, pylib = sys.argv[1:]
+	    sources = sorted(pathlib.Path(pylib, \"flux_rsa\").rglob(\"*.py\"))
+	    assert len(sources) > 20, sources
+	    for py in sources:
+	        pyc = pathlib.Path(importlib.util.cache_from_source(str(py)))
+	        assert pyc.is_file(), f\"{pyc} is missing\"
+	        code = marshal.loads(pyc.read_bytes()[16:])
+	        want = str(py)[len(root):]
+	        assert code.co_filename == want, (code.co_filename, want)
+	    " "$root" "$pylib"
+'
 test_expect_success 'the installed stager loads its copy loop in C' '
 	pylib=$(dirname "$(dirname "$(dirname "$(find "$root" -path "*/flux_rsa/core/table.py")")")") &&
 	env -u FLUX_RSA_COPYBATCH PYTHONPATH="$pylib" $PYTHON -c \
