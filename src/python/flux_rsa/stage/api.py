@@ -4,8 +4,6 @@ import os
 import time
 
 from . import identity, native, plan as planmod, progress as progmod
-from . import script as scriptmod
-from . import tarwrite, untar
 from .copy import Copier
 from .errors import EXIT_USAGE, StageError
 from .verify import Verifier
@@ -72,6 +70,8 @@ def run(mode, src, dst, *, workers=None, verify="size", as_user=None,
     result = Result(mode)
     t0 = time.monotonic()
     if mode == "script":
+        from . import script as scriptmod
+
         meter.update("copy", 0, 0, 0, 0, force=True)
         ramdisk, data = (_b(d) for d in dst)
         tick = None
@@ -107,6 +107,8 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
         return
     walker = None
     if mode == "untar":
+        from . import untar
+
         p = untar.untar_plan(src)
     elif n == 1 and native.load() is not None:
         walker = planmod.Walker(src)  # walked while the copy runs
@@ -157,6 +159,8 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
 
 
 def _tar(src, dstdir, name, workers, verify, meter, result, sync):
+    from . import tarwrite
+
     meter.update("scan", 0, 0, 0, 0, force=True)
     planmod.check_source_dir(src)
     # the tree is walked while the archive is written: the totals grow
@@ -186,7 +190,7 @@ def _verify_archive(tree, archive, mode, workers, meter, total, nfiles):
     """Check that ARCHIVE lists every file of TREE with its size and mtime
     (and, for checksum, the same content)."""
     from .errors import EXIT_VERIFY
-    from . import fsutil
+    from . import fsutil, untar
 
     back = planmod.Plan(None)
     root = planmod.Dir()

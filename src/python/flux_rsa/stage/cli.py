@@ -1,8 +1,6 @@
 """Command line: python3 -m flux_rsa.stage MODE SRC DST [options]."""
 
 import argparse
-import json
-import os
 import sys
 
 from . import api, identity, replica, progress as progmod
@@ -131,6 +129,8 @@ def main(argv=None):
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.summary:
+        import json
+
         print(json.dumps(result.as_dict()), file=sys.stderr)
     return EXIT_OK
 
@@ -142,6 +142,8 @@ def _source(args):
     identity.become(args.as_user)
     if not replica.same_tree(args.src, args.replica):
         return args.src
+    import json
+
     print(json.dumps({"reused": args.replica}), flush=True)
     return args.replica
 

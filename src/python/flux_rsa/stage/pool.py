@@ -16,7 +16,6 @@ import select
 import signal
 import socket
 import struct
-import traceback
 
 from .errors import EXIT_FAILED, StageError
 
@@ -206,6 +205,8 @@ def _child(task_r, res_w, handler, setup, abort, recv=None):
         send(("error", exc))
         code = 1
     except BaseException as exc:  # report, never hang the parent
+        import traceback
+
         tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
         try:
             send(("error", StageError(EXIT_FAILED, None,

@@ -1,7 +1,6 @@
 """Progress reports: JSON lines for programs, a status line for people."""
 
 import contextlib
-import json
 import sys
 import time
 
@@ -75,6 +74,8 @@ class Meter:
 
 def json_printer(stream=None):
     """A callback printing each Snapshot as one JSON line (flushed)."""
+    import json
+
     def emit(snap):
         out = stream or sys.stdout
         out.write(json.dumps(snap.as_dict(), separators=(",", ":")) + "\n")

@@ -1,6 +1,6 @@
 """Check a finished copy against its plan: sizes and mtimes, or content."""
 
-import hashlib
+import functools
 import os
 import stat
 
@@ -10,18 +10,22 @@ from .errors import EXIT_VERIFY, StageError, from_oserror, show
 CHUNK = 32 << 20
 BATCH = 512
 
-try:
-    import xxhash
 
-    def new_hash():
-        return xxhash.xxh3_128()
+@functools.cache
+def content_hash():
+    """(name, constructor) of the 128-bit content hash: xxh3, or blake2b
+    without python3-xxhash.  Imported when content is first hashed:
+    --verify size needs neither."""
+    try:
+        import xxhash
+    except ImportError:
+        import hashlib
+        return "blake2b-128", functools.partial(hashlib.blake2b, digest_size=16)
+    return "xxh3-128", xxhash.xxh3_128
 
-    HASH_NAME = "xxh3-128"
-except ImportError:  # python3-xxhash not installed
-    def new_hash():
-        return hashlib.blake2b(digest_size=16)
 
-    HASH_NAME = "blake2b-128"
+def new_hash():
+    return content_hash()[1]()
 
 
 def _tasks(files, checksum):
@@ -157,7 +161,7 @@ class Verifier:
         b = self._digest_dst(f, off, n)
         if a != b:
             where = f" in bytes {off}-{off + n}" if n < f.size else ""
-            raise self._mismatch(f, f"content differs{where} ({HASH_NAME})")
+            raise self._mismatch(f, f"content differs{where} ({content_hash()[0]})")
 
     def _digest_src(self, f, off, n):
         if f.src is None:
