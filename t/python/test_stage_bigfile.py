@@ -105,17 +105,22 @@ def _copy_range(src, dst, size):
     return rc.used
 
 
+def _on_disk(path, size):
+    """(PATH as bytes, the SIZE random bytes written there and flushed)."""
+    data = os.urandom(size)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return os.fsencode(path), data
+
+
 def test_a_cached_big_file_is_read_through_the_cache(tmp_path):
     """A source whose pages are in the page cache is read through it; the
     same file dropped from the cache is read with O_DIRECT; both copies
     whole."""
     size = (8 << 20) + 12345
-    data = os.urandom(size)
-    src = os.fsencode(tmp_path / "big")
-    with open(src, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    src, data = _on_disk(tmp_path / "big", size)
     fd = os.open(src, os.O_RDONLY)
     try:
         os.pread(fd, size, 0)  # now cached
@@ -138,12 +143,7 @@ def test_a_range_cached_only_at_its_start_is_counted(tmp_path):
     read takes), the pages of the whole range decide: here too few, so it is
     read with O_DIRECT, and the copy is whole."""
     size = 8 << 20
-    data = os.urandom(size)
-    src = os.fsencode(tmp_path / "big")
-    with open(src, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    src, data = _on_disk(tmp_path / "big", size)
     fd = os.open(src, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
