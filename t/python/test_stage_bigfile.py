@@ -5,9 +5,11 @@ import os
 import pytest
 
 from flux_rsa.stage import bigfile, fsutil
-from flux_rsa.stage.bigfile import (BUFFERED, CACHED_READ, DIRECT_READ, DIRECT_WRITE,
-                                    KERNEL, SPARSE, direct_modes, head_cached,
-                                    range_strategy, source_cached)
+from flux_rsa.stage.bigfile import (BUFFERED, CACHED_READ, CHUNK, DIRECT_READ,
+                                    DIRECT_WRITE, KERNEL, SPARSE, direct_modes,
+                                    head_cached, one_writer, pieces, range_strategy,
+                                    source_cached)
+from test_stage_helpers import tmpfs
 
 
 @pytest.mark.parametrize("sparse, read_direct, write_direct, same_fs, expected", [
@@ -31,10 +33,11 @@ def test_range_strategy(sparse, read_direct, write_direct, same_fs, expected):
 @pytest.mark.parametrize("sparse, read_direct, write_direct, same_fs, expected", [
     # in the page cache already: read through it, not again from the device
     (False, True, False, False, CACHED_READ),
-    # only where O_DIRECT reads were chosen; nothing else changes
+    # a RAM disk to another RAM disk: from memory too
+    (False, False, False, False, CACHED_READ),
+    # elsewhere nothing changes
     (True, True, False, False, SPARSE),
     (False, False, True, False, DIRECT_WRITE),
-    (False, False, False, False, BUFFERED),
     (False, False, False, True, KERNEL),
 ])
 def test_range_strategy_of_a_cached_source(sparse, read_direct, write_direct, same_fs,
@@ -56,14 +59,34 @@ def test_source_cached(pages, cached):
 
 
 @pytest.mark.parametrize("got, want, cached", [
-    (1 << 20, 1 << 20, True),  # the whole first piece from the cache
+    (64 << 10, 64 << 10, True),  # all it asked for from the cache
     (5000, 5000, True),  # a range shorter than a piece, all cached
-    (0, 1 << 20, False),  # its first page is not cached
-    (4096, 1 << 20, None),  # part of it: mincore counts the range
-    (None, 1 << 20, None),  # no RWF_NOWAIT here: mincore decides
+    (0, 64 << 10, False),  # its first page is not cached
+    (4096, 64 << 10, None),  # part of it: mincore counts the range
+    (None, 64 << 10, None),  # no RWF_NOWAIT here: mincore decides
 ])
 def test_head_cached(got, want, cached):
     assert head_cached(got, want) is cached
+
+
+@pytest.mark.parametrize("dst_mem, src_mem, src_cached, whole", [
+    (True, False, True, True),  # page cache to RAM disk: one writer
+    (True, True, False, True),  # RAM disk to RAM disk: one writer
+    (True, False, False, False),  # device to RAM disk: ranges, all workers
+    (False, True, False, False),  # RAM disk to device: ranges
+    (False, False, True, False),  # to a device: ranges
+])
+def test_one_writer(dst_mem, src_mem, src_cached, whole):
+    assert one_writer(dst_mem, src_mem, src_cached) is whole
+
+
+@pytest.mark.parametrize("off, length, whole, expected", [
+    (0, 2 * CHUNK + 5, False, [(0, CHUNK), (CHUNK, CHUNK), (2 * CHUNK, 5)]),
+    (0, 2 * CHUNK + 5, True, [(0, 2 * CHUNK + 5)]),
+    (CHUNK, CHUNK, False, [(CHUNK, CHUNK)]),
+])
+def test_pieces(off, length, whole, expected):
+    assert pieces(off, length, whole) == expected
 
 
 @pytest.mark.parametrize("src_mem, dst_mem, direct, expected", [
@@ -148,11 +171,90 @@ def test_a_range_cached_only_at_its_start_is_counted(tmp_path):
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead
-        os.pread(fd, 64 << 10, 0)
+        os.pread(fd, bigfile.PROBE // 4, 0)
         pages = fsutil.cached_pages(fd, 0, size)
-        if pages is None or not 0 < pages[0] < 256:
+        if pages is None or not 0 < pages[0] < bigfile.PROBE // 4096:
             pytest.skip(f"the page cache holds {pages} of the file, not its start only")
     finally:
         os.close(fd)
     assert _copy_range(src, os.fsencode(tmp_path / "out"), size) == {DIRECT_READ: 1}
     assert (tmp_path / "out").read_bytes() == data
+
+
+def _plan_of_one(src_dir, size):
+    """A plan of SRC_DIR holding one big file "big" of SIZE random bytes,
+    flushed; (plan, data)."""
+    from flux_rsa.stage import plan as planmod
+
+    _, data = _on_disk(src_dir / "big", size)
+    return planmod.walk(os.fsencode(src_dir)), data
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
+def test_which_big_files_go_whole_to_one_worker(tmp_path):
+    """Into a RAM disk, a big file whose pages are cached goes whole to one
+    worker, the same file out of the cache in ranges; out of a RAM disk
+    into another, whole; to a disk, in ranges."""
+    from flux_rsa.stage.copy import Copier
+
+    (tmp_path / "src").mkdir()
+    p, _ = _plan_of_one(tmp_path / "src", (64 << 20) + 5)
+    f = p.files[0]
+    path = os.fsencode(tmp_path / "src" / "big")
+    with tmpfs(tmp_path / "ram", "200m") as mnt:
+        c = Copier(p, os.fsencode(mnt / "out"))
+        c._open_roots()
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.pread(fd, f.size, 0)
+            if not bigfile.source_cached(fsutil.cached_pages(fd, 0, f.size)):
+                pytest.skip("mincore cannot see the page cache here")
+            assert c._whole(f)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            if fsutil.cached_pages(fd, 0, f.size)[0]:
+                pytest.skip("the page cache kept the file")
+            assert not c._whole(f)
+        finally:
+            os.close(fd)
+            c.close()
+        (mnt / "src").mkdir()
+        p2, _ = _plan_of_one(mnt / "src", (64 << 20) + 5)
+        with tmpfs(tmp_path / "ram2", "100m") as mnt2:
+            c = Copier(p2, os.fsencode(mnt2 / "out"))
+            c._open_roots()
+            try:
+                assert c._whole(p2.files[0])
+            finally:
+                c.close()
+        c = Copier(p2, os.fsencode(tmp_path / "disk_out"))
+        c._open_roots()
+        try:
+            assert not c._whole(p2.files[0])
+        finally:
+            c.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
+@pytest.mark.parametrize("from_ram", [False, True])
+def test_a_big_file_copied_whole_reports_each_chunk(tmp_path, from_ram):
+    """A big file copied whole by one worker (cached, or from a RAM disk)
+    arrives whole, and its progress advances a CHUNK at a time meanwhile,
+    not only at its end."""
+    from flux_rsa.stage.copy import Copier
+
+    with tmpfs(tmp_path / "ram", "300m") as mnt:
+        src = (mnt if from_ram else tmp_path) / "src"
+        src.mkdir()
+        size = 3 * CHUNK + 12345
+        p, data = _plan_of_one(src, size)
+        with open(src / "big", "rb") as f:  # cached
+            f.read()
+        seen = []
+        c = Copier(p, os.fsencode(mnt / "out"),
+                   progress=lambda t: seen.append(t.bytes_done))
+        try:
+            c.run()
+        finally:
+            c.close()
+        assert (mnt / "out" / "big").read_bytes() == data
+        assert sorted({b for b in seen if 0 < b < size}) == [CHUNK, 2 * CHUNK, 3 * CHUNK]

@@ -28,8 +28,9 @@ BATCH_FILES = 256
 BATCH_BYTES = 32 << 20
 
 
-def make_tasks(files):
-    """Split FILES (plan order) into batch and range tasks."""
+def make_tasks(files, whole=lambda f: False):
+    """Split FILES (plan order) into batch and range tasks; a big file for
+    which WHOLE(file) is true is one range task."""
     tasks = []
     start = None
     nbytes = 0
@@ -42,8 +43,8 @@ def make_tasks(files):
             if start is not None:
                 tasks.append(("B", start, i))
                 start = None
-            for off in range(0, f.size, bigfile.CHUNK):
-                tasks.append(("R", i, off, min(bigfile.CHUNK, f.size - off)))
+            for off, n in bigfile.pieces(0, f.size, whole(f)):
+                tasks.append(("R", i, off, n))
             continue
         if start is None:
             start, nbytes = i, 0
@@ -172,9 +173,30 @@ class Copier:
         read_direct, write_direct = bigfile.direct_modes(
             self.src_in_memory, dst_in_memory, self.direct)
         self.ranges = bigfile.RangeCopier(read_direct, write_direct, same_fs,
-                                          self.src_in_memory, self.writeback)
+                                          self.src_in_memory, self.writeback,
+                                          dst_in_memory)
         self.files.writeback = self.writeback
         return write_direct
+
+    def _whole(self, f):
+        """Whether big file F is copied whole by one worker (in the parent,
+        before its tasks are made)."""
+        if f.src is not None or not self.ranges.dst_in_memory:
+            return False
+        sfd = None
+        try:
+            sdir = fsutil.open_dir(self.src_root, self.plan.dirs[f.d].rel)
+            try:
+                sfd = os.open(f.name, fsutil.OPEN_FLAGS, dir_fd=sdir)
+            finally:
+                os.close(sdir)
+        except OSError:
+            pass  # the worker copying it says why
+        try:
+            return self.ranges.whole(f, sfd)
+        finally:
+            if sfd is not None:
+                os.close(sfd)
 
     def _mkdir(self, d):
         """Make directory D under DST; True if it was made now, False if it
@@ -207,7 +229,8 @@ class Copier:
         copy what was found so far (_Stream)."""
         if walker is None:
             self.prepare()
-            self.tasks = interleave(make_tasks(self.plan.files), self.workers)
+            self.tasks = interleave(make_tasks(self.plan.files, self._whole),
+                                    self.workers)
             t = self.tally
             t.walked = True
             for f in self.plan.files:
@@ -454,7 +477,8 @@ class Copier:
 
     def _range(self, i, f, name, off, length):
         """Copy [off, off+length) of big file F (plan index I) into its
-        temporary file NAME."""
+        temporary file NAME, a CHUNK at a time; each but the last is
+        reported as it is done, the last is the result."""
         ddir = self.ddirs.get(f.d)
         dpath = fsutil.full(self.dst, self.plan.rel(f))
         try:
@@ -465,7 +489,14 @@ class Copier:
             dfd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=ddir)
             try:
                 sdir = self.sdirs.get(f.d) if f.src is None else None
-                done = self.ranges.copy(f, sfd, sdir, dfd, name, ddir, off, length)
+                for o, n in bigfile.pieces(off, length, False):
+                    done = self.ranges.copy(f, sfd, sdir, dfd, name, ddir, o, n)
+                    if done != n and not f.sparse:
+                        raise StageError(EXIT_FAILED, self._src_path(f),
+                                         f"changed while being copied (short read at "
+                                         f"{o + done})", "run the stage again")
+                    if o + n < off + length:
+                        self.send(("progress", None, ("R", i, n)))
             finally:
                 os.close(dfd)
         except OSError as exc:
@@ -475,11 +506,7 @@ class Copier:
         finally:
             if f.src is None:
                 os.close(sfd)
-        if done != length and not f.sparse:
-            raise StageError(EXIT_FAILED, self._src_path(f),
-                             f"changed while being copied (short read at {off + done})",
-                             "run the stage again")
-        return ("R", i, length)
+        return ("R", i, n)
 
 
 class _Stream:
@@ -566,9 +593,8 @@ class _Stream:
                 t.bytes_done += f.size
             elif f.size >= bigfile.BIG:
                 c.big.create(i, f, _OneDir(ddir), allocate=self.write_direct)
-                for off in range(0, f.size, bigfile.CHUNK):
-                    tasks.append(("R", di, rel, i, f, c.big.tmp[i], off,
-                                  min(bigfile.CHUNK, f.size - off), None))
+                for off, n in bigfile.pieces(0, f.size, c._whole(f)):
+                    tasks.append(("R", di, rel, i, f, c.big.tmp[i], off, n, None))
             elif native.eligible(f):
                 batch.append(f)
                 nbytes += f.size

@@ -1,6 +1,7 @@
 """Moving bytes between file descriptors, holes kept as holes."""
 
 import errno
+import fcntl
 import mmap
 import os
 
@@ -9,6 +10,8 @@ BLOCK = 4096
 # copy_file_range errors meaning "not between these two files": use sendfile
 NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS,
                             errno.EOPNOTSUPP, errno.ETXTBSY})
+# splice errors meaning "not between these two files"
+NO_SPLICE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 
 def copy_whole(sfd, dfd, size):
@@ -84,6 +87,66 @@ def read_nowait(fd, buf, offset, n):
         if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
             return None
         raise
+
+
+def cached_at(fd, offsets):
+    """Whether the pages of FD at each of OFFSETS are in the page cache (one
+    byte read at each without waiting for the device), or None where the
+    kernel or the file system does not read this way."""
+    buf = bytearray(1)
+    for off in offsets:
+        got = read_nowait(fd, buf, off, 1)
+        if got is None:
+            return None
+        if got == 0:
+            return False
+    return True
+
+
+def pipe(size):
+    """A pipe (read end, write end) holding SIZE bytes if the system lets it,
+    for splice_range."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    try:
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, size)
+    except OSError:
+        pass  # a smaller pipe moves the same bytes in more steps
+    return r, w
+
+
+def splice_range(sfd, dfd, start, length, pipe_fds):
+    """Copy [start, start+length) of SFD to the same place of DFD through
+    the pipe PIPE_FDS (from pipe(), empty): the source's pages go into the
+    pipe by reference and are copied once, into the destination.  Returns
+    the bytes copied (fewer at the end of the source), or None where the two
+    files cannot be spliced (nothing was copied then)."""
+    r, w = pipe_fds
+    done = 0
+    while done < length:
+        try:
+            n = os.splice(sfd, w, length - done, offset_src=start + done)
+        except OSError as exc:
+            if done == 0 and exc.errno in NO_SPLICE:
+                return None
+            raise
+        if n == 0:
+            break
+        left = n
+        while left:
+            try:
+                left -= os.splice(r, dfd, left, offset_dst=start + done + n - left)
+            except OSError as exc:
+                if done == 0 and left == n and exc.errno in NO_SPLICE:
+                    _drain(r, n)
+                    return None
+                raise
+        done += n
+    return done
+
+
+def _drain(r, n):
+    while n:
+        n -= len(os.read(r, n))
 
 
 def write_all_at(fd, data, offset):
