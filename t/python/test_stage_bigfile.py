@@ -7,7 +7,7 @@ import pytest
 from flux_rsa.stage import bigfile, fsutil
 from flux_rsa.stage.bigfile import (BUFFERED, CACHED_READ, CHUNK, DIRECT_READ,
                                     DIRECT_WRITE, KERNEL, SPARSE, direct_modes,
-                                    head_cached, one_writer, pieces, range_strategy,
+                                    one_writer, pieces, range_strategy,
                                     source_cached)
 from test_stage_helpers import tmpfs
 
@@ -56,17 +56,6 @@ def test_range_strategy_of_a_cached_source(sparse, read_direct, write_direct, sa
 ])
 def test_source_cached(pages, cached):
     assert source_cached(pages) is cached
-
-
-@pytest.mark.parametrize("got, want, cached", [
-    (64 << 10, 64 << 10, True),  # all it asked for from the cache
-    (5000, 5000, True),  # a range shorter than a piece, all cached
-    (0, 64 << 10, False),  # its first page is not cached
-    (4096, 64 << 10, None),  # part of it: mincore counts the range
-    (None, 64 << 10, None),  # no RWF_NOWAIT here: mincore decides
-])
-def test_head_cached(got, want, cached):
-    assert head_cached(got, want) is cached
 
 
 @pytest.mark.parametrize("dst_mem, src_mem, src_cached, whole", [

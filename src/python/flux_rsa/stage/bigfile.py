@@ -59,17 +59,6 @@ def source_cached(pages):
     return total > 0 and 2 * resident >= total
 
 
-def head_cached(got, want):
-    """What the first read of a range, made without waiting for the device
-    (copyio.read_nowait, WANT bytes), says of the range: True when it got
-    them all (read the range through the cache), False when it got nothing
-    (its first page is not cached: read around the cache), None when it got
-    part or could not be made (then mincore decides: source_cached)."""
-    if got is None or 0 < got < want:
-        return None
-    return got > 0
-
-
 def one_writer(dst_in_memory, src_in_memory, src_cached):
     """Whether a big file is copied whole by one worker instead of in ranges
     by all.  Into a RAM disk from memory (a RAM disk, or a source whose
@@ -217,8 +206,10 @@ class RangeCopier:
             return False
         cached = False
         if self.read_direct and sfd is not None:
-            # its start, middle and end in the page cache
-            cached = bool(copyio.cached_at(sfd, (0, f.size // 2, f.size - 1)))
+            # its first, middle and last page in the page cache
+            last = (f.size - 1) // fsutil.PAGE * fsutil.PAGE
+            cached = all(source_cached(fsutil.cached_pages(sfd, off, fsutil.PAGE))
+                         for off in (0, last // 2 // fsutil.PAGE * fsutil.PAGE, last))
         return one_writer(self.dst_in_memory, self.src_in_memory, cached)
 
     def copy(self, f, sfd, sdir, dfd, dname, ddir, off, length):
@@ -277,12 +268,15 @@ class RangeCopier:
             return copyio.copy_range(sfd, dfd, off, length, sparse=how == SPARSE), how
 
     def _cached(self, sfd, off, length):
-        """Whether [off, off+length) of SFD is read through the page cache."""
+        """Whether [off, off+length) of SFD is read through the page cache:
+        yes when a read of its start that does not wait gets all it asked
+        for; else (part of it, or nothing: EAGAIN also stands for a lock or
+        a read-ahead the read would have waited for) the range's pages in
+        the cache decide (mincore, source_cached)."""
         want = min(length, PROBE)
-        cached = head_cached(copyio.read_nowait(sfd, self._small(), off, want), want)
-        if cached is None:
-            return source_cached(fsutil.cached_pages(sfd, off, length))
-        return cached
+        if copyio.read_nowait(sfd, self._small(), off, want) == want:
+            return True
+        return source_cached(fsutil.cached_pages(sfd, off, length))
 
     def _write_from_map(self, name, sfd, ddir, dfd, off, length):
         """Copy [off, off+length) of a big file from a RAM disk to a disk:

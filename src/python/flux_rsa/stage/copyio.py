@@ -74,8 +74,9 @@ def write_from_map(sfd, wfd, start, length):
 def read_nowait(fd, buf, offset, n):
     """Read up to N bytes at OFFSET of FD into BUF from the page cache only
     (preadv2 with RWF_NOWAIT): the bytes read, up to the first page not in
-    the cache (0 if that is the first), or None where the kernel or the file
-    system does not read this way."""
+    the cache or a lock or read-ahead the read would wait for (0 if that
+    comes first), or None where the kernel or the file system does not
+    read this way."""
     flag = getattr(os, "RWF_NOWAIT", None)
     if flag is None:
         return None
@@ -87,20 +88,6 @@ def read_nowait(fd, buf, offset, n):
         if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
             return None
         raise
-
-
-def cached_at(fd, offsets):
-    """Whether the pages of FD at each of OFFSETS are in the page cache (one
-    byte read at each without waiting for the device), or None where the
-    kernel or the file system does not read this way."""
-    buf = bytearray(1)
-    for off in offsets:
-        got = read_nowait(fd, buf, off, 1)
-        if got is None:
-            return None
-        if got == 0:
-            return False
-    return True
 
 
 def pipe(size):
