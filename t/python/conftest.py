@@ -8,6 +8,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -54,6 +55,21 @@ def stop_pool(pool):
     if pool.instance.proc.poll() is None:
         pool.shutdown()
     pool.cleanup()
+
+
+def freed_status(pool, timeout=30.0):
+    """The pool's status once no node has capacity reserved.  Fluxion takes
+    a job's resources back after the job-manager's ``clean`` (it frees them
+    asynchronously), so a status asked right after a holder-end may still
+    count them for a moment; fails if they stay reserved for TIMEOUT s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = pool.service.call("status")
+        reserved = [n["reserved"] for n in status["nodes"]]
+        if not any(reserved) or time.monotonic() > deadline:
+            assert not any(reserved), status["nodes"]
+            return status
+        time.sleep(0.05)
 
 
 def release_holders(pool, *jobids):

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
-from conftest import release_holders, stop_pool
+from conftest import freed_status, release_holders, stop_pool
 
 pytestmark = [requires_flux, requires_root]
 
@@ -96,7 +96,7 @@ def test_a_holder_released_while_its_node_is_drained_ends_cleanly(pool):
     pool.service.call("drain", host=node, reason="x")
     release_holders(pool, 311)
     assert not os.path.exists(path)
-    status = node_status(pool)[node]
+    status = {n["host"]: n for n in freed_status(pool)["nodes"]}[node]
     assert (status["reserved"], status["drained"]) == (0, True)
     pool.service.call("undrain", host=node)
     # the freed granules are usable again

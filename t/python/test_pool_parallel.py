@@ -10,7 +10,7 @@ import time
 import pytest
 
 from test_pool_helpers import FLUX, MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
-from conftest import stop_pool
+from conftest import freed_status, stop_pool
 
 from flux_rsa.ramdisk import glusterfs  # noqa: E402
 
@@ -137,8 +137,7 @@ def test_release_stops_servers_unmounts_and_frees_the_capacity(pool):
     assert mounts_under(pool.root) == []
     assert os.listdir(pool.root) == []
     assert gluster_processes(pool) == []
-    status = pool.service.call("status")
-    assert [n["reserved"] for n in status["nodes"]] == [0, 0]
+    assert [n["reserved"] for n in freed_status(pool)["nodes"]] == [0, 0]
 
 
 def test_a_killed_holder_leaves_what_the_sweep_removes(pool):
