@@ -71,6 +71,15 @@ def one_writer(dst_in_memory, src_in_memory, src_cached):
     return dst_in_memory and (src_in_memory or src_cached)
 
 
+def file_cached(fd, size):
+    """Whether the first, middle and last pages of a file of SIZE bytes,
+    open as FD, are in the page cache (mincore)."""
+    page = fsutil.PAGE
+    last = (size - 1) // page * page
+    return all(source_cached(fsutil.cached_pages(fd, off, page))
+               for off in (0, last // 2 // page * page, last))
+
+
 def pieces(off, length, whole):
     """The ranges [(offset, length), ...] of the task [off, off+length) of
     a big file: CHUNKs, or with WHOLE the task as one range."""
@@ -198,19 +207,6 @@ class RangeCopier:
         self.pipe = None  # for splice_range, made when needed; False: no splice
         self.readers = None  # reading threads, made when needed
         self.used = collections.Counter()  # strategy -> ranges it copied
-
-    def whole(self, f, sfd):
-        """Whether big file F (its source open as SFD, or None) is copied
-        whole by one worker (one_writer)."""
-        if f.src is not None or f.sparse or not self.dst_in_memory:
-            return False
-        cached = False
-        if self.read_direct and sfd is not None:
-            # its first, middle and last page in the page cache
-            last = (f.size - 1) // fsutil.PAGE * fsutil.PAGE
-            cached = all(source_cached(fsutil.cached_pages(sfd, off, fsutil.PAGE))
-                         for off in (0, last // 2 // fsutil.PAGE * fsutil.PAGE, last))
-        return one_writer(self.dst_in_memory, self.src_in_memory, cached)
 
     def copy(self, f, sfd, sdir, dfd, dname, ddir, off, length):
         """Copy [off, off+length) of file F from SFD (F's source, in

@@ -179,24 +179,29 @@ class Copier:
         return write_direct
 
     def _whole(self, f):
-        """Whether big file F is copied whole by one worker (in the parent,
-        before its tasks are made)."""
-        if f.src is not None or not self.ranges.dst_in_memory:
-            return False
-        sfd = None
+        """Whether big file F is copied whole by one worker (bigfile.
+        one_writer), asked in the parent before its tasks are made."""
+        if f.src is not None or f.sparse:
+            return False  # archive members and holes go by range
+        r = self.ranges
+        cached = r.dst_in_memory and r.read_direct and self._src_cached(f)
+        return bigfile.one_writer(r.dst_in_memory, r.src_in_memory, cached)
+
+    def _src_cached(self, f):
+        """bigfile.file_cached of file F's source (False if it cannot be
+        opened: the worker copying it says why)."""
         try:
             sdir = fsutil.open_dir(self.src_root, self.plan.dirs[f.d].rel)
             try:
-                sfd = os.open(f.name, fsutil.OPEN_FLAGS, dir_fd=sdir)
+                fd = os.open(f.name, fsutil.OPEN_FLAGS, dir_fd=sdir)
             finally:
                 os.close(sdir)
         except OSError:
-            pass  # the worker copying it says why
+            return False
         try:
-            return self.ranges.whole(f, sfd)
+            return bigfile.file_cached(fd, f.size)
         finally:
-            if sfd is not None:
-                os.close(sfd)
+            os.close(fd)
 
     def _mkdir(self, d):
         """Make directory D under DST; True if it was made now, False if it

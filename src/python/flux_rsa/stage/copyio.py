@@ -230,5 +230,3 @@ def buffer(size):
     """A page-aligned buffer (usable with O_DIRECT too)."""
     return mmap.mmap(-1, size)
 
-
-direct_buffer = buffer

@@ -203,13 +203,19 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
                 size = st.st_size
                 files.append(new_file(di, name, st.st_mode, st.st_uid, st.st_gid,
                                       st.st_atime_ns, st.st_mtime_ns, size,
-                                      size >= SPARSE_MIN and st.st_blocks * 512 < size))
+                                      is_sparse(size, st.st_blocks)))
                 continue
             _add(plan, di, d.rel, name, st, fd, k, n, groups)
     except OSError as exc:
         raise from_oserror(exc, path) from None
     finally:
         os.close(fd)
+
+
+def is_sparse(size, blocks):
+    """Whether a file of SIZE bytes in BLOCKS 512-byte blocks is copied as
+    sparse (its holes kept)."""
+    return size >= SPARSE_MIN and blocks * 512 < size
 
 
 def new_file(d, name, mode, uid, gid, atime, mtime, size, sparse):
@@ -243,7 +249,7 @@ def _add_scanned(plan, di, drel, fd, scanned, groups):
         mode, uid, gid, _, nlink, size, blocks, atime, mtime, dev, ino, rdev = st
         if nlink == 1 and S_ISREG(mode):
             files.append(new_file(di, name, mode, uid, gid, atime, mtime, size,
-                                  size >= SPARSE_MIN and blocks * 512 < size))
+                                  is_sparse(size, blocks)))
             continue
         _add(plan, di, drel, name, _Stat(mode, uid, gid, nlink, size, blocks, atime, mtime,
                                          dev, ino, rdev), fd, 0, 1, groups)
@@ -270,7 +276,7 @@ def _add(plan, di, drel, name, st, dir_fd, k, n, groups):
             return
         e = File()
         e.size = st.st_size
-        e.sparse = e.size >= SPARSE_MIN and st.st_blocks * 512 < e.size
+        e.sparse = is_sparse(e.size, st.st_blocks)
         e.key = (st.st_dev, st.st_ino) if st.st_nlink > 1 else None
         e.skip = False
         e.src = None

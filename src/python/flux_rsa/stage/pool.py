@@ -1,10 +1,10 @@
 """Forked worker processes fed task numbers through a pipe (run), or
 tasks made while they run through a socket (run_stream).
 
-Each worker runs ``handler(task_index)`` (run_stream: ``handler(task)``)
-for the tasks it pulls, and may call ``report(files, nbytes)`` to publish
-progress.  The parent gets progress, per-task completion and the first
-failure.  Fork (not threads): small-file copying is Python-bound and the
+Each worker runs ``handler(task_index, send)`` (run_stream: ``handler(task,
+send)``) for the tasks it pulls; ``send(msg)`` passes MSG to the parent's
+``on_message`` before the task ends (progress).  The parent gets those,
+per-task completion and the first failure.  Fork (not threads): small-file copying is Python-bound and the
 GIL would serialise it.
 """
 
@@ -34,8 +34,8 @@ class _Worker:
 def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
     """Run tasks 0..NTASKS-1 on NWORKERS processes.
 
-    ON_MESSAGE(kind, payload) is called in the parent for each message:
-    ('progress', (files, bytes)), ('done', task_index, result).
+    ON_MESSAGE(msg) is called in the parent for each message: ('done',
+    task_index, result) when a task ends, and what handlers send.
     POLL() is called at least once a second.  Raises the first StageError.
     """
     if ntasks == 0:
