@@ -8,7 +8,6 @@ import os
 import pwd
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -62,14 +61,17 @@ def freed_status(pool, timeout=30.0):
     a job's resources back after the job-manager's ``clean`` (it frees them
     asynchronously), so a status asked right after a holder-end may still
     count them for a moment; fails if they stay reserved for TIMEOUT s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = pool.service.call("status")
-        reserved = [n["reserved"] for n in status["nodes"]]
-        if not any(reserved) or time.monotonic() > deadline:
-            assert not any(reserved), status["nodes"]
-            return status
-        time.sleep(0.05)
+    status = {}
+
+    def freed():
+        status.update(pool.service.call("status"))
+        return not any(n["reserved"] for n in status["nodes"])
+
+    try:
+        pool.service.poll(freed, timeout, every=0.05)
+    except AssertionError:
+        raise AssertionError(f"still reserved after {timeout}s: {status['nodes']}") from None
+    return status
 
 
 def release_holders(pool, *jobids):

@@ -10,8 +10,9 @@ BLOCK = 4096
 # copy_file_range errors meaning "not between these two files": use sendfile
 NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS,
                             errno.EOPNOTSUPP, errno.ETXTBSY})
-# splice errors meaning "not between these two files"
-NO_SPLICE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
+# errors of splice and of a read that does not wait meaning "not done this
+# way on these files" (kernel or file system)
+UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 
 def copy_whole(sfd, dfd, size):
@@ -85,7 +86,7 @@ def read_nowait(fd, buf, offset, n):
     except BlockingIOError:
         return 0
     except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+        if exc.errno in UNSUPPORTED:
             return None
         raise
 
@@ -113,7 +114,7 @@ def splice_range(sfd, dfd, start, length, pipe_fds):
         try:
             n = os.splice(sfd, w, length - done, offset_src=start + done)
         except OSError as exc:
-            if done == 0 and exc.errno in NO_SPLICE:
+            if done == 0 and exc.errno in UNSUPPORTED:
                 return None
             raise
         if n == 0:
@@ -123,7 +124,7 @@ def splice_range(sfd, dfd, start, length, pipe_fds):
             try:
                 left -= os.splice(r, dfd, left, offset_dst=start + done + n - left)
             except OSError as exc:
-                if done == 0 and left == n and exc.errno in NO_SPLICE:
+                if done == 0 and left == n and exc.errno in UNSUPPORTED:
                     _drain(r, n)
                     return None
                 raise

@@ -4,8 +4,8 @@ tasks made while they run through a socket (run_stream).
 Each worker runs ``handler(task_index, send)`` (run_stream: ``handler(task,
 send)``) for the tasks it pulls; ``send(msg)`` passes MSG to the parent's
 ``on_message`` before the task ends (progress).  The parent gets those,
-per-task completion and the first failure.  Fork (not threads): small-file copying is Python-bound and the
-GIL would serialise it.
+per-task completion and the first failure.  Fork (not threads): small-file
+copying is Python-bound and the GIL would serialise it.
 """
 
 import collections
