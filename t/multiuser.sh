@@ -84,13 +84,15 @@ mu_munge() {
 }
 
 # the entry point as a site installs it (root-owned, in a root-owned
-# directory), reading its [rsa] table from $1 and flux_rsa from this tree
+# directory), reading its [rsa] table from $1, flux_rsa from this tree and
+# flux (its flux-security bindings) from flux-core's Python directory
 mu_entry_point() {
 	_dir=$(mktemp -d /tmp/rsa-t-imp.XXXXXX) && chmod 755 "$_dir" &&
 	MU_ADDED="$MU_ADDED dir:$_dir" &&
 	MU_ENTRY="$_dir/rsa-imp-run" &&
+	_fluxpy=$($MU_FLUXPY -c "import flux, os; print(os.path.dirname(list(flux.__path__).pop()))") &&
 	sed -e "s|@PYTHON@|${PYTHON:-/usr/bin/python3}|" \
-	    -e "s|@fluxpylibdir@|$RSA_SRCDIR/src/python|" \
+	    -e "s|@fluxpylibdir@|$RSA_SRCDIR/src/python:$_fluxpy|" \
 	    -e "s|@rsaconfdir@|$1|" \
 	    "$RSA_SRCDIR/src/libexec/rsa-imp-run.in" >"$MU_ENTRY" &&
 	chmod 755 "$MU_ENTRY"

@@ -180,10 +180,45 @@ test_expect_success 'the entry point refuses what is not its job' '
 	test_must_fail imp_run RSA_OP=measure RSA_OWNER=0 RSA_PATH=/root 2>uid.err &&
 	grep "RSA_OWNER=0: refusing to act as root" uid.err &&
 	test_must_fail imp_run RSA_OP=measure RSA_OWNER=$(id -u $MU_A) \
-		RSA_PATH="$T/$MU_B/secret" 2>perm.err &&
-	grep "Permission denied (as uid $(id -u $MU_A))" perm.err &&
+		RSA_PATH="$T/$MU_B/secret" 2>unsigned.err &&
+	grep "RSA_J is not set: RSA_OP=measure acts as uid $(id -u $MU_A) only with the job request that user signed" unsigned.err &&
 	test_must_fail runuser -u $MU_A -- env RSA_OP=check "$MU_IMP" run rsa 2>caller.err &&
 	grep "permission denied" caller.err
+'
+test_expect_success 'as a user, the instance owner does only what that user signed (J)' '
+	flux job info $a J >a.J && test -s a.J &&
+	ua=$(id -u $MU_A) && ub=$(id -u $MU_B) &&
+	imp_run RSA_OP=measure RSA_OWNER=$ua RSA_PATH="$T/$MU_A/in" RSA_J="$(cat a.J)" >measured.json &&
+	grep "\"files\": [1-9]" measured.json &&
+	test_must_fail imp_run RSA_OP=measure RSA_OWNER=$ub RSA_PATH="$T/$MU_B/secret" \
+		RSA_J="$(cat a.J)" 2>signer.err &&
+	grep "RSA_J is signed by uid $ua, not by RSA_OWNER=$ub" signer.err &&
+	test_must_fail imp_run RSA_OP=measure RSA_OWNER=$ua RSA_PATH="$T/$MU_A" \
+		RSA_J="$(cat a.J)" 2>path.err &&
+	grep "RSA_PATH=.$T/$MU_A.: not the rsa.data_in .$T/$MU_A/in. uid $ua signed" path.err &&
+	user_dir $MU_A "$T/$MU_A/elsewhere" &&
+	mkdir -p "$ROOTDIR/99.1/out" &&
+	test_must_fail imp_run RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=out RSA_MODE=copy \
+		RSA_SRC="$ROOTDIR/99.1/out" RSA_DST="$T/$MU_A/elsewhere" RSA_OWNER=$ua \
+		RSA_J="$(cat a.J)" 2>dst.err &&
+	grep "RSA_DST=.$T/$MU_A/elsewhere.: not the rsa.data_out" dst.err &&
+	printf "#!/bin/sh\\nid -u >/tmp/rsa-t-ran\\n" >"$T/evil.sh" && chmod 755 "$T/evil.sh" &&
+	test_must_fail imp_run RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=out RSA_MODE=script \
+		RSA_SCRIPT="$T/evil.sh" RSA_SRC="$ROOTDIR/99.1/out" RSA_DST="$T/$MU_A/out" \
+		RSA_OWNER=$ua RSA_J="$(cat a.J)" 2>script.err &&
+	grep "RSA_SCRIPT=.$T/evil.sh.: not the rsa.stage_out .copy. uid $ua signed" script.err &&
+	/usr/bin/python3 -c "import base64, json, sys
+head, body, sig = open(sys.argv[1]).read().strip().split(\".\")
+spec = json.loads(base64.b64decode(body))
+spec[\"attributes\"][\"system\"][\"rsa\"][\"data_in\"] = sys.argv[2]
+print(head, base64.b64encode(json.dumps(spec).encode()).decode(), sig, sep=\".\")
+" a.J "$T/$MU_A" >forged.J &&
+	test_must_fail imp_run RSA_OP=measure RSA_OWNER=$ua RSA_PATH="$T/$MU_A" \
+		RSA_J="$(cat forged.J)" 2>forged.err &&
+	grep "RSA_J: not a valid signature" forged.err &&
+	! test -e /tmp/rsa-t-ran &&
+	test -z "$(ls -A "$T/$MU_A/elsewhere")" &&
+	rmdir "$ROOTDIR/99.1/out" "$ROOTDIR/99.1"
 '
 test_expect_success GLUSTERFS 'A'"'"'s RAM disk over both RSA nodes: bricks and mounts through the IMP, as A'"'"'s' '
 	user_dir $MU_A "$T/$MU_A/out5" &&

@@ -82,3 +82,17 @@ def test_a_site_table_anyone_but_root_can_change_is_refused(top):
     with pytest.raises(Refused, match=r"rsa.toml is not a regular file that only root can "
                                       r"change \(chown root and chmod go-w it\)"):
         trust.site_table(conf)
+
+
+def test_an_installed_package_may_lie_behind_a_link_root_made(top):
+    real = os.path.join(top, "site-packages", "flux")
+    os.makedirs(real, 0o755)
+    os.symlink(os.path.join(top, "site-packages"), os.path.join(top, "python3"))
+    trust.secure_installed(os.path.join(top, "python3", "flux"), "flux-core's Python package")
+    os.lchown(os.path.join(top, "python3"), 65534, 65534)
+    with pytest.raises(Refused, match=r"python3 is a symbolic link owned by uid 65534: root "
+                       "follows only links root made"):
+        trust.secure_installed(os.path.join(top, "python3", "flux"), "flux-core's Python package")
+    os.chmod(real, 0o777)
+    with pytest.raises(Refused, match=r"site-packages/flux is owned by uid 0 with mode 0777"):
+        trust.secure_installed(real, "flux-core's Python package")

@@ -166,7 +166,7 @@ def stage_task(via, policy, request, workers=0):
                        script=method if mode == "script" else None, verify=request["verify"],
                        workers=workers or None,
                        replica=request.get("replica") if mode == "copy" and direction == "in"
-                       else None)
+                       else None, j=request.get("j"))
 
 
 def stage(via, policy, request, rank, environment, workers=0):
@@ -197,7 +197,8 @@ def sweep(via, policy, environment, nodes=1, ranks=None, report_kept=False, gone
 
 def measure(via, request, environment):
     """Measure subjob, on any pool node (they all see persistent storage)."""
-    task = via.command("measure", path=request["path"], owner=request["userid"])
+    task = via.command("measure", path=request["path"], owner=request["userid"],
+                       j=request.get("j"))
     return _jobspec(task, measure_name(request["jobid"], request["seq"]), environment)
 
 

@@ -91,7 +91,10 @@ FIELDS = {
             # bytes expected (a simulated stage lasts size / simulate_rate)
             "size": Optional(int, 0),
             # a staged copy of src on this node to copy from if it still matches src
-            "replica": Optional((str, type(None)), None)},
+            "replica": Optional((str, type(None)), None),
+            # the job's signed request (J): an operation run through the IMP
+            # acts as the job's owner only with it (privileged.signed)
+            "j": Optional((str, type(None)), None)},
     STOP: {"jobid": int, "seq": int},
     PURGE: {"jobid": int, "path": str, "data_in": (str, type(None)), "userid": int,
             "nodes": list},
@@ -102,7 +105,8 @@ FIELDS = {
     DRAIN: {"host": str, "reason": Optional(str, "")},
     UNDRAIN: {"host": str},
     DISCARD: {"path": str},
-    MEASURE: {"jobid": int, "seq": int, "path": str, "userid": int},
+    MEASURE: {"jobid": int, "seq": int, "path": str, "userid": int,
+              "j": Optional((str, type(None)), None)},
 }
 
 

@@ -4,8 +4,9 @@ starts either.
 
 * ``imp_main(conf_dir)``: the installed ``rsa-imp-run`` (root, through the
   IMP).  The caller is the instance owner; its request is checked
-  (``request.parse``) and it may act as root only under the site's
-  RAM-disk root (``trust.check``, from root-owned configuration).
+  (``request.parse``), it may act as a job's owner only as the owner's
+  signed job request asks (``signed.verify``) and as root only under the
+  site's RAM-disk root (``trust.check``, from root-owned configuration).
 * ``direct(environ)``: the same operations in this process, for a caller
   that already has the rights they need: a pool run by root (test
   instances, single-user root installs) or an unprivileged test install
@@ -22,7 +23,7 @@ import os
 import sys
 
 import flux_rsa
-from flux_rsa.privileged import ops, request, trust
+from flux_rsa.privileged import ops, request, signed, trust
 from flux_rsa.privileged.request import PREFIX, Refused
 
 PROG = "flux-rsa-helper"
@@ -50,6 +51,7 @@ def imp_main(conf_dir, environ=None):
     try:
         trust.secure_path(os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package")
         req = request.parse(environ, int(caller))
+        signed.verify(req)  # as the job owner only what the owner signed
         trust.check(req, conf_dir)
         scripts = trust.scripts(req, conf_dir)  # the site's, never the caller's
     except Refused as exc:

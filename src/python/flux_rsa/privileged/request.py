@@ -100,6 +100,21 @@ def name(var, value):
     return value
 
 
+#: the longest signed job request taken (an environment variable holds at
+#: most 128 KiB)
+MAX_J = 128 * 1024
+
+
+def job_request(var, value):
+    """A job's signed request (J) as flux-security writes it: printable
+    ASCII, no spaces.  Its signature is checked by ``signed.verify``."""
+    if not value or len(value) > MAX_J or not value.isascii() or not value.isprintable() \
+            or " " in value:
+        raise Refused(f"{var}: not a signed job request (J) of at most {MAX_J} printable "
+                      "characters (its value is not shown)")
+    return value
+
+
 def host(var, value):
     if not HOST.match(value or ""):
         raise Refused(f"{var}={value!r}: not a host name (letters, digits, '.', '_', '-')")
@@ -203,10 +218,12 @@ OPS = {
     "stage": Spec(
         {"ROOT": exact_path, "DIRECTION": one_of(("in", "out")), "MODE": one_of(MODES),
          "SRC": path, "DST": path, "OWNER": number},
-        {"SCRIPT": path, "VERIFY": one_of(VERIFY), "WORKERS": number, "REPLICA": exact_path},
+        {"SCRIPT": path, "VERIFY": one_of(VERIFY), "WORKERS": number, "REPLICA": exact_path,
+         # the job's signed request: through the IMP, what binds the rest to its owner
+         "J": job_request},
         for_owner=True,
         what="copy between a RAM disk area and a data directory, as the job owner"),
-    "measure": Spec({"PATH": path, "OWNER": number}, for_owner=True,
+    "measure": Spec({"PATH": path, "OWNER": number}, {"J": job_request}, for_owner=True,
                     what="size and file count of PATH, as the job owner"),
     "check": Spec({}, scripts=COMMAND_STEPS,
                   what="answer, to show the IMP runs this entry point (and the site's scripts "

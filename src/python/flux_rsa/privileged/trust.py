@@ -64,6 +64,27 @@ def secure_path(path, what):
         _entry(f"{what} {path}: {current}", current, directory=True)
 
 
+def secure_installed(path, what):
+    """Like secure_path, for where a package was installed: a component
+    may also be a symbolic link root owns (flux-core links its Python
+    directory into its own tree); where it leads is checked in turn."""
+    chain = ["/"]
+    for part in filter(None, path.split("/")):
+        chain.append(os.path.join(chain[-1], part))
+    for current in chain:
+        try:
+            st = os.lstat(current)
+        except OSError as exc:
+            raise Refused(f"{what} {path}: {current}: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid != 0:
+                raise Refused(f"{what} {path}: {current} is a symbolic link owned by uid "
+                              f"{st.st_uid}: root follows only links root made")
+        else:
+            _entry(f"{what} {path}: {current}", current, directory=True)
+    secure_path(os.path.realpath(path), what)
+
+
 def site_table(conf_dir):
     """The ``[rsa]`` table of the TOML files in ``conf_dir`` (later files
     win, as Flux reads them), after checking that only root can change them."""

@@ -23,8 +23,13 @@ class PostState(A.Action):
     record: Record
 
 
+#: pool actions that act as the job's owner on the user's paths: through
+#: the IMP they carry the job's signed request, J (privileged.signed)
+SIGNED = (A.StartStage, A.Measure)
+
+
 class Executor:
-    def __init__(self, h, log, pool, timers, active, mounts=None):
+    def __init__(self, h, log, pool, timers, active, mounts=None, signed=lambda: False):
         self.h = h
         self.log = log
         self.pool = pool
@@ -50,6 +55,10 @@ class Executor:
         }
         self.deliver = None  # deliver(jobid, event): Withdrawn answers go back to the core
         self.retries = {}  # jobid -> timer of a withdrawal to ask again
+        self.signed = signed  # signed() -> whether SIGNED actions need their J
+        #: jobid -> [(method, payload, needs J)] waiting for a J, in order:
+        #: a job's pool requests never overtake one another
+        self.waiting = {}
 
     def run(self, action):
         try:
@@ -60,7 +69,41 @@ class Executor:
     # --- the pool ---
 
     def pool_action(self, a):
-        self.pool.call(*wire.request(a))
+        method, payload = wire.request(a)
+        needs_j = isinstance(a, SIGNED) and self.signed()
+        queue = self.waiting.get(a.jobid)
+        if queue is None and not needs_j:
+            self.pool.call(method, payload)
+            return
+        if queue is None:
+            queue = self.waiting[a.jobid] = []
+        queue.append((method, payload, needs_j))
+        if len(queue) == 1:
+            self._send_waiting(a.jobid)
+
+    def _send_waiting(self, jobid):
+        """Send the job's waiting requests in order; one needing its J
+        waits for the lookup (job-info), then the rest follow."""
+        queue = self.waiting[jobid]
+        while queue and not queue[0][2]:
+            self.pool.call(*queue.pop(0)[:2])
+        if not queue:
+            del self.waiting[jobid]
+            return
+        method, payload, _ = queue[0]
+
+        def found(f):
+            try:
+                payload["j"] = f.get()["J"]
+            except (OSError, KeyError) as exc:
+                # sent without it: the entry point refuses it, naming RSA_J,
+                # and the stage fails as any stage that cannot run
+                self.log.error(f"rsa: job {jobid}: reading its signed request (J) for "
+                               f"rsa-pool.{method}: {getattr(exc, 'strerror', None) or exc!r}")
+            queue[0] = (method, payload, False)
+            self._send_waiting(jobid)
+
+        self.h.rpc("job-info.lookup", {"id": jobid, "keys": ["J"], "flags": 0}).then(found)
 
     # --- job-manager ---
 

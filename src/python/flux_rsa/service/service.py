@@ -66,7 +66,8 @@ class Service:
         self.drains = Drains(self.pool, self.store, store.load_drained(h))
         self.mounts = Mounts(h, log, self.via, self.withdrawn)
         self.timers = JobTimers(h, log, self.timer_fired)
-        self.execute = Executor(h, log, self.pool, self.timers.set, self.tracker.active, self.mounts)
+        self.execute = Executor(h, log, self.pool, self.timers.set, self.tracker.active, self.mounts,
+                                signed=lambda: self.via().mode == "imp")
         self.execute.deliver = self.withdrawn
         self.outbox = Outbox(h, log, self.execute.run, self.metrics, prepare=self.reusing)
         self.intake = Intake(h, log, self.tracker, self)

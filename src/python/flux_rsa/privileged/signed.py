@@ -1,0 +1,136 @@
+"""Binding a request that acts as a job's owner to what that owner signed.
+
+Through ``flux-imp run rsa`` the instance owner asks the entry point to read
+and write users' data as them (``stage``) and to measure a user's directory
+(``measure``).  The instance owner is not believed about whose data, or
+which: such a request carries the job's signed request, J (``RSA_J``, as
+job-ingest stored it), and the entry point acts only when
+
+* J's signature is valid, checked by flux-security as ``flux-imp exec``
+  checks it before it runs a job (same configuration, same mechanisms, same
+  maximum age), and J was signed by ``RSA_OWNER``;
+* the jobspec inside asks for exactly this: ``attributes.system.rsa``, read
+  as the service reads it (``core.request.parse_request``), names the
+  request's data directory (``data_in`` for a stage-in or a measure,
+  ``data_out`` for a stage-out) and its stage method (copy, tar, or the
+  user's script).
+
+So the instance owner can stage a user's data only where and how that user
+asked, as flux-imp lets it run only the jobs users signed.  (Like flux-imp
+exec, this does not stop a J from being used again for the same paths.)
+
+``check()`` is pure; ``unwrap()`` calls flux-security.
+"""
+
+import importlib.util
+import json
+import os
+
+from flux_rsa.core.request import BadRequest, parse_request
+from flux_rsa.privileged import trust
+from flux_rsa.privileged.request import PREFIX, Refused
+
+#: operations that act on a user's paths as that user: they need RSA_J
+OPS = ("stage", "measure")
+def _method(request):
+    """The stage method the jobspec must name for ``request``: None (copy),
+    "tar" or the script's path."""
+    mode = request["MODE"]
+    if mode == "copy":
+        return None
+    if mode in ("tar", "untar"):
+        return "tar"
+    return request["SCRIPT"]
+
+
+def _show(method):
+    return "copy" if method is None else method
+
+
+def check(request, payload, signer):
+    """Raise Refused unless the jobspec ``payload`` (bytes), signed by uid
+    ``signer``, asks for what ``request`` does."""
+    owner = request["OWNER"]
+    if signer != owner:
+        raise Refused(f"{PREFIX}J is signed by uid {signer}, not by {PREFIX}OWNER={owner}: "
+                      "acting as a user needs a job request that user signed")
+    try:
+        jobspec = json.loads(payload)
+        attrs = jobspec["attributes"]["system"].get("rsa")
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise Refused(f"{PREFIX}J does not hold a jobspec (signed payload is not one)") from None
+    try:
+        asked = parse_request(attrs)
+    except BadRequest as exc:
+        raise Refused(f"{PREFIX}J: its job request is not one the service takes: {exc}") from None
+    if request.op == "measure":
+        key, want, path = "data_in", asked.data_in, request["PATH"]
+    elif request["DIRECTION"] == "in":
+        key, want, path = "data_in", asked.data_in, request["SRC"]
+    else:
+        key, want, path = "data_out", asked.data_out, request["DST"]
+    if want is None:
+        raise Refused(f"{PREFIX}J: uid {owner}'s job sets no rsa.{key}: nothing of theirs to "
+                      f"{'measure' if request.op == 'measure' else 'stage'}")
+    if path != want:
+        var = "PATH" if request.op == "measure" else ("SRC" if key == "data_in" else "DST")
+        raise Refused(f"{PREFIX}{var}={path!r}: not the rsa.{key} {want!r} uid {owner} signed "
+                      f"in {PREFIX}J")
+    if request.op == "stage":
+        step = "stage_in" if request["DIRECTION"] == "in" else "stage_out"
+        method, signed_method = _method(request), getattr(asked, step)
+        if method != signed_method:
+            raise Refused(f"{PREFIX}MODE={request['MODE']}"
+                          + (f" {PREFIX}SCRIPT={method!r}" if request["MODE"] == "script" else "")
+                          + f": not the rsa.{step} {_show(signed_method)!r} uid {owner} signed "
+                          f"in {PREFIX}J")
+
+
+def unwrap(j, config=None):
+    """(payload, signer) of the signed ``j``, checked by flux-security with
+    the configuration flux-imp uses (``config``: another one's file
+    pattern); Refused if it is not valid.  Root imports flux's bindings
+    only from directories only root can change."""
+    spec = importlib.util.find_spec("flux")
+    if spec is None or not spec.submodule_search_locations:
+        raise Refused(f"cannot check {PREFIX}J: flux-core's Python package is not beside "
+                      "flux_rsa (install flux-rsa into flux-core's Python directory)")
+    for where in spec.submodule_search_locations:
+        where = os.path.abspath(where)
+        for package in (where, os.path.join(os.path.dirname(where), "_flux")):
+            if os.path.isdir(package):
+                trust.secure_installed(package, "flux-core's Python package")
+    try:
+        from flux.security import SecurityContext
+    except ImportError as exc:
+        raise Refused(f"cannot check {PREFIX}J: flux-security's Python bindings are missing "
+                      f"({exc}): flux-core must be built --with-flux-security") from None
+    try:
+        context = SecurityContext(config)
+    except OSError as exc:
+        raise Refused(f"cannot check {PREFIX}J: flux-security's configuration: "
+                      f"{_why(exc)}") from None
+    try:
+        payload, signer = context.sign_unwrap(j.encode())
+    except OSError as exc:
+        raise Refused(f"{PREFIX}J: not a valid signature: {_why(exc)}") from None
+    return bytes(payload), signer
+
+
+def _why(exc):
+    """flux-security's message (its bindings give bytes)."""
+    why = exc.strerror or str(exc)
+    return why.decode(errors="replace") if isinstance(why, bytes) else why
+
+
+def verify(request, unwrap=unwrap):
+    """Raise Refused unless ``request`` (an operation of OPS) carries a J
+    that its owner signed asking for it; other operations pass."""
+    if request.op not in OPS:
+        return
+    j = request.get("J")
+    if j is None:
+        raise Refused(f"{PREFIX}J is not set: {PREFIX}OP={request.op} acts as uid "
+                      f"{request['OWNER']} only with the job request that user signed "
+                      "(the service sends it; a pool of an older flux-rsa does not)")
+    check(request, *unwrap(j))
