@@ -220,6 +220,16 @@ print(head, base64.b64encode(json.dumps(spec).encode()).decode(), sig, sep=\".\"
 	test -z "$(ls -A "$T/$MU_A/elsewhere")" &&
 	rmdir "$ROOTDIR/99.1/out" "$ROOTDIR/99.1"
 '
+test_expect_success 'nor stage out as the user what the instance owner put on a RAM disk' '
+	mkdir -p "$ROOTDIR/98.1/out" && echo planted >"$ROOTDIR/98.1/out/planted" &&
+	chown -R $MU_FLUX: "$ROOTDIR/98.1/out" && chmod -R a+rX "$ROOTDIR/98.1/out" &&
+	test_must_fail imp_run RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=out RSA_MODE=copy \
+		RSA_SRC="$ROOTDIR/98.1/out" RSA_DST="$T/$MU_A/out" RSA_OWNER=$(id -u $MU_A) \
+		RSA_J="$(cat a.J)" 2>planted.err &&
+	grep "RSA_SRC=.$ROOTDIR/98.1/out. is a directory owned by uid $(id -u $MU_FLUX), not by RSA_OWNER=$(id -u $MU_A)" planted.err &&
+	! test -e "$T/$MU_A/out/planted" &&
+	rm -r "$ROOTDIR/98.1"
+'
 test_expect_success GLUSTERFS 'A'"'"'s RAM disk over both RSA nodes: bricks and mounts through the IMP, as A'"'"'s' '
 	user_dir $MU_A "$T/$MU_A/out5" &&
 	g=$(mu_as $MU_A flux submit -N2 --setattr=rsa.data_out="$T/$MU_A/out5" \

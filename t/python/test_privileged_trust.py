@@ -96,3 +96,28 @@ def test_an_installed_package_may_lie_behind_a_link_root_made(top):
     os.chmod(real, 0o777)
     with pytest.raises(Refused, match=r"site-packages/flux is owned by uid 0 with mode 0777"):
         trust.secure_installed(real, "flux-core's Python package")
+
+
+def test_a_stage_works_only_on_areas_its_owner_owns(top):
+    ramdisk = os.path.join(top, "12.1")
+    for area, uid in (("in", 1001), ("out", 990)):
+        os.makedirs(os.path.join(ramdisk, area))
+        os.chown(os.path.join(ramdisk, area), uid, uid)
+
+    def stage(direction, **more):
+        values = dict(root=top, direction=direction, mode="copy", owner=1001,
+                      src="/home/a/in" if direction == "in" else f"{ramdisk}/out",
+                      dst=f"{ramdisk}/in" if direction == "in" else "/home/a/out", **more)
+        return parse(environment("stage", **values), 990)
+
+    trust.owner_areas(stage("in"))
+    # the out area here was filled by uid 990 (the instance owner), not the user
+    with pytest.raises(Refused, match=r"RSA_SRC='.*/12.1/out' is a directory owned by uid 990, "
+                       "not by RSA_OWNER=1001: a stage works only on the areas of a RAM disk"):
+        trust.owner_areas(stage("out"))
+    other = os.path.join(top, "13.1", "in")  # another RAM disk, filled by uid 990
+    os.makedirs(other)
+    os.chown(other, 990, 990)
+    with pytest.raises(Refused, match=r"RSA_REPLICA='.*/13.1/in' is a directory owned by uid 990"):
+        trust.owner_areas(stage("in", replica=other))
+    trust.owner_areas(parse(environment("sweep", root=top), 990))  # not a stage: nothing to check

@@ -145,6 +145,32 @@ def check(request, conf_dir):
                       f"{site_root(conf_dir)!r} ([rsa] ramdisk-root in {conf_dir})")
 
 
+def owner_areas(request):
+    """Raise Refused unless the RAM-disk areas a stage reads or writes as the
+    job owner (its RAM-disk side, and a REPLICA it copies from) are real
+    directories that owner owns: the areas of a RAM disk made for that
+    owner, which only the owner's job and stages fill.  Staging out from an
+    area the instance owner filled would put its files into the user's
+    data_out as the user."""
+    if request.op != "stage":
+        return
+    owner = request["OWNER"]
+    side = "DST" if request["DIRECTION"] == "in" else "SRC"
+    for var in (side, "REPLICA"):
+        area = request.get(var)
+        if area is None:
+            continue
+        try:
+            st = os.lstat(area)
+        except OSError as exc:
+            raise Refused(f"{PREFIX}{var}={area!r}: {exc.strerror}") from None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != owner:
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a directory"
+            raise Refused(f"{PREFIX}{var}={area!r} is {kind} owned by uid {st.st_uid}, not by "
+                          f"{PREFIX}OWNER={owner}: a stage works only on the areas of a RAM "
+                          "disk made for the job's owner")
+
+
 def secure_file(path, what):
     """Raise Refused unless ``path`` is an absolute path of a regular,
     executable file that only root (or, in a pool not run by root, its
