@@ -57,21 +57,23 @@ def _entry(shown, path, directory, owners=(0,)):
 def secure_path(path, what):
     """Raise Refused unless every component of the absolute ``path`` is a
     real directory (no symbolic link) that only root can change."""
+    for current in _chain(path):
+        _entry(f"{what} {path}: {current}", current, directory=True)
+
+
+def _chain(path):
+    """The root, then each longer prefix of the absolute ``path``."""
     chain = ["/"]
     for part in filter(None, path.split("/")):
         chain.append(os.path.join(chain[-1], part))
-    for current in chain:
-        _entry(f"{what} {path}: {current}", current, directory=True)
+    return chain
 
 
 def secure_installed(path, what):
     """Like secure_path, for where a package was installed: a component
     may also be a symbolic link root owns (flux-core links its Python
     directory into its own tree); where it leads is checked in turn."""
-    chain = ["/"]
-    for part in filter(None, path.split("/")):
-        chain.append(os.path.join(chain[-1], part))
-    for current in chain:
+    for current in _chain(path):
         try:
             st = os.lstat(current)
         except OSError as exc:
