@@ -21,6 +21,7 @@ from flux.job import JobspecV1
 
 from flux_rsa.core.config import COMMAND_PORTS
 from flux_rsa.privileged.caller import subjob_environment
+from flux_rsa.privileged.request import stage_mode
 
 OUTPUT_BATCH = 0.05
 
@@ -155,12 +156,7 @@ def stage_task(via, policy, request, workers=0):
     script always gets the RAM-disk directory first and the data directory
     second (thesis Appendix U), whichever way the data goes."""
     direction, method = request["direction"], request["method"]
-    if method is None:
-        mode = "copy"
-    elif method == "tar":
-        mode = "untar" if direction == "in" else "tar"
-    else:
-        mode = "script"
+    mode = stage_mode(direction, method)
     return via.command("stage", root=policy.ramdisk_root, direction=direction, mode=mode,
                        src=request["src"], dst=request["dst"], owner=request["userid"],
                        script=method if mode == "script" else None, verify=request["verify"],

@@ -28,23 +28,10 @@ import os
 
 from flux_rsa.core.request import BadRequest, parse_request
 from flux_rsa.privileged import trust
-from flux_rsa.privileged.request import PREFIX, Refused
+from flux_rsa.privileged.request import PREFIX, Refused, stage_mode
 
 #: operations that act on a user's paths as that user: they need RSA_J
 OPS = ("stage", "measure")
-def _method(request):
-    """The stage method the jobspec must name for ``request``: None (copy),
-    "tar" or the script's path."""
-    mode = request["MODE"]
-    if mode == "copy":
-        return None
-    if mode in ("tar", "untar"):
-        return "tar"
-    return request["SCRIPT"]
-
-
-def _show(method):
-    return "copy" if method is None else method
 
 
 def check(request, payload, signer):
@@ -64,25 +51,25 @@ def check(request, payload, signer):
     except BadRequest as exc:
         raise Refused(f"{PREFIX}J: its job request is not one the service takes: {exc}") from None
     if request.op == "measure":
-        key, want, path = "data_in", asked.data_in, request["PATH"]
+        key, var = "data_in", "PATH"
     elif request["DIRECTION"] == "in":
-        key, want, path = "data_in", asked.data_in, request["SRC"]
+        key, var = "data_in", "SRC"
     else:
-        key, want, path = "data_out", asked.data_out, request["DST"]
+        key, var = "data_out", "DST"
+    want, path = getattr(asked, key), request[var]
     if want is None:
         raise Refused(f"{PREFIX}J: uid {owner}'s job sets no rsa.{key}: nothing of theirs to "
                       f"{'measure' if request.op == 'measure' else 'stage'}")
     if path != want:
-        var = "PATH" if request.op == "measure" else ("SRC" if key == "data_in" else "DST")
         raise Refused(f"{PREFIX}{var}={path!r}: not the rsa.{key} {want!r} uid {owner} signed "
                       f"in {PREFIX}J")
     if request.op == "stage":
         step = "stage_in" if request["DIRECTION"] == "in" else "stage_out"
-        method, signed_method = _method(request), getattr(asked, step)
-        if method != signed_method:
-            raise Refused(f"{PREFIX}MODE={request['MODE']}"
-                          + (f" {PREFIX}SCRIPT={method!r}" if request["MODE"] == "script" else "")
-                          + f": not the rsa.{step} {_show(signed_method)!r} uid {owner} signed "
+        method, mode = getattr(asked, step), request["MODE"]
+        script = request.get("SCRIPT")  # set exactly when mode is script (request.parse)
+        if mode != stage_mode(request["DIRECTION"], method) or (script and script != method):
+            raise Refused(f"{PREFIX}MODE={mode}" + (f" {PREFIX}SCRIPT={script!r}" if script else "")
+                          + f": not the rsa.{step} {method or 'copy'!r} uid {owner} signed "
                           f"in {PREFIX}J")
 
 
