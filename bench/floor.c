@@ -10,9 +10,12 @@
  *
  * With "tmpfile" each file is created unnamed (O_TMPFILE) and named with
  * linkat once complete, so that a final name never holds a partial file.
- * With "guarded" it also makes the other system calls the stager's guarantees
- * need, and nothing more: a stat of every entry while listing (the plan's
- * sizes and times), and after the copy a stat of every copied file by its
+ * With "guarded" it makes the system calls the stager's guarantees need, and
+ * nothing more: a stat of every entry while listing (the plan's sizes and
+ * times); each new directory of DST made under a hidden name, its files
+ * created in it under their final names, and renamed to its name when all
+ * is in (so that no final path holds a partial file, as the stager does
+ * for a new directory), and files of DST itself made as with "tmpfile"; after the copy a stat of every copied file by its
  * name (--verify size); and, as the stager does, one more process flushes
  * DST's file system (syncfs) every FLUSH_INTERVAL_US while the files are
  * copied, so that the final sync finds little left.  Its time is what a
@@ -81,7 +84,21 @@ static void walk(int src)
     }
 }
 
-static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t size)
+/* Where directory REL ("./a/b") of SRC is made under DST: guarded, inside
+ * the hidden name of its top directory ("./.rsa-floor.a.tmp/b"). */
+static void dst_path(const char *rel, char *out, size_t len)
+{
+    const char *top = rel + 2, *rest = strchr(top, '/');
+    if (!guarded || !strcmp(rel, ".")) {
+        snprintf(out, len, "%s", rel);
+        return;
+    }
+    int n = rest ? (int)(rest - top) : (int)strlen(top);
+    snprintf(out, len, "./.rsa-floor.%.*s.tmp%s", n, top, rest ? rest : "");
+}
+
+static void copy_file(int sdir, int ddir, const char *name, char *buf, size_t size,
+                      int unnamed)
 {
     struct stat st;
     int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW);
@@ -118,14 +135,18 @@ static void copy_share(int src, int dst, int p, int nproc)
     static char buf[1 << 20];
     for (int i = p; i < ndirs; i += nproc) {
         int sdir = openat(src, dirs[i], O_RDONLY | O_DIRECTORY);
-        int ddir = openat(dst, dirs[i], O_RDONLY | O_DIRECTORY);
+        char where[4096];
+        dst_path(dirs[i], where, sizeof(where));
+        int ddir = openat(dst, where, O_RDONLY | O_DIRECTORY);
         DIR *d = sdir < 0 ? NULL : fdopendir(dup(sdir));
         struct dirent *e;
         if (!d || ddir < 0)
             die("open", dirs[i]);
         while ((e = readdir(d)))
             if (entry_type(sdir, e) == DT_REG)
-                copy_file(sdir, ddir, e->d_name, buf, sizeof(buf));
+                /* guarded: DST itself was there, its files go in unnamed */
+                copy_file(sdir, ddir, e->d_name, buf, sizeof(buf),
+                          unnamed || (guarded && i == 0));
         closedir(d);
         close(sdir);
         close(ddir);
@@ -193,8 +214,8 @@ static pid_t start_flusher(int dst)
 int main(int argc, char **argv)
 {
     guarded = argc == 5 && !strcmp(argv[4], "guarded");
-    unnamed = guarded || (argc == 5 && !strcmp(argv[4], "tmpfile"));
-    if (argc != 4 && !unnamed) {
+    unnamed = argc == 5 && !strcmp(argv[4], "tmpfile");
+    if (argc != 4 && !unnamed && !guarded) {
         fprintf(stderr, "usage: floor SRC DST NPROC [tmpfile|guarded]\n");
         return 2;
     }
@@ -209,9 +230,12 @@ int main(int argc, char **argv)
     dirs[ndirs++] = ".";
     walk(src);
     umask(0);
-    for (int i = 1; i < ndirs; i++)
-        if (mkdirat(dst, dirs[i], 0755) < 0)
-            die("mkdir", dirs[i]);
+    char where[4096];
+    for (int i = 1; i < ndirs; i++) {
+        dst_path(dirs[i], where, sizeof(where));
+        if (mkdirat(dst, where, 0755) < 0)
+            die("mkdir", where);
+    }
     pid_t flusher = guarded ? start_flusher(dst) : 0;
     int failed = in_parallel(copy_share, src, dst, nproc);
     if (flusher) {
@@ -220,5 +244,12 @@ int main(int argc, char **argv)
     }
     if (failed)
         return 1;
+    for (int i = 1; guarded && i < ndirs; i++) {
+        if (strchr(dirs[i] + 2, '/'))
+            continue; /* inside a top directory: named with it */
+        dst_path(dirs[i], where, sizeof(where));
+        if (renameat(dst, where, dst, dirs[i]) < 0)
+            die("rename", where);
+    }
     return guarded ? in_parallel(verify_share, src, dst, nproc) : 0;
 }

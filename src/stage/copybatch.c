@@ -7,7 +7,7 @@
  * interpreter between them: open the source (no link followed, no FIFO
  * waited on), announce its read (POSIX_FADV_WILLNEED) unless it lies in
  * memory, create the copy unnamed (O_TMPFILE) or under a hidden temporary
- * name, copy it, fail if the source's size is not the planned one, set
+ * name (or, in a directory nobody sees yet, under its final name), copy it, fail if the source's size is not the planned one, set
  * owner, set-ID bits and times, start its write-back if asked, and only then
  * give it its final name (linkat, or rename over an older version).  A
  * final name never holds a partial file.
@@ -54,6 +54,7 @@ struct cb_file {
 #define CB_TMPFILE 2   /* create unnamed files; else under temporary names */
 #define CB_LINK_PROC 4 /* name unnamed files through /proc/self/fd */
 #define CB_WRITEBACK 8 /* start write-back of files of SMALL bytes and more */
+#define CB_DIRECT 16   /* create under the final name: DDIR is still hidden */
 
 /* where a file failed */
 enum { CB_OPEN = 1, CB_CREATE, CB_COPY, CB_CHANGED, CB_META, CB_NAME, CB_CLOSE };
@@ -227,8 +228,16 @@ static int copy_one(const struct cb_file *f, int i, int s, int ddir, const char 
 {
     const char *name = names + f->name;
     char tmp[256] = "";
-    int d;
-    if (flags & CB_TMPFILE) {
+    int d, named = 0;
+    if (flags & CB_DIRECT) {
+        /* a file there is a killed run's, maybe partial: replaced */
+        int again = 1;
+        do
+            d = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       f->mode & 07777);
+        while (d < 0 && errno == EEXIST && again-- && unlinkat(ddir, name, 0) == 0);
+        named = d >= 0;
+    } else if (flags & CB_TMPFILE) {
         d = openat(ddir, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, f->mode & 07777);
     } else {
         temp_name(nm, tmp, sizeof(tmp));
@@ -237,7 +246,7 @@ static int copy_one(const struct cb_file *f, int i, int s, int ddir, const char 
     }
     if (d < 0)
         return fail(out, i, CB_CREATE, errno, 0);
-    int step = CB_COPY, err = 0, named = 0;
+    int step = CB_COPY, err = 0;
     int64_t done = f->size < SMALL ? copy_small(s, d, f->size) : copy_kernel(s, d, f->size);
     if (done < 0) {
         err = errno;
@@ -252,7 +261,7 @@ static int copy_one(const struct cb_file *f, int i, int s, int ddir, const char 
         err = errno;
         goto bad;
     }
-    if (!tmp[0]) {
+    if (!tmp[0] && !named) {
         step = CB_NAME;
         if (name_unnamed(d, ddir, name, flags, nm) < 0) {
             err = errno;

@@ -5,12 +5,14 @@ import signal
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
 
 from flux_rsa.stage import copy as copymod, plan as planmod
-from test_stage_helpers import PY, PYPATH, allocated, make_tree, rsync_diff, stage, tmpfs
+from test_stage_helpers import (PY, PYPATH, allocated, make_tree, nobody_tree, rsync_diff,
+                                stage, tmpfs)
 
 
 def test_copy_matches_rsync_a(tmp_path):
@@ -137,6 +139,9 @@ def _big_tree(base, nfiles=400, size=256 << 10):
 
 
 def test_killed_run_resumes_without_recopying(tmp_path):
+    # the directories are new: the copy fills them under hidden names, so a
+    # hard kill leaves nothing under a final name; the run started again
+    # takes them up and keeps the files they hold complete
     src = tmp_path / "src"
     _big_tree(src)
     dst = tmp_path / "dst"
@@ -153,16 +158,54 @@ def test_killed_run_resumes_without_recopying(tmp_path):
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    complete = {p: (os.stat(p).st_ino, os.stat(p).st_ctime_ns) for p in dst.rglob("f*")}
-    assert complete, "the copy finished or never started before the kill"
-    for p in complete:  # nothing under a final name is partial
-        assert os.path.getsize(p) == 256 << 10
+    seen = {}  # final path -> (inode, ctime) of each file complete at the kill
+    for p in dst.rglob("f*"):
+        final = Path(*[part.removeprefix(".rsa-stage.0.d.").removesuffix(".tmp")
+                       if part.startswith(".rsa-stage.0.d.") else part
+                       for part in p.relative_to(dst).parts])
+        if p.name != final.name or not p.is_file():
+            continue
+        st = os.stat(p)
+        if st.st_size == 256 << 10 and st.st_mtime_ns == os.stat(src / final).st_mtime_ns:
+            seen[dst / final] = (st.st_ino, st.st_ctime_ns)
+    assert seen, "the copy finished or never started before the kill"
+    assert not any((dst / f"d{d}").exists() for d in range(4)), sorted(dst.iterdir())
     stage("copy", src, dst, check=0)
     assert rsync_diff(src, dst) == ""
-    for p, ident in complete.items():
+    for p, ident in seen.items():
         assert (os.stat(p).st_ino, os.stat(p).st_ctime_ns) == ident, p
     leftovers = [p for p in dst.rglob(".rsa-stage.*")]
     assert leftovers == []
+
+
+def test_a_failed_copy_names_the_new_directories_it_filled():
+    # run as nobody, one file it may not read: the stage fails, and the new
+    # directories it filled get their names (every file in them is whole),
+    # the unreadable file missing; run again once readable, it completes
+    with nobody_tree() as (src, out):
+        for d in ("a", "b"):
+            os.mkdir(os.path.join(src, d, "deep"))
+        secret = os.path.join(src, "b", "f300")
+        os.chmod(secret, 0o600)
+        proc = stage("copy", src, out, "--as-user", "nobody")
+        assert proc.returncode == 4, proc.stderr
+        assert f"{secret}: Permission denied" in proc.stderr.decode()
+        assert sorted(os.listdir(out)) == ["a", "b"]
+        for d in ("a", "b"):
+            for name in os.listdir(os.path.join(out, d)):
+                if name.startswith("f"):
+                    assert os.path.getsize(os.path.join(out, d, name)) == int(name[1:])
+        assert not os.path.exists(os.path.join(out, "b", "f300"))
+        os.chmod(secret, 0o644)
+        proc = stage("copy", src, out, "--as-user", "nobody")
+        assert proc.returncode == 0, proc.stderr
+
+        def tree(top):
+            return sorted((str(p.relative_to(top)), p.read_bytes() if p.is_file() else None)
+                          for p in Path(top).rglob("*"))
+
+        assert tree(out) == tree(src)
+        assert not [p for p in Path(out).rglob(".rsa-stage.*")]
 
 
 @pytest.mark.parametrize("tmpfile", [True, False], ids=["o_tmpfile", "named_tmp"])
@@ -267,3 +310,29 @@ def test_two_workers_start_in_different_directories(tmp_path):
 @given(st.lists(st.integers(), max_size=300), st.integers(1, 9))
 def test_interleaving_keeps_every_task_once(tasks, n):
     assert sorted(copymod.interleave(tasks, n)) == sorted(tasks)
+
+
+def test_a_file_in_a_hidden_directory_is_written_under_its_name(tmp_path):
+    # the Python loop's way for a new directory not named yet: the file is
+    # created under its final name, a partial one a killed run left replaced
+    from flux_rsa.stage import fsutil
+    from flux_rsa.stage.filewrite import FileWriter
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"whole")
+    p = planmod.walk(os.fsencode(src))
+    d = tmp_path / "hidden"
+    d.mkdir()
+    (d / "a").write_bytes(b"wh")
+    w = FileWriter(p, os.fsencode(d), fsutil.TmpNames(b"0"), chown=False)
+    sfd = os.open(src / "a", os.O_RDONLY)
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        w.write(p.files[0], sfd, dfd, hidden=True)
+    finally:
+        os.close(sfd)
+        os.close(dfd)
+    assert os.listdir(d) == ["a"]
+    assert (d / "a").read_bytes() == b"whole"
+    assert os.stat(d / "a").st_mtime_ns == p.files[0].mtime

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from test_stage_helpers import failing_disk, make_tree, stage, tmpfs
+from test_stage_helpers import failing_disk, make_tree, nobody_tree, stage, tmpfs
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
 
@@ -208,25 +208,9 @@ def test_tar_unreadable_file_or_directory_named_exit_4(tmp_path):
     # run as nobody: a file and then a directory it may not read, among
     # enough files for several batches; the error names the entry and
     # nothing is left in the destination
-    import pwd
-    import shutil
-    import tempfile
-
-    nobody = pwd.getpwnam("nobody")
-    base = tempfile.mkdtemp(dir="/tmp", prefix="rsa-test-")
-    try:
-        os.chmod(base, 0o755)
-        src = os.path.join(base, "src")
-        for d in ("a", "b"):
-            os.makedirs(os.path.join(src, d))
-            for i in range(600):
-                with open(os.path.join(src, d, f"f{i:03d}"), "wb") as f:
-                    f.write(b"x" * i)
+    with nobody_tree() as (src, out):
         secret = os.path.join(src, "b", "f300")
         os.chmod(secret, 0o600)
-        out = os.path.join(base, "out")
-        os.mkdir(out)
-        os.chown(out, nobody.pw_uid, nobody.pw_gid)
         proc = stage("tar", src, out, "--as-user", "nobody")
         assert proc.returncode == 4, proc.stderr
         line = _one_line(proc)
@@ -239,8 +223,6 @@ def test_tar_unreadable_file_or_directory_named_exit_4(tmp_path):
         assert proc.returncode == 4, proc.stderr
         assert f"{locked}: Permission denied" in _one_line(proc)
         assert os.listdir(out) == []
-    finally:
-        shutil.rmtree(base)
 
 
 def test_verify_names_a_mode_the_destination_did_not_keep(tmp_path):

@@ -22,6 +22,33 @@ def stage(*args, user=None, check=None):
 
 
 @contextlib.contextmanager
+def nobody_tree(dirs=("a", "b"), per_dir=600):
+    """A source nobody can read and a destination nobody owns, under /tmp
+    (root's tmp_path is closed to others): SRC/<d>/fNNN of NNN bytes for
+    each of DIRS.  Yields (src, out); removed at the end."""
+    import pwd
+    import shutil
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    base = tempfile.mkdtemp(dir="/tmp", prefix="rsa-test-")
+    try:
+        os.chmod(base, 0o755)
+        src = os.path.join(base, "src")
+        for d in dirs:
+            os.makedirs(os.path.join(src, d))
+            for i in range(per_dir):
+                with open(os.path.join(src, d, f"f{i:03d}"), "wb") as f:
+                    f.write(b"x" * i)
+        out = os.path.join(base, "out")
+        os.mkdir(out)
+        os.chown(out, nobody.pw_uid, nobody.pw_gid)
+        yield src, out
+    finally:
+        shutil.rmtree(base)
+
+
+@contextlib.contextmanager
 def tmpfs(mnt, size):
     """A tmpfs of SIZE (e.g. "1m") mounted on the new directory MNT (root
     only), unmounted at the end."""

@@ -54,17 +54,18 @@ class Copied:
     """One in-process copy with the C loop (no worker processes): what it
     copied, and the error it raised."""
 
-    def __init__(self, src, dst, tmpfile=True, plan=None):
+    def __init__(self, src, dst, tmpfile=True, plan=None, hide=False, before_publish=None):
         self.plan = plan or planmod.walk(os.fsencode(src))
         planmod.compare_dest(self.plan, os.fsencode(dst), b"0")
-        self.copier = c = Copier(self.plan, os.fsencode(dst), workers=1, tmpfile=tmpfile)
+        self.copier = c = Copier(self.plan, os.fsencode(dst), workers=1, tmpfile=tmpfile,
+                                 hide=hide)
         assert c.lib is not None, os.environ.get(native.ENV)
         self.in_c = []
         self.error = None
         call = native.BatchCopier._call
 
-        def counted(batch, recs, start, n, names, sdir, ddir):
-            done = call(batch, recs, start, n, names, sdir, ddir)
+        def counted(batch, recs, start, n, names, sdir, ddir, hidden):
+            done = call(batch, recs, start, n, names, sdir, ddir, hidden)
             self.in_c.append(done)
             return done
 
@@ -75,6 +76,9 @@ class Copied:
             for task in make_tasks(self.plan.files):
                 assert task[0] == "B"
                 c._batch(task[1], task[2])
+            if before_publish is not None:
+                before_publish()
+            c.publish()
             c.finish_dirs()
         except StageError as exc:
             self.error = exc
@@ -141,6 +145,33 @@ def test_the_c_loop_replaces_an_older_file_whole(tmp_path, library, monkeypatch,
     assert held.read() == b"old"
     held.close()
     assert sorted(os.listdir(dst)) == ["a"]
+
+
+def test_the_c_loop_writes_in_place_in_a_hidden_new_directory(tmp_path, library,
+                                                              monkeypatch):
+    # a new directory is filled under its hidden name, its files created
+    # under their final names; one a killed run left there (partial) is
+    # replaced; the directory gets its name when all is in
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    (src / "new").mkdir(parents=True)
+    (src / "new" / "a").write_bytes(b"all of a")
+    (src / "new" / "b").write_bytes(b"all of b")
+    dst = tmp_path / "dst"
+    hidden = dst / ".rsa-stage.0.d.new.tmp"
+    hidden.mkdir(parents=True)
+    (hidden / "a").write_bytes(b"al")  # a killed run's partial file
+    seen = {}
+
+    def look():
+        seen["final"] = (dst / "new").exists()
+        seen["hidden"] = sorted(os.listdir(hidden))
+
+    run = Copied(src, dst, hide=True, before_publish=look)
+    assert run.error is None and run.in_c == [2]
+    assert seen == {"final": False, "hidden": ["a", "b"]}
+    assert rsync_diff(src, dst) == ""
+    assert os.listdir(dst) == ["new"]  # the partial a replaced: rsync_diff is ""
 
 
 def _stage_error(src, dst, engine, library, monkeypatch, change):

@@ -124,7 +124,7 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
                      t.files_done, t.files_total)
 
     c = Copier(p, dst, workers=workers, tag=tag, progress=copy_progress,
-               writeback=sync)
+               writeback=sync, hide=walker is not None)
     try:
         try:
             tally = c.run(walker)

@@ -115,8 +115,10 @@ class BigFiles:
     """The parent's side: each big file's temporary file, created full
     size before the copy, and the bytes still to come into it."""
 
-    def __init__(self, plan, dst, names, writer):
+    def __init__(self, plan, dst, names, writer, dst_rel=None):
         self.plan = plan
+        # directory index -> its path under DST now (Copier.dst_rel)
+        self.dst_rel = dst_rel or (lambda d: plan.dirs[d].rel)
         self.dst = dst
         self.names = names
         self.writer = writer
@@ -157,7 +159,7 @@ class BigFiles:
         path = fsutil.full(self.dst, self.plan.rel(f))
         chown = self.writer.chown
         try:
-            dfd = fsutil.open_dir(dst_root, self.plan.dirs[f.d].rel)
+            dfd = fsutil.open_dir(dst_root, self.dst_rel(f.d))
             try:
                 fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
                              dir_fd=dfd)
@@ -180,7 +182,7 @@ class BigFiles:
         """Remove the temporary files of big files not finished."""
         for i, name in self.tmp.items():
             try:
-                dfd = fsutil.open_dir(dst_root, self.plan.dirs[self.plan.files[i].d].rel)
+                dfd = fsutil.open_dir(dst_root, self.dst_rel(self.plan.files[i].d))
                 try:
                     os.unlink(name, dir_fd=dfd)
                 finally:

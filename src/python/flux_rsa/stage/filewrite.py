@@ -4,7 +4,9 @@ The file is written as an unnamed file (O_TMPFILE) in its final directory
 and given its name (linkat) once complete, or, where the file system
 cannot do that, written under a hidden temporary name and renamed into
 place; either way a final name always holds a whole file, with its owner,
-mode and times set before it gets that name.
+mode and times set before it gets that name.  In a directory that is
+itself still under a hidden temporary name (a new directory, see copy.py)
+the file is written under its final name at once: no one looks there yet.
 """
 
 import errno
@@ -56,14 +58,18 @@ class FileWriter:
         finally:
             os.close(fd)
 
-    def write(self, f, sfd, ddir):
+    def write(self, f, sfd, ddir, hidden=False):
         """Copy file F from SFD (its source, or the archive holding it) into
-        directory DDIR."""
+        directory DDIR; HIDDEN: DDIR is not seen yet, F is created under its
+        final name."""
         name = None  # the temporary name, when O_TMPFILE is not used
-        named = False  # the unnamed file has its final name
+        named = hidden  # the file has its final name
         reading = True
         try:
-            dfd, name = self._create(f, ddir)
+            if hidden:
+                dfd = self._create_hidden(f, ddir)
+            else:
+                dfd, name = self._create(f, ddir)
         except OSError as exc:
             raise from_oserror(exc, self._path(f)) from None
         try:
@@ -85,7 +91,7 @@ class FileWriter:
                 self.set_meta(dfd, f, ddir)
                 if self.writeback and f.size >= copyio.SMALL:
                     fsutil.start_writeback(dfd, 0, f.size)
-                if name is None:
+                if name is None and not named:
                     self._name_tmpfile(dfd, f, ddir)
                     named = True
             finally:
@@ -121,6 +127,15 @@ class FileWriter:
                 self.tmpfile = False  # e.g. another file system under DST
         name = self.names.new()
         return os.open(name, fsutil.CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir), name
+
+    def _create_hidden(self, f, ddir):
+        """F under its final name in DDIR, a hidden directory; a file there
+        (partial: a killed run's) is replaced."""
+        try:
+            return os.open(f.name, fsutil.CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+        except FileExistsError:
+            os.unlink(f.name, dir_fd=ddir)
+        return os.open(f.name, fsutil.CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
 
     def _name_tmpfile(self, dfd, f, ddir):
         """Give the complete unnamed file DFD its final name.  A name

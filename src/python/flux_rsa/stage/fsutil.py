@@ -73,6 +73,20 @@ def unlink_quiet(name, dir_fd):
         pass
 
 
+def remove_stale(name, dir_fd):
+    """Remove NAME in DIR_FD, a temporary entry an earlier run left: a file,
+    or a new directory it had not given its name yet, with what is in it
+    (no link followed).  Gone already is fine."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        import shutil
+
+        shutil.rmtree(name, dir_fd=dir_fd)
+
+
 class DirCache:
     """Directory descriptors under one root by relative path, opened without
     following any symbolic link; at most 64 kept open."""
@@ -103,6 +117,15 @@ def tmp_name(tag, serial, pid=None):
 def tmp_prefix(tag, pid=None):
     """What temporary names of shard TAG made by process PID start with."""
     return b"%s%s.%d." % (TMP_PREFIX, tag, os.getpid() if pid is None else pid)
+
+
+def hidden_dir_name(tag, name):
+    """The hidden name shard TAG makes a new directory NAME under, and
+    finds it under after a killed run (copy.py); None if NAME is too long
+    to be part of a name."""
+    if len(name) > 200:
+        return None
+    return b"%s%s.d.%s%s" % (TMP_PREFIX, tag, name, TMP_SUFFIX)
 
 
 def is_tmp_of(name, tag):

@@ -29,7 +29,7 @@ ENV = "FLUX_RSA_COPYBATCH"  # the library's path; empty: do not use one
 _FILE = struct.Struct("=IIqqqIIII")
 CHOWN, CHMOD = 1, 2
 # batch flags
-FADVISE, TMPFILE, LINK_PROC, WRITEBACK = 1, 2, 4, 8
+FADVISE, TMPFILE, LINK_PROC, WRITEBACK, DIRECT = 1, 2, 4, 8, 16
 
 
 class _Fail(ctypes.Structure):
@@ -191,29 +191,35 @@ class BatchCopier:
         self.serial = ctypes.c_int64(0)
         self.fail = _Fail()
 
-    def copy(self, files, sdirs, ddirs, copy_one):
+    def copy(self, files, sdirs, ddirs, copy_one, hidden=lambda d: False):
         """Copy FILES (eligible, in plan order) from directories SDIRS into
         DDIRS (two _DirCache), one directory at a time; COPY_ONE(f) copies
-        one file the Python way."""
+        one file the Python way; HIDDEN(d): directory d is not seen yet, its
+        files are created under their final names."""
         w = self.writer
         for d, run in itertools.groupby(files, key=_directory):
             run = list(run)
             ddir = ddirs.get(d)
             packed = Packed(d, run, w.chown, w.chown and w.owner_of_new(d, ddir))
-            self.copy_packed(packed, sdirs.get(d), ddir, lambda k: copy_one(run[k]))
+            self.copy_packed(packed, sdirs.get(d), ddir, lambda k: copy_one(run[k]),
+                             hidden(d))
 
-    def copy_packed(self, packed, sdir, ddir, copy_one):
+    def copy_packed(self, packed, sdir, ddir, copy_one, hidden=False):
         """Copy the files of PACKED from directory SDIR into DDIR; COPY_ONE(k)
-        copies its file K the Python way."""
+        copies its file K the Python way.  HIDDEN: DDIR is in a directory
+        not seen yet (Copier), its files are created under their final
+        names."""
         packed.each(lambda recs, start, n, names: self._call(recs, start, n, names,
-                                                             sdir, ddir), copy_one)
+                                                             sdir, ddir, hidden), copy_one)
 
-    def _call(self, recs, start, n, names, sdir, ddir):
+    def _call(self, recs, start, n, names, sdir, ddir, hidden):
         """Run the C loop on N records at address RECS (record START on),
         from directory SDIR into DDIR; returns how many files it copied."""
         w = self.writer
         flags = (0 if self.src_in_memory else FADVISE) | (WRITEBACK if w.writeback else 0)
-        if w.tmpfile:
+        if hidden:
+            flags |= DIRECT
+        elif w.tmpfile:
             flags |= TMPFILE | (LINK_PROC if w.link is fsutil.link_proc else 0)
         nm = w.names
         self.serial.value = nm.serial

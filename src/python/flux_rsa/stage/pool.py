@@ -31,12 +31,14 @@ class _Worker:
         self.eof = False
 
 
-def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
+def run(ntasks, nworkers, handler, on_message, setup=None, poll=None, deaths=None):
     """Run tasks 0..NTASKS-1 on NWORKERS processes.
 
     ON_MESSAGE(msg) is called in the parent for each message: ('done',
     task_index, result) when a task ends, and what handlers send.
     POLL() is called at least once a second.  Raises the first StageError.
+    DEATHS, a list, gets the signal of each worker that was killed (then
+    it may have left a task half done), failure or not.
     """
     if ntasks == 0:
         return
@@ -57,7 +59,7 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None):
         for fd in (task_r, task_w):
             if fd >= 0:
                 os.close(fd)
-        _reap(workers, ok)
+        _reap(workers, ok, deaths)
 
 
 def _fork(workers, nworkers, close_feed, child):
@@ -82,7 +84,8 @@ def _fork(workers, nworkers, close_feed, child):
 MESSAGE_MAX = 192 << 10
 
 
-def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None):
+def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None,
+               deaths=None):
     """Like run(), for tasks made while the workers already run.
 
     PRODUCE() is called in the parent whenever it has nothing else to do,
@@ -109,7 +112,7 @@ def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None):
         for sock in (task_r, task_w):
             if sock is not None:
                 sock.close()
-        _reap(workers, ok)
+        _reap(workers, ok, deaths)
 
 
 def _receiver(sock):
@@ -304,7 +307,7 @@ def _loop(feed, workers, on_message, poll, abort):
         raise error
 
 
-def _reap(workers, check):
+def _reap(workers, check, deaths=None):
     failed = None
     for w in workers:
         try:
@@ -315,8 +318,11 @@ def _reap(workers, check):
             _, status = os.waitpid(w.pid, 0)
         except ChildProcessError:
             continue
-        if os.WIFSIGNALED(status) and failed is None:
-            failed = os.WTERMSIG(status)
+        if os.WIFSIGNALED(status):
+            if deaths is not None:
+                deaths.append(os.WTERMSIG(status))
+            if failed is None:
+                failed = os.WTERMSIG(status)
     if failed is not None and check:
         raise StageError(EXIT_FAILED, None,
                          f"a worker process was killed by signal {failed}")
