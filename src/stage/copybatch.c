@@ -7,10 +7,12 @@
  * interpreter between them: open the source (no link followed, no FIFO
  * waited on), announce its read (POSIX_FADV_WILLNEED) unless it lies in
  * memory, create the copy unnamed (O_TMPFILE) or under a hidden temporary
- * name (or, in a directory nobody sees yet, under its final name), copy it, fail if the source's size is not the planned one, set
+ * name, copy it, fail if the source's size is not the planned one, set
  * owner, set-ID bits and times, start its write-back if asked, and only then
  * give it its final name (linkat, or rename over an older version).  A
- * final name never holds a partial file.
+ * final name never holds a partial file.  In a directory still under its
+ * hidden name (CB_DIRECT), which no one looks into yet, the copy is made
+ * under its final name at once.
  *
  * It decides nothing and reports no message: at the first file it cannot
  * copy it stops, leaves nothing of that file behind, and says which file,
@@ -157,6 +159,11 @@ static int64_t copy_kernel(int s, int d, int64_t size)
     return done + more;
 }
 
+static int create_named(int dir, const char *name, mode_t mode)
+{
+    return openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
 static void temp_name(const struct cb_names *nm, char *out, size_t len)
 {
     *nm->serial += 1;
@@ -230,19 +237,16 @@ static int copy_one(const struct cb_file *f, int i, int s, int ddir, const char 
     char tmp[256] = "";
     int d, named = 0;
     if (flags & CB_DIRECT) {
+        d = create_named(ddir, name, f->mode & 07777);
         /* a file there is a killed run's, maybe partial: replaced */
-        int again = 1;
-        do
-            d = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       f->mode & 07777);
-        while (d < 0 && errno == EEXIST && again-- && unlinkat(ddir, name, 0) == 0);
+        if (d < 0 && errno == EEXIST && unlinkat(ddir, name, 0) == 0)
+            d = create_named(ddir, name, f->mode & 07777);
         named = d >= 0;
     } else if (flags & CB_TMPFILE) {
         d = openat(ddir, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, f->mode & 07777);
     } else {
         temp_name(nm, tmp, sizeof(tmp));
-        d = openat(ddir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                   f->mode & 07777);
+        d = create_named(ddir, tmp, f->mode & 07777);
     }
     if (d < 0)
         return fail(out, i, CB_CREATE, errno, 0);

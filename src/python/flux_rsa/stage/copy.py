@@ -124,7 +124,7 @@ class Copier:
         self.files = FileWriter(plan, dst, self.names, chown, tmpfile,
                                 src_path=self._src_path)
         self.hide = hide  # new directories are made hidden, then named
-        self.hidden = {}  # directory index -> the hidden name it was made under
+        self.hidden = []  # directories made under their hidden names, by index
         self.moved = {}  # directory index -> its path under DST while hidden
         self.deaths = []  # signals that killed workers
         self.big = bigfile.BigFiles(plan, dst, self.names, self.files, self.dst_rel)
@@ -143,6 +143,10 @@ class Copier:
     @property
     def chown(self):
         return self.files.chown
+
+    def _hidden_name(self, di):
+        """The hidden name directory DI is made under (hide)."""
+        return fsutil.hidden_dir_name(self.names.tag, self.plan.dirs[di].name)
 
     def dst_rel(self, d):
         """Directory D's path under DST now (hidden, or in a hidden one)."""
@@ -164,7 +168,7 @@ class Copier:
         try:
             for di in range(1, len(self.plan.dirs)):
                 self._mkdir(di)
-            taken_up = {(self.plan.dirs[di].d, name) for di, name in self.hidden.items()}
+            taken_up = {(self.plan.dirs[di].d, self._hidden_name(di)) for di in self.hidden}
             for di, name in self.plan.stale:
                 if (di, name) not in taken_up:
                     fsutil.remove_stale(name, dcache.get(di))
@@ -235,15 +239,13 @@ class Copier:
         path = fsutil.full(self.dst, d.rel)
         parent = fsutil.open_dir(self.dst_root, where)
         try:
-            hidden = None
-            if self.hide and not inside:
-                hidden = fsutil.hidden_dir_name(self.names.tag, d.name)
+            hidden = self._hidden_name(di) if self.hide and not inside else None
             if hidden is not None:
                 if _exists(d.name, parent):  # there already: made in place
                     fsutil.remove_stale(hidden, parent)
                 else:
                     made = _make_dir(hidden, d.mode, parent, path)
-                    self.hidden[di] = hidden
+                    self.hidden.append(di)
                     self.moved[di] = fsutil.join(where, hidden)
                     return made
             made = _make_dir(d.name, d.mode, parent, path)
@@ -318,12 +320,13 @@ class Copier:
         """Give each hidden new directory its name (all is in it).  QUIET:
         after a failure, leave one that cannot be named (the next run
         takes it up)."""
-        for di, name in list(self.hidden.items()):
+        for di in list(self.hidden):
             d = self.plan.dirs[di]
             try:
                 parent = fsutil.open_dir(self.dst_root, self.plan.dirs[d.d].rel)
                 try:
-                    os.rename(name, d.name, src_dir_fd=parent, dst_dir_fd=parent)
+                    os.rename(self._hidden_name(di), d.name, src_dir_fd=parent,
+                              dst_dir_fd=parent)
                 finally:
                     os.close(parent)
             except OSError as exc:
@@ -333,7 +336,7 @@ class Copier:
                 raise StageError(e.code, e.path, f"could not be given its name: {e.cause}",
                                  "something else made it while the stage ran; remove "
                                  "it, then run the stage again") from None
-            del self.hidden[di]
+            self.hidden.remove(di)
         self.moved.clear()
 
     def _message(self, msg):
@@ -633,12 +636,11 @@ class _Stream:
         """The hidden names of the directories in directory DI, just scanned
         (the last ones the walk found): a killed run's, to be taken up."""
         dirs = self.c.plan.dirs
-        tag = self.c.names.tag
         kids = set()
         for k in range(len(dirs) - 1, di, -1):
             if dirs[k].d != di:
                 break
-            kids.add(fsutil.hidden_dir_name(tag, dirs[k].name))
+            kids.add(self.c._hidden_name(k))
         return kids
 
     def _creating(self):
