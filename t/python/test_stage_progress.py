@@ -2,8 +2,9 @@
 
 import json
 import os
+import subprocess
 
-from test_stage_helpers import make_tree, stage
+from test_stage_helpers import PY, PYPATH, make_tree, stage
 
 from flux_rsa.stage import run
 from flux_rsa.stage.progress import Meter
@@ -23,6 +24,19 @@ def test_progress_json_lines(tmp_path):
     assert last["files_done"] == last["files_total"] == 7
     phases = [x["phase"] for x in lines]
     assert phases.index("copy") < phases.index("verify") < phases.index("done")
+
+
+def test_progress_that_cannot_be_written_fails_the_run(tmp_path):
+    """Progress lines to a full device: the run says so and fails; it does
+    not end as if it had reported what it did."""
+    src = make_tree(tmp_path / "src")
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([PY, "-m", "flux_rsa.stage", "copy", str(src),
+                               str(tmp_path / "dst"), "--progress-json"],
+                              env=env, stdout=full, stderr=subprocess.PIPE)
+    assert proc.returncode == 1
+    assert b"No space left on device" in proc.stderr
 
 
 def test_meter_rate_limits_to_one_a_second():
