@@ -328,11 +328,11 @@ def test_a_streamed_copy_compares_each_directory_as_it_is_walked(tmp_path, libra
     assert tally.files_copied == 1  # the changed file
 
 
-@pytest.mark.parametrize("damage", ["truncated", "mode", "gone"])
+@pytest.mark.parametrize("damage", [None, "truncated", "mode", "gone"])
 def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, damage):
-    """--verify size checks the files the C loop copied with the C loop, and
-    a copy that differs from the plan fails the stage with the same message
-    as the Python check, naming the file."""
+    """--verify size checks the files the C loop copied with the C loop (in
+    the workers), and a copy that differs from the plan fails the stage
+    with the same message as the Python check, naming the file."""
     from flux_rsa.stage import api
     from flux_rsa.stage.errors import EXIT_VERIFY
 
@@ -341,23 +341,33 @@ def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, 
     _many_files(src, ndirs=3, per_dir=4)
     dst = tmp_path / "dst"
     bad = dst / "d001" / "f3"
-    checked = []
+    checked = tmp_path / "checked"  # the files each C pass took, written by the workers
     verify = native.verify
 
     def damaged_first(lib, root, rels, packs, check_one):
-        if damage == "truncated":
-            os.truncate(bad, 1)
-        elif damage == "mode":
-            os.chmod(bad, 0o666)
-        else:
-            os.unlink(bad)
-        checked.extend(p.n for p in packs)
+        try:  # once, by whichever worker comes first
+            os.close(os.open(tmp_path / "damaged", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            if damage == "truncated":
+                os.truncate(bad, 1)
+            elif damage == "mode":
+                os.chmod(bad, 0o666)
+            elif damage == "gone":
+                os.unlink(bad)
+        except FileExistsError:
+            pass
+        with open(checked, "a") as f:
+            f.write("".join(f"{rels[p.d].decode()} {p.n}\n" for p in packs))
         return verify(lib, root, rels, packs, check_one)
 
     monkeypatch.setattr(native, "verify", damaged_first)
+    if damage is None:
+        api.run("copy", src, dst, workers=2)
+        passes = checked.read_text().split("\n")[:-1]
+        assert sum(int(line.split()[1]) for line in passes) == 12  # every file in a C pass
+        return
     with pytest.raises(StageError) as err:
         api.run("copy", src, dst, workers=2)
-    assert sum(checked) == 12  # every file in the C pass
+    assert "d001 4" in checked.read_text().split("\n")  # found by a C pass
     assert err.value.code == EXIT_VERIFY and err.value.path == os.fsencode(bad)
     why = {"truncated": "size 1, expected 301", "mode": "mode 0666, expected 0644",
            "gone": "missing"}[damage]

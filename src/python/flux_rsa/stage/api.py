@@ -140,18 +140,19 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
         result.files_skipped = nfiles - tally.files_copied
         if n == 1:
             c.finish_dirs()
-        if sync:
+        files, nf, nb = p.files, 0, 0
+        if verify == "size" and c.packed:
+            # the files the C loop copied, checked by the C loop while the
+            # destination is flushed
+            meter.update("verify", 0, total, 0, nfiles, force=True)
+            nf, nb = c.verify_packed(Verifier(p, dst, "size"), sync=sync)
+            files = c.unpacked
+        elif sync:
             c.sync()
     finally:
         c.close()
     if verify:
-        meter.update("verify", 0, total, 0, nfiles, force=True)
-        files, nf, nb = p.files, 0, 0
-        if verify == "size" and c.packed:
-            # the files the C loop copied, checked by the C loop in one pass
-            nf, nb = c.verify_packed(Verifier(p, dst, "size"))
-            files = c.unpacked
-            meter.update("verify", nb, total, nf, nfiles)
+        meter.update("verify", nb, total, nf, nfiles, force=True)
         Verifier(p, dst, verify, workers, files=files,
                  progress=lambda f, b: meter.update("verify", nb + b, total, nf + f, nfiles)
                  ).run()
