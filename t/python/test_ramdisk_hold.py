@@ -14,8 +14,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PYPATH = os.path.join(ROOT, "src", "python")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 IS_ROOT = os.geteuid() == 0
-# the kernel stores tmpfs files in large pages (the provider asks for them)
-LARGE_PAGES = os.path.exists("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting a tmpfs and chown need root")
 
 
@@ -116,8 +114,6 @@ def test_tmpfs_has_the_granted_size_and_goes_away(root, owner):
     path = built(proc)
     (entry,) = mounts_at(path)
     assert entry[2] == "tmpfs" and "nosuid" in entry[3] and "nodev" in entry[3]
-    if LARGE_PAGES:
-        assert "huge=within_size" in entry[3].split(",")
     vfs = os.statvfs(path)
     assert vfs.f_blocks * vfs.f_frsize == 12 * 2**20
     df = subprocess.run(["df", "-B1", "--output=size", path], capture_output=True, text=True)
@@ -134,25 +130,6 @@ def test_tmpfs_has_the_granted_size_and_goes_away(root, owner):
     assert rc == 0, err
     assert mounts_at(path) == []
     assert not os.path.exists(path)
-
-
-@needs_root
-def test_tmpfs_without_large_pages_where_the_kernel_refuses_them(root, monkeypatch):
-    """A kernel that does not know the large-page option still gets a tmpfs
-    of the granted size (an option this kernel refuses stands for it)."""
-    from flux_rsa.ramdisk import providers
-
-    monkeypatch.setattr(providers, "TMPFS_LARGE_PAGES", "huge=no-such-policy")
-    os.makedirs(root)
-    providers.mount_tmpfs(root, 6 * 2**20)
-    try:
-        (entry,) = mounts_at(root)
-        assert entry[2] == "tmpfs" and "huge" not in entry[3]
-        vfs = os.statvfs(root)
-        assert vfs.f_blocks * vfs.f_frsize == 6 * 2**20
-    finally:
-        providers.destroy_tmpfs(root)
-    assert mounts_at(root) == []
 
 
 def test_other_tasks_only_hold(root):

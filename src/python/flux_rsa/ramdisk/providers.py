@@ -46,16 +46,6 @@ MS_NODEV = 4
 MS_REMOUNT = 32
 MNT_DETACH = 2
 
-# A tmpfs stores each whole 2 MiB stretch of a file in one large page
-# where the kernel can (``huge=within_size``: never past the file's end,
-# so small files are stored as before and nothing is wasted).  Writing a
-# 2 GiB file into the RAM disk took half the time (0.47 s against 0.98 s
-# with the source in the page cache, stager and cp -a alike).  A kernel
-# without large pages for tmpfs refuses the option and gets a plain tmpfs;
-# a site turns them off for the whole machine with the kernel's own
-# /sys/kernel/mm/transparent_hugepage/shmem_enabled = deny.
-TMPFS_LARGE_PAGES = "huge=within_size"
-
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -94,16 +84,9 @@ def mount_tmpfs(path, size, mode=0o755):
             f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] privilege = "
             "\"imp\"), or set [rsa] provider = \"dir\" for a test install"
         )
-    options = f"size={int(size)},mode={mode:04o}"
-    rc = _mount(path, f"{options},{TMPFS_LARGE_PAGES}")
-    if rc != 0 and ctypes.get_errno() == errno.EINVAL:  # no large pages for tmpfs here
-        rc = _mount(path, options)
+    options = f"size={int(size)},mode={mode:04o}".encode()
+    rc = _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options)
     _check(rc, f"mount tmpfs (size={size})", path)
-
-
-def _mount(path, options, flags=0):
-    return _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs", flags | MS_NOSUID | MS_NODEV,
-                       options.encode())
 
 
 def create_tmpfs(path, size, marker=None):
@@ -113,7 +96,9 @@ def create_tmpfs(path, size, marker=None):
 def resize_tmpfs(path, size):
     if not os.path.ismount(path):
         raise ProviderError(f"cannot resize {path}: no tmpfs is mounted there")
-    rc = _mount(path, f"size={int(size)}", MS_REMOUNT)
+    options = f"size={int(size)}".encode()
+    rc = _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs",
+                     MS_REMOUNT | MS_NOSUID | MS_NODEV, options)
     _check(rc, f"remount tmpfs (size={size})", path)
 
 
