@@ -328,24 +328,16 @@ def test_a_streamed_copy_compares_each_directory_as_it_is_walked(tmp_path, libra
     assert tally.files_copied == 1  # the changed file
 
 
-@pytest.mark.parametrize("damage", [None, "truncated", "mode", "gone"])
-def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, damage):
-    """--verify size checks the files the C loop copied with the C loop (in
-    the workers), and a copy that differs from the plan fails the stage
-    with the same message as the Python check, naming the file."""
-    from flux_rsa.stage import api
-    from flux_rsa.stage.errors import EXIT_VERIFY
-
-    monkeypatch.setenv(native.ENV, library)
-    src = tmp_path / "src"
-    _many_files(src, ndirs=3, per_dir=4)
-    dst = tmp_path / "dst"
-    bad = dst / "d001" / "f3"
-    checked = tmp_path / "checked"  # the files each C pass took, written by the workers
+def _watch_c_verify(tmp_path, monkeypatch, damage=None, bad=None):
+    """Wrap native.verify: the first C pass to run, in whichever worker,
+    first damages BAD's copy as DAMAGE says; every pass appends "DIR N"
+    (the files it took) to the file returned, since the passes run in the
+    workers."""
+    checked = tmp_path / "checked"
     verify = native.verify
 
-    def damaged_first(lib, root, rels, packs, check_one):
-        try:  # once, by whichever worker comes first
+    def watched(lib, root, rels, packs, check_one):
+        try:  # once
             os.close(os.open(tmp_path / "damaged", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             if damage == "truncated":
                 os.truncate(bad, 1)
@@ -359,12 +351,37 @@ def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, 
             f.write("".join(f"{rels[p.d].decode()} {p.n}\n" for p in packs))
         return verify(lib, root, rels, packs, check_one)
 
-    monkeypatch.setattr(native, "verify", damaged_first)
-    if damage is None:
-        api.run("copy", src, dst, workers=2)
-        passes = checked.read_text().split("\n")[:-1]
-        assert sum(int(line.split()[1]) for line in passes) == 12  # every file in a C pass
-        return
+    monkeypatch.setattr(native, "verify", watched)
+    return checked
+
+
+def test_the_c_verify_checks_every_file_the_c_loop_copied(tmp_path, library, monkeypatch):
+    """--verify size checks each file the C loop copied with the C loop,
+    in the workers."""
+    from flux_rsa.stage import api
+
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    _many_files(src, ndirs=3, per_dir=4)
+    checked = _watch_c_verify(tmp_path, monkeypatch)
+    api.run("copy", src, tmp_path / "dst", workers=2)
+    passes = checked.read_text().split("\n")[:-1]
+    assert sum(int(line.split()[1]) for line in passes) == 12  # every file in a C pass
+
+
+@pytest.mark.parametrize("damage", ["truncated", "mode", "gone"])
+def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, damage):
+    """A copy that differs from the plan, found by the C verify, fails the
+    stage with the same message as the Python check, naming the file."""
+    from flux_rsa.stage import api
+    from flux_rsa.stage.errors import EXIT_VERIFY
+
+    monkeypatch.setenv(native.ENV, library)
+    src = tmp_path / "src"
+    _many_files(src, ndirs=3, per_dir=4)
+    dst = tmp_path / "dst"
+    bad = dst / "d001" / "f3"
+    checked = _watch_c_verify(tmp_path, monkeypatch, damage, bad)
     with pytest.raises(StageError) as err:
         api.run("copy", src, dst, workers=2)
     assert "d001 4" in checked.read_text().split("\n")  # found by a C pass
