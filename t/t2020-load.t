@@ -54,6 +54,14 @@ test_expect_success 'every record reaches a final state within 3 minutes' '
 	rsa_wait_for 180 "every record final" rsa_none_active ||
 	{ head remaining; false; }
 '
+# Python starts no full garbage collection in the service (its pause grows
+# with the queue); the service runs them itself once it is quiet
+full_collections_at_least() {
+	test "$(flux rsa stats | flux python -c "import json,sys; print(json.load(sys.stdin)[\"full_gc_ms\"][\"count\"])")" -ge $1
+}
+test_expect_success 'once quiet, the service ran the full collections it put off' '
+	rsa_wait_for 30 "a full collection" full_collections_at_least 1
+'
 test_expect_success 'the service still answers; nothing is held in the pool' '
 	flux rsa stats >after.json &&
 	flux python -c "

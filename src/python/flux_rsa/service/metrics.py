@@ -1,6 +1,7 @@
 """The service's figures for `flux rsa stats` and the scale benchmark: how
 long the service takes from a message's arrival to the action it causes,
-how long queue reads take, its CPU and memory."""
+how long queue reads take, its full garbage collections, its CPU and
+memory."""
 
 import collections
 import resource
@@ -46,19 +47,26 @@ class Metrics:
         self.intake = time.time()  # when the message being handled arrived
         self.latency = collections.deque(maxlen=SAMPLES)  # seconds, intake -> action sent
         self.reads = collections.deque(maxlen=SAMPLES)  # seconds, queue read sent -> pass done
+        self.passes = collections.deque(maxlen=SAMPLES)  # seconds, job-list's answer -> pass done
+        self.collections = collections.deque(maxlen=SAMPLES)  # seconds, full garbage collections
+        self.messages = 0  # messages handled (events, requests, answers, job timers)
 
-    def arrived(self):
-        """A message (event, request, timer) is being handled from now."""
+    def arrived(self, message=True):
+        """A message (event, request, timer) is being handled from now;
+        ``message=False``: work the service set itself (an on-deck pass)."""
         self.intake = time.time()
+        self.messages += message
         return self.intake
 
     def sent(self, intake):
         """An action caused by what arrived at ``intake`` was sent."""
         self.latency.append(time.time() - intake)
 
-    def read(self, seconds):
-        """A queue read and the pass on it took ``seconds``."""
+    def read(self, seconds, pass_seconds):
+        """A queue read and the pass on it took ``seconds``, the pass alone
+        (from job-list's answer) ``pass_seconds``."""
         self.reads.append(seconds)
+        self.passes.append(pass_seconds)
 
     def stats(self, records, active_jobs):
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -69,6 +77,8 @@ class Metrics:
             "active_jobs": active_jobs,
             "latency_ms": summary(self.latency),
             "queue_read_ms": summary(self.reads),
+            "ondeck_pass_ms": summary(self.passes),
+            "full_gc_ms": summary(self.collections),
             "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "maxrss_kb": memory_kb("VmHWM", usage.ru_maxrss),
             "rss_kb": memory_kb("VmRSS"),

@@ -135,7 +135,7 @@ class QueueReader:
             except Exception as exc:
                 self.log.error(f"rsa: on-deck pass: {exc!r}")
             done = time.monotonic()
-            self.metrics.read(done - sent)
+            self.metrics.read(done - sent, done - begun)
             self.next_read = done + max(QUERY_GAP, (done - begun) / QUERY_DUTY)
             if self.wanted:
                 self.again()

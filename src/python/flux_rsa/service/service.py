@@ -29,6 +29,7 @@ from flux_rsa.core.states import RsaState as S
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
+from flux_rsa.service.collector import Collector
 from flux_rsa.service.deckindex import DeckIndex
 from flux_rsa.service.drain import Drains
 from flux_rsa.service.execute import Executor, PostState
@@ -83,11 +84,13 @@ class Service:
         self.replayed = False
         self.plan_timer = Timer(h, log, "on-deck pass", self.plan, after=PLAN_DELAY)
         self.tick_timer = Timer(h, log, "tick", self.tick, after=TICK, every=TICK)
+        self.collector = Collector(self.metrics)  # full garbage collections at quiet ticks
 
     # --- life cycle ---
 
     def start(self):
         self.intake.start()
+        self.collector.start()
         self.tick_timer.arm()
         if self.launch_pool is not None:
             try:
@@ -97,7 +100,7 @@ class Service:
 
     def stop(self):
         for piece in (self.tick_timer, self.plan_timer, self.reader, self.outbox, self.store.timer, self.timers,
-                      self.intake):
+                      self.intake, self.collector):
             piece.stop()
 
     def save_now(self):
@@ -219,6 +222,7 @@ class Service:
             if self.keeper is not None:
                 self.keeper.tick()
             self.trim()
+            self.collector.check()
         except Exception as exc:
             self.log.error(f"rsa: tick: {exc!r}")
         self.arm_plan()  # what no hint says: new jobs, priorities, estimates
@@ -237,7 +241,7 @@ class Service:
         """Read the queue from job-manager; the on-deck pass runs on the
         answer.  Reads are spaced (service.queue): passes asked for
         meanwhile are served by the next read."""
-        self.metrics.arrived()
+        self.metrics.arrived(message=False)
         if not self.replayed or not self.pool.ready:
             return
         if not any(map(ondeck.waits_to_run, self.records.values())):
