@@ -144,6 +144,11 @@ class Store:
                                f"trying again in {self.timer.after:g}s")
                 self._failed(batch)
                 self.arm()
+            # Flux keeps a future that had a callback in a reference cycle
+            # (with the callback) until a full garbage collection, which
+            # the service puts off (service.collector): the records it
+            # carried go now
+            batch[0].clear()
             then()
 
         future.then(committed)
