@@ -84,9 +84,12 @@ def mount_tmpfs(path, size, mode=0o755):
             f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] privilege = "
             "\"imp\"), or set [rsa] provider = \"dir\" for a test install"
         )
-    options = f"size={int(size)},mode={mode:04o}".encode()
-    rc = _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options)
-    _check(rc, f"mount tmpfs (size={size})", path)
+    _check(_mount(path, f"size={int(size)},mode={mode:04o}"), f"mount tmpfs (size={size})", path)
+
+
+def _mount(path, options, flags=0):
+    return _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs", flags | MS_NOSUID | MS_NODEV,
+                       options.encode())
 
 
 def create_tmpfs(path, size, marker=None):
@@ -96,10 +99,7 @@ def create_tmpfs(path, size, marker=None):
 def resize_tmpfs(path, size):
     if not os.path.ismount(path):
         raise ProviderError(f"cannot resize {path}: no tmpfs is mounted there")
-    options = f"size={int(size)}".encode()
-    rc = _libc.mount(b"flux-rsa", os.fsencode(path), b"tmpfs",
-                     MS_REMOUNT | MS_NOSUID | MS_NODEV, options)
-    _check(rc, f"remount tmpfs (size={size})", path)
+    _check(_mount(path, f"size={int(size)}", MS_REMOUNT), f"remount tmpfs (size={size})", path)
 
 
 def destroy_tmpfs(path, marker=None):
