@@ -329,24 +329,28 @@ def test_a_streamed_copy_compares_each_directory_as_it_is_walked(tmp_path, libra
 
 
 def _watch_c_verify(tmp_path, monkeypatch, damage=None, bad=None):
-    """Wrap native.verify: the first C pass to run, in whichever worker,
-    first damages BAD's copy as DAMAGE says; every pass appends "DIR N"
-    (the files it took) to the file returned, since the passes run in the
+    """Wrap native.verify: the C pass that takes BAD's directory, in
+    whichever worker, first damages BAD's copy as DAMAGE says (that pass
+    itself: another worker may be done with that directory before a pass
+    of its own would have damaged it); every pass appends "DIR N" (the
+    files it took) to the file returned, since the passes run in the
     workers."""
     checked = tmp_path / "checked"
     verify = native.verify
+    bad_dir = os.path.basename(os.path.dirname(bad)).encode() if bad else None
 
     def watched(lib, root, rels, packs, check_one):
-        try:  # once
-            os.close(os.open(tmp_path / "damaged", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            if damage == "truncated":
-                os.truncate(bad, 1)
-            elif damage == "mode":
-                os.chmod(bad, 0o666)
-            elif damage == "gone":
-                os.unlink(bad)
-        except FileExistsError:
-            pass
+        if any(rels[p.d] == bad_dir for p in packs):
+            try:  # once
+                os.close(os.open(tmp_path / "damaged", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                if damage == "truncated":
+                    os.truncate(bad, 1)
+                elif damage == "mode":
+                    os.chmod(bad, 0o666)
+                elif damage == "gone":
+                    os.unlink(bad)
+            except FileExistsError:
+                pass
         with open(checked, "a") as f:
             f.write("".join(f"{rels[p.d].decode()} {p.n}\n" for p in packs))
         return verify(lib, root, rels, packs, check_one)
