@@ -5,7 +5,6 @@ by the retry of an older one."""
 
 import dataclasses
 import errno
-import weakref
 
 import pytest
 
@@ -109,21 +108,6 @@ def test_changes_are_committed_together_after_the_delay():
     kvs.answer()
     assert sorted(kvs.data) == ["rsa.jobs.1", "rsa.jobs.2"]
     assert not st.pending()
-
-
-def test_an_answered_commit_lets_go_of_the_records_it_carried():
-    """(Flux keeps the future and its callback until a full garbage
-    collection: what they hold must not be the records.)"""
-    reactor, _, kvs, st = make()
-    rec = record(1)
-    st.save(rec)
-    reactor.advance(DELAY)
-    future = kvs.out[0]
-    kvs.answer()
-    gone = weakref.ref(rec)
-    del rec
-    assert gone() is None
-    assert future.callback is not None  # still held, as Flux holds it
 
 
 def test_a_failed_commit_is_logged_retried_and_the_record_lands():

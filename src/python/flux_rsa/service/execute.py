@@ -13,6 +13,7 @@ from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
 from flux_rsa.core.states import RsaState as S
 from flux_rsa.service import wire
+from flux_rsa.service.answers import on_answer
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Executor:
             queue[0] = (method, payload, False)
             self._send_waiting(jobid)
 
-        self.h.rpc("job-info.lookup", {"id": jobid, "keys": ["J"], "flags": 0}).then(found)
+        on_answer(self.h.rpc("job-info.lookup", {"id": jobid, "keys": ["J"], "flags": 0}), found)
 
     # --- job-manager ---
 
@@ -134,7 +135,7 @@ class Executor:
             self.retries.pop(a.jobid, None)
             self.deliver(a.jobid, (E.Withdrawn if ok else E.OfferTaken)(time.time()))
 
-        self.h.rpc("job-manager.rsa.withdraw", {"id": a.jobid}).then(answered)
+        on_answer(self.h.rpc("job-manager.rsa.withdraw", {"id": a.jobid}), answered)
 
     def lock_in(self, a):
         self._jobmanager("job-manager.urgency", {"id": a.jobid, "urgency": FLUX_JOB_URGENCY_EXPEDITE})
@@ -169,7 +170,7 @@ class Executor:
                 if exc.errno not in quiet and exc.errno != errno.ENOENT:
                     self.log.warning(f"rsa: {topic} {payload.get('id')}: {exc.strerror or exc}")
 
-        future.then(answered)
+        on_answer(future, answered)
 
     # --- time ---
 

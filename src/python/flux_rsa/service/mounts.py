@@ -17,6 +17,7 @@ import flux.subprocess
 
 from flux_rsa.core import events as E
 from flux_rsa.privileged.caller import subjob_environment
+from flux_rsa.service.answers import on_answer
 
 TIMEOUT = 60.0
 
@@ -121,11 +122,11 @@ class Mounts:
             except OSError as exc:
                 ended(rank, f"cannot start {op}: {exc.strerror or exc}")
                 return
-            flux.subprocess.wait(self.h, pid, nodeid=rank).then(waited)
+            on_answer(flux.subprocess.wait(self.h, pid, nodeid=rank), waited)
 
         try:
-            flux.subprocess.rexec_bg(self.h, argv, cwd="/", env=env, waitable=True,
-                                     nodeid=rank, label=None).then(started)
+            on_answer(flux.subprocess.rexec_bg(self.h, argv, cwd="/", env=env, waitable=True,
+                                               nodeid=rank, label=None), started)
         except OSError as exc:
             ended(rank, f"cannot start {op}: {exc.strerror or exc}")
 

@@ -6,6 +6,7 @@ import errno
 from collections import deque
 
 from flux_rsa.pool import protocol
+from flux_rsa.service.answers import on_answer
 
 
 class PoolLink:
@@ -51,7 +52,7 @@ class PoolLink:
                 else:
                     self.log.error(f"rsa: rsa-pool.{method} {payload.get('jobid', '')}: {exc.strerror or exc}")
 
-        future.then(answered)
+        on_answer(future, answered)
 
     def rpc(self, method, payload=None):
         """A request whose answer the caller wants (status, list)."""

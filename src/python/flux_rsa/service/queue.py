@@ -20,6 +20,7 @@ import time
 from flux.constants import FLUX_JOB_STATE_SCHED
 
 from flux_rsa.core.ondeck import Pending, queue_key
+from flux_rsa.service.answers import on_answer
 from flux_rsa.service.timers import Timer
 
 QUERY_GAP = 0.05
@@ -140,4 +141,4 @@ class QueueReader:
             if self.wanted:
                 self.again()
 
-        self.h.rpc("job-list.list", request(self.queue.head)).then(listed)
+        on_answer(self.h.rpc("job-list.list", request(self.queue.head)), listed)

@@ -8,6 +8,7 @@ import time
 
 from flux_rsa.core import inflight, outputs
 from flux_rsa.pool import protocol
+from flux_rsa.service.answers import on_answer
 
 
 class Reconciler:
@@ -34,7 +35,7 @@ class Reconciler:
                 self.log.error(f"rsa: reconciling with the pool: {exc!r}")
             self.done()
 
-        self.pool.rpc(protocol.LIST).then(listed)
+        on_answer(self.pool.rpc(protocol.LIST), listed)
 
     def reconciled(self, listing):
         """Cancel what the pool runs for nobody; adopt the RAM disks kept

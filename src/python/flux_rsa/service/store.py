@@ -10,6 +10,7 @@ after a restart admits its job again.
 import flux.kvs
 
 from flux_rsa.core import Record
+from flux_rsa.service.answers import on_answer
 from flux_rsa.service.timers import Timer
 
 DIR = "rsa.jobs"
@@ -144,11 +145,6 @@ class Store:
                                f"trying again in {self.timer.after:g}s")
                 self._failed(batch)
                 self.arm()
-            # Flux keeps a future that had a callback in a reference cycle
-            # (with the callback) until a full garbage collection, which
-            # the service puts off (service.collector): the records it
-            # carried go now
-            batch[0].clear()
             then()
 
-        future.then(committed)
+        on_answer(future, committed)
