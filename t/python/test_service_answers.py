@@ -5,14 +5,15 @@ closes over, and a KVS commit's records are freed as soon as the answer
 is handled, not at the next full collection."""
 
 import dataclasses
+import errno
 import gc
 import tempfile
 import weakref
 
 import pytest
 
-from test_pool_helpers import Instance, requires_flux
 from fake_reactor import Log
+from test_pool_helpers import Instance, requires_flux
 
 pytestmark = requires_flux
 
@@ -67,8 +68,6 @@ def test_answered_rpcs_free_their_callbacks_at_once(h, no_collector):
 
 
 def test_an_rpc_answered_with_an_error_is_freed_too(h, no_collector):
-    import errno
-
     answers, kept = [], []
     ask(h, "rsa-answers-test.no-such-service", answers, kept)
     h.reactor_run()
