@@ -84,10 +84,12 @@ def status_rows(h, args, missing=None):
                 missing.append(jobid)
         else:
             jobs.append(row)
+    hosts = list(flux.hostlist.Hostlist(h.attr_get("hostlist")))
     if args.jobids:  # named jobs are shown whoever owns them and whatever their state
-        return jobs, [views.RsaJob(j) for j in jobs]
+        return jobs, [views.RsaJob(j, hosts) for j in jobs]
     user = None if args.A else caller.get("userid") if args.user is MINE else args.user
-    items = views.select([views.RsaJob(j) for j in jobs], args.filter, user, everything=args.all or args.A)
+    items = views.select([views.RsaJob(j, hosts) for j in jobs], args.filter, user,
+                         everything=args.all or args.A)
     kept = {int(i.id) for i in items}
     return [j for j in jobs if j["jobid"] in kept], items
 

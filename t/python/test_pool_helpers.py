@@ -4,6 +4,7 @@ takes the agent's notifications (``rsa.pool-event``)."""
 
 import os
 import pwd
+import random
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import tempfile
 import time
 
 import pytest
+
+from flux_rsa.ramdisk import gluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYPATH = os.path.join(ROOT, "src", "python")
@@ -191,8 +194,14 @@ class Pool:
             os.chmod(workdir, 0o755)
         self.workdir = workdir
         self.root = os.path.join(self.workdir, "ramdisks")
+        # RAM disks served to compute nodes on loopback, on ports of this
+        # pool's own (below the kernel's ephemeral ports); where GlusterFS
+        # is missing, compute nodes would see them here ([rsa] attach = site)
+        ports = 20000 + random.randrange(120) * 100
         defaults = dict(node_capacity=64 * MiB, granule=4 * MiB, ramdisk_root=self.root,
-                        pool_cores=8, stage_workers=2, provider="tmpfs")
+                        pool_cores=8, stage_workers=2, provider="tmpfs", fs_host="127.0.0.1",
+                        fs_ports=f"{ports}-{ports + 99}",
+                        attach="export" if gluster.installed() else "site")
         self.policy = Policy(**{**defaults, **policy})
         self.before_launch()
         self.instance = Instance(self.workdir, statedir, options)

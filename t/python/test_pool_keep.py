@@ -105,7 +105,8 @@ def test_the_restarted_instance_has_its_history_and_the_pool_lists_the_kept_ramd
     kept = {k["jobid"]: k for k in pool.service.call("list")["kept"]}
     assert sorted(kept) == [501, 504]
     assert kept[501] == {"jobid": 501, "gen": 1, "host": story.host, "path": story.paths[501],
-                         "bytes": 16 * MiB, "owner": story.owner.pw_uid, "adopting": None}
+                         "bytes": 16 * MiB, "owner": story.owner.pw_uid, "hosts": [story.host],
+                         "adopting": None}
 
 
 def test_adopt_is_refused_for_the_wrong_job_or_a_path_that_is_not_kept(story):

@@ -12,7 +12,7 @@ import pytest
 from test_pool_helpers import FLUX, MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
 from conftest import freed_status, stop_pool
 
-from flux_rsa.ramdisk import glusterfs  # noqa: E402
+from flux_rsa.ramdisk import gluster as glusterfs  # noqa: E402
 
 pytestmark = [requires_flux, requires_root,
               pytest.mark.skipif(not glusterfs.installed(),
@@ -102,7 +102,8 @@ def attach(pool, op, rank, mount_root):
     if op == "attach":
         env = environment("attach", root=mount_root, name="11.1", user=pool.volume["user"],
                           servers=",".join(pool.volume["servers"]),
-                          secret=pool.volume["secret"], rank=rank)
+                          secret=pool.volume["secret"], rank=rank, provider="glusterfs",
+                          owner=pool.owner.pw_uid)
     else:
         env = environment("detach", root=mount_root, name="11.1", rank=rank)
     from flux_rsa.privileged.caller import subjob_environment

@@ -2,6 +2,8 @@
 stage commands, request checks.  No Flux instance needed (only its Python
 bindings for the value types)."""
 
+import dataclasses
+
 import pytest
 
 from test_pool_helpers import FLUX_PYTHON, MiB
@@ -13,6 +15,8 @@ from flux_rsa.pool import jgf, jobspecs, protocol  # noqa: E402
 from flux_rsa.privileged import ops, request  # noqa: E402
 from flux_rsa.privileged import caller  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
+from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
+from flux_rsa.ramdisk.providers.glusterfs import volume_of  # noqa: E402
 
 PY = Via("py")
 IMP = Via("py", "imp", "/usr/libexec/flux/flux-imp")
@@ -125,10 +129,9 @@ def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
     request = parsed({**js.jobspec, "attributes": {"system": {"environment": {
         **variables, "RSA_TASK_RANK": "1", "RSA_NODES": "rsa0,rsa1"}}}})
     assert request.values["SIZE"] == 13 * 4 * MiB  # on each node
-    from flux_rsa.ramdisk import parallel
-
-    volume = parallel.volume_of("1234.2", 1234, 2, request["NODES"], request["FS_HOST"],
-                                request["PORT"], request["SECRET"])
+    volume = volume_of(Task("/ram", "1234.2", 1, 1001, jobid=1234, gen=2,
+                            nodes=request["NODES"], port=request["PORT"],
+                            secret=request["SECRET"], fs_host=request["FS_HOST"]))
     assert volume.servers == ("rsa0-ib:24100", "rsa1-ib:24101") and volume.user == "rsa-1234-2"
     system = d["attributes"]["system"]
     assert system["job"]["name"] == "rsa-hold-1234-2"
@@ -161,7 +164,11 @@ COMMAND = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_
 def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
     via = caller.choose("py", "direct", "", 0, COMMAND.scripts)
     assert jobspecs.ports_needed(COMMAND, 1) == jobspecs.ports_needed(COMMAND, 2) == 8
-    assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (0, 2)
+    # a one-node RAM disk is a tmpfs, served to compute nodes on one port
+    # unless the site shows RAM disks to them itself
+    assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (1, 2)
+    site = dataclasses.replace(SPAN, attach="site")
+    assert (jobspecs.ports_needed(site, 1), jobspecs.ports_needed(site, 2)) == (0, 2)
     _, variables = task(jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {},
                                         port=24108))
     assert variables == {
@@ -188,7 +195,7 @@ def test_through_the_imp_no_script_travels_with_a_request():
 
 def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
     js = jobspecs.holder(PY, POLICY, 1234, 3, 10 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
-                         adopt_rank=1, adopt_bytes=24 * MiB).jobspec
+                         adopt_ranks=[1], adopt_bytes=24 * MiB).jobspec
     (node,) = js["resources"]
     assert node["count"] == 1
     assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {"core": 1, "memory": 6}
@@ -201,6 +208,18 @@ def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
     assert jobspecs.adopt_granules(40 * MiB, 24 * MiB, POLICY) == 10
     with pytest.raises(jobspecs.Unfit, match="more than a node holds"):
         jobspecs.adopt_granules(65 * MiB, 24 * MiB, POLICY)
+
+
+def test_adopting_a_ram_disk_over_two_nodes_runs_on_both_with_its_shares():
+    js = jobspecs.holder(PY, SPAN, 1234, 1, 96 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
+                         adopt_ranks=[0, 1], adopt_bytes=96 * MiB, port=24300,
+                         secret="S" * 32).jobspec
+    (node,) = js["resources"]
+    assert node["count"] == 2
+    assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {"core": 1, "memory": 12}
+    assert js["attributes"]["system"]["constraints"] == {"ranks": ["0,1"]}
+    _, variables = task(js)
+    assert (variables["RSA_PROVIDER"], variables["RSA_ADOPT"]) == ("glusterfs", "/ram/1234.1")
 
 
 def test_a_simulated_holder_is_a_test_execution_job_until_killed():
@@ -263,7 +282,7 @@ def test_measure_and_discard_jobspecs():
     assert task(m)[1] == {"RSA_OP": "measure", "RSA_PATH": "/p/in", "RSA_OWNER": "1001"}
     assert m.jobspec["attributes"]["system"]["job"]["name"] == "rsa-measure-5-2"
     assert "constraints" not in m.jobspec["attributes"]["system"]  # any pool node
-    d = jobspecs.discard(PY, POLICY, "/ram/5.1", 1, {}).jobspec
+    d = jobspecs.discard(PY, POLICY, "/ram/5.1", [1], {}).jobspec
     assert task(d)[1] == {"RSA_OP": "discard", "RSA_ROOT": "/ram", "RSA_PATH": "/ram/5.1"}
     assert d["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
     sweep = jobspecs.sweep(PY, POLICY, {}, nodes=2, report_kept=True).jobspec

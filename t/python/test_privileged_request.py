@@ -147,7 +147,7 @@ def command_hold(**changes):
 
 
 def command_attach(**changes):
-    values = dict(root="/mnt/rsa", name="12.1", rank=3, provider="command", nodes="rsa0,rsa1",
+    values = dict(root="/mnt/rsa", name="12.1", rank=3, provider="command", owner=1001, nodes="rsa0,rsa1",
                   source=f"{ROOT}/12.1", jobid=12)
     values.update(changes)
     return environment("attach", **values)
@@ -158,11 +158,15 @@ def test_a_command_holder_task_knows_its_nodes_and_its_place_among_them():
     assert (r["NODES"], r["TASK_RANK"], r["PORT"]) == (("rsa0", "rsa1"), 1, 24100)
     refused(command_hold(nodes=None), r"RSA_PROVIDER=command needs RSA_NODES")
     refused(command_hold(task_rank=2), r"RSA_TASK_RANK=2: the holder has 2 node\(s\)")
-    refused(command_hold(secret="s" * 20), "RSA_SECRET is only for RSA_PROVIDER=glusterfs")
+    refused(command_hold(secret="s" * 20), "RSA_SECRET is only for RSA_PROVIDER=tmpfs or glusterfs")
     refused(command_hold(port=65530), r"RSA_PORT=65530: its 8 ports run past 65535")
     refused(command_hold(adopt=f"{ROOT}/12.1"), "a command RAM disk cannot be adopted")
+    refused(environment("hold", root=ROOT, name="1.1", size=1, owner=5, provider="dir",
+                        nodes="rsa0"), "RSA_NODES is only for RSA_PROVIDER=tmpfs or glusterfs or "
+                                       "command")
+    # a tmpfs served to compute nodes: its port and login come together
     refused(environment("hold", root=ROOT, name="1.1", size=1, owner=5, provider="tmpfs",
-                        nodes="rsa0"), "RSA_NODES is only for RSA_PROVIDER=glusterfs or command")
+                        port=24100), "RSA_PORT and RSA_SECRET come together")
 
 
 def test_site_scripts_are_taken_from_a_trusted_caller_only():
@@ -192,8 +196,15 @@ def test_a_command_attach_names_the_ram_disk_on_its_nodes():
     assert (r["SOURCE"], r["NODES"], r["JOBID"], r["PORT"]) == (f"{ROOT}/12.1", ("rsa0", "rsa1"),
                                                                 12, 24108)
     refused(command_attach(source=f"{ROOT}/13.1"), r"RSA_SOURCE=.*: not the RAM disk RSA_NAME='12.1'")
-    refused(command_attach(source=None), "RSA_PROVIDER=command needs RSA_SOURCE")
-    refused(command_attach(servers="h:1"), "RSA_SERVERS is only for RSA_PROVIDER=glusterfs")
-    # without PROVIDER an attach is a GlusterFS one, as before
-    refused(environment("attach", root="/mnt", name="1.1", rank=0, nodes="a"),
-            "RSA_PROVIDER=glusterfs needs RSA_USER")
+    refused(command_attach(source=None), "RSA_NODES needs RSA_SOURCE")
+    refused(command_attach(servers="h:1"), "RSA_SERVERS is only for RSA_PROVIDER=tmpfs or glusterfs")
+    # every attach says whose RAM disk the job is to be given, and how
+    refused(environment("attach", root="/mnt", name="1.1", rank=0, provider="tmpfs"),
+            "RSA_OWNER is not set")
+    refused(environment("attach", root="/mnt", name="1.1", rank=0, owner=5, nodes="a"),
+            "RSA_PROVIDER is not set")
+    # a served RAM disk's login comes whole, or not at all (the site shows it)
+    refused(environment("attach", root="/mnt", name="1.1", rank=0, owner=5, provider="tmpfs",
+                        servers="h:1"), "RSA_SERVERS needs RSA_USER")
+    assert parse(environment("attach", root="/mnt", name="1.1", rank=0, owner=5,
+                             provider="tmpfs"), FLUX)["PROVIDER"] == "tmpfs"

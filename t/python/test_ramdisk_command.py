@@ -169,7 +169,9 @@ def test_every_holder_task_runs_create_and_task_0_makes_the_owners_areas(site):
     first, second = start_hold(site, 0), start_hold(site, 1)
     built = events(first)
     path = os.path.join(site.root, "12.1")
-    assert built[-1] == {"event": "built", "path": path}
+    assert built[-1] == {"event": "built", "path": path, "volume": {
+        "provider": "command", "owner": NOBODY.pw_uid, "nodes": ["rsa0", "rsa1"],
+        "source": path, "jobid": 12, "port": 24200}}
     assert mounted(path) == ["tmpfs"]
     vfs = os.statvfs(path)
     assert vfs.f_blocks * vfs.f_frsize == 16 << 20  # 2 nodes x 8M, as the script chose
@@ -242,8 +244,8 @@ def test_a_sweep_without_the_destroy_script_leaves_the_ram_disk_and_says_so(site
 
 
 def test_a_step_that_overruns_is_killed_with_what_it_started(site, monkeypatch):
-    from flux_rsa.ramdisk import command
-    from flux_rsa.ramdisk.providers import ProviderError
+    from flux_rsa.ramdisk.layout import ProviderError
+    from flux_rsa.ramdisk.providers import command
 
     pids = os.path.join(site.log, "pids")
     slow = site.script("slow", f'sleep 600 & echo $! >{pids}\nwait\n')
@@ -284,17 +286,24 @@ def test_a_script_root_would_run_must_be_root_owned_and_not_writable_by_others(s
 def attach_vars(site, op, rank, source=None):
     variables = {"RSA_OP": op, "RSA_ROOT": site.mnt, "RSA_NAME": "12.1", "RSA_RANK": rank}
     if op == "attach":
-        variables.update({"RSA_PROVIDER": "command", "RSA_NODES": "rsa0,rsa1",
+        variables.update({"RSA_PROVIDER": "command", "RSA_OWNER": NOBODY.pw_uid,
+                          "RSA_NODES": "rsa0,rsa1",
                           "RSA_SOURCE": source or os.path.join(site.root, "12.1"),
                           "RSA_JOBID": 12, "RSA_PORT": 24200})
     return variables
 
 
-def ramdisk_with_a_file(site):
+def ramdisk_with_a_file(site, marker=True):
+    """A RAM disk as the RSA nodes have it (its marker on top, unless not
+    ``marker``) with one output file."""
     path = os.path.join(site.root, "12.1")
     os.makedirs(os.path.join(path, "out"))
     with open(os.path.join(path, "out", "result"), "w") as f:
         f.write("42\n")
+    if marker:
+        with open(os.path.join(path, ".rsa-ramdisk"), "w") as f:
+            json.dump({"name": "12.1", "provider": "command", "owner": NOBODY.pw_uid,
+                       "mounted": True}, f)
     return path
 
 
@@ -328,6 +337,21 @@ def test_a_failed_attach_is_undone_and_says_why(site):
         f"flux-rsa-ramdisk: attach {where}: command-attach {site.path('mount-then-fail')} "
         "failed (exit status 1): client refused: no route")
     assert site.recorded("detach", 3) is not None  # the site's detach undid it
+    assert mounted(where) == [] and os.listdir(site.mnt) == []
+
+
+def test_an_attach_that_shows_anything_but_the_ram_disk_is_undone_and_says_so(site):
+    """The site's attach ends well but what is at the mount point has no
+    marker of RAM disk 12.1 (a wrong source, an empty directory): the job
+    must not be given it."""
+    ramdisk_with_a_file(site, marker=False)
+    where = os.path.join(site.mnt, "12.1")
+    done = run_op(attach_vars(site, "attach", 3), site.scripts("attach"))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"flux-rsa-ramdisk: attach: {where} is not the RAM disk 12.1 (no .rsa-ramdisk marker "
+        "there)")
+    assert site.recorded("detach", 3) is not None  # undone by the site's detach
     assert mounted(where) == [] and os.listdir(site.mnt) == []
 
 

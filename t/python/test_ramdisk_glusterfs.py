@@ -8,11 +8,15 @@ import tempfile
 
 import pytest
 
-from flux_rsa.ramdisk import glusterfs, layout, parallel
+from flux_rsa.ramdisk import disks, gluster, holder, layout, registry, signals
+from flux_rsa.ramdisk.providers.base import Task
+from flux_rsa.ramdisk.providers.glusterfs import brick_path
+
+GLUSTER = registry.get("glusterfs")
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="bricks are tmpfs mounts: need root"),
-    pytest.mark.skipif(not glusterfs.installed(),
+    pytest.mark.skipif(not gluster.installed(),
                        reason="GlusterFS is not installed (Debian: glusterfs-server "
                               "glusterfs-client): no parallel RAM disk tests"),
 ]
@@ -24,8 +28,8 @@ def root():
     unmounted and removed."""
     top = tempfile.mkdtemp(prefix="rsa-brick-test-")
     yield top
-    for record in glusterfs.processes_in(top):
-        glusterfs.stop_process(record)
+    for record in gluster.processes_in(top):
+        gluster.stop_process(record)
     for entry in os.scandir(top):
         subprocess.run(["umount", "-l", entry.path], capture_output=True)
     subprocess.run(["rm", "-rf", top])
@@ -47,6 +51,13 @@ def free_port():
             return port
 
 
+def task(root, name, index=0, nodes=("n0",), port=None):
+    jobid, gen = layout.ids_from_name(name)
+    return Task(root, name, 16 << 20, os.getuid(), jobid=jobid, gen=gen, index=index,
+                nodes=nodes, port=free_port() if port is None else port,
+                secret="s3cret-s3cret-s3cret", fs_host="127.0.0.1")
+
+
 def brick_servers(path):
     found = subprocess.run(["pgrep", "-a", "-f", "rsa-brick"], capture_output=True,
                            text=True).stdout
@@ -54,12 +65,14 @@ def brick_servers(path):
 
 
 def test_a_brick_server_the_marker_does_not_name_is_stopped_with_the_brick(root):
-    volume = parallel.volume_of("7.1", 7, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
-    path, marker = parallel.build_brick(root, "7.1", 0, 16 << 20, os.getuid(), volume, 7, 1)
+    # task 1 of 2 makes only its brick
+    assert GLUSTER.create(task(root, "7.1", index=1, nodes=("n0", "n1"))) is None
+    path = brick_path(root, "7.1", 1)
     assert len(brick_servers(path)) == 1
+    marker = layout.read_marker(path)
     del marker["server"]  # as if the holder died before recording it
     layout.write_marker(path, marker)
-    layout.destroy(path)
+    disks.destroy(path)
     assert brick_servers(path) == []
     assert not os.path.exists(path)
 
@@ -70,10 +83,9 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # pending, as in a holder
-        volume = parallel.volume_of("8.1", 8, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
         with pytest.raises(layout.RamdiskError, match="stopped before the brick server listened"):
-            parallel.build_brick(root, "8.1", 0, 16 << 20, os.getuid(), volume, 8, 1)
-        assert glusterfs.processes_in(root) == []
+            GLUSTER.create(task(root, "8.1", index=1, nodes=("n0", "n1")))
+        assert gluster.processes_in(root) == []
         assert os.listdir(root) == []
     finally:
         signal.sigtimedwait({signal.SIGTERM}, 0)
@@ -83,14 +95,13 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
 def test_the_volume_is_mounted_nosuid_and_nodev(root):
     """Root mounts it, on RSA and compute nodes: a setuid file or a device
     node on it must not count there."""
-    volume = parallel.volume_of("6.1", 6, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
-    brick, _ = parallel.build_brick(root, "6.1", 0, 16 << 20, os.getuid(), volume, 6, 1)
-    path = parallel.build_namespace(root, "6.1", 16 << 20, os.getuid(), volume, 6, 1, brick)
+    t = task(root, "6.1")
+    path = GLUSTER.create(t)
     with open("/proc/mounts") as f:
         (options,) = [line.split()[3].split(",") for line in f if line.split()[1] == path]
     assert "nosuid" in options and "nodev" in options
-    layout.destroy(path)
-    layout.destroy(brick)
+    assert GLUSTER.stop(t, GLUSTER.parts(t)) == []
+    assert os.listdir(root) == []
 
 
 def test_a_holder_task_stopped_while_it_builds_ends_as_a_stop_does(root, capsys):
@@ -98,16 +109,13 @@ def test_a_holder_task_stopped_while_it_builds_ends_as_a_stop_does(root, capsys)
     and leaves nothing."""
     import signal
 
-    from flux_rsa.ramdisk.hold import STOP_SIGNALS
-
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signals.STOP)
     try:
         os.kill(os.getpid(), signal.SIGTERM)
-        volume = parallel.volume_of("9.1", 9, 1, ["n0"], "127.0.0.1", free_port(), "s3cret")
-        assert parallel.hold(root, "9.1", 16 << 20, os.getuid(), 0, volume, 9, 1) == 0
+        assert holder.hold(task(root, "9.1"), "glusterfs") == 0
         assert signal.sigpending() == set()
     finally:
         signal.sigtimedwait({signal.SIGTERM}, 0)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     assert capsys.readouterr().err == ""
-    assert glusterfs.processes_in(root) == [] and os.listdir(root) == []
+    assert gluster.processes_in(root) == [] and os.listdir(root) == []

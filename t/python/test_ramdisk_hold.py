@@ -199,6 +199,6 @@ def test_tmpfs_needs_root(root, owner):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20,
                           user=owner.pw_uid, group=owner.pw_gid)
     assert proc.returncode == 1
-    assert "provider tmpfs needs root" in proc.stderr
+    assert "a tmpfs RAM disk needs root" in proc.stderr
     assert 'set [rsa] provider = "dir"' in proc.stderr
     assert os.listdir(root) == []

@@ -93,7 +93,8 @@ def test_adopt_takes_a_kept_tmpfs_over_grows_it_and_destroys_it_at_the_end(root,
     proc = adopt(root, path, owner.pw_uid, size="12M", provider="tmpfs")
     lines = [json.loads(proc.stdout.readline()) for _ in range(2)]
     assert lines == [{"event": "adopted", "path": path, "size": 12 * MiB},
-                     {"event": "built", "path": path}]
+                     {"event": "built", "path": path,
+                      "volume": {"provider": "tmpfs", "owner": owner.pw_uid}}]
     m = ramdisk_marker(path)
     assert (m["kept"], m["pid"], m["size"]) == (False, proc.pid, 12 * MiB)
     vfs = os.statvfs(path)

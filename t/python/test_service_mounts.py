@@ -27,6 +27,10 @@ class Handle:
         self.timer = Timer(cb)
         return self.timer
 
+    def attr_get(self, name):
+        assert name == "hostlist"
+        return "node[0-3]"
+
 
 def make():
     h = Handle()
@@ -53,7 +57,7 @@ def test_a_rank_that_attaches_after_it_was_given_up_is_detached():
     ended[0](0, None)  # rank 0 attached; rank 1 says nothing
     h.timer.cb()  # TIMEOUT
     assert [ev.ok for ev in delivered] == [False]
-    assert "rank 1: no answer within 60s" in delivered[0].error
+    assert "node1 (rank 1): no answer within 60s" in delivered[0].error
     assert [(op, rank) for op, rank, _ in started if op == "detach"] == [("detach", 0)]
     ended[1](1, None)  # rank 1 attached at last
     assert [(op, rank) for op, rank, _ in started if op == "detach"] == [("detach", 0),

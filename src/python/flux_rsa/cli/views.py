@@ -33,10 +33,10 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "long": {
-                "description": "default plus owner, paths and restages",
+                "description": "default plus owner, paths, restages and where it is attached",
                 "format": (
                     "{id.f58:>12} {user:<8.8} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
-                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {note}"
+                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {attached} {note}"
                 ),
             },
             "progress": {
@@ -103,6 +103,7 @@ class StatusFormat(flux.util.OutputFormat):
         "data_in": "DATA_IN",
         "data_out": "DATA_OUT",
         "ramdisk": "RAMDISK",
+        "attached": "ATTACHED",
         "note": "NOTE",
         "error": "ERROR",
         "t_submit": "SUBMIT",
@@ -155,7 +156,10 @@ def user_name(userid):
 
 
 class RsaJob:
-    def __init__(self, rec):
+    """One row of `flux rsa status`; ``hosts``: the instance's host names in
+    rank order (to say where the RAM disk is attached)."""
+
+    def __init__(self, rec, hosts=()):
         self.rec = rec
         self.record = Record.from_dict(rec)
         self.id = JobID(rec["jobid"])
@@ -170,6 +174,7 @@ class RsaJob:
         self.data_in = req.get("data_in") or "-"
         self.data_out = req.get("data_out") or "-"
         self.ramdisk = rec.get("ramdisk") or "-"
+        self.attached = attached(rec, hosts)
         self.error = rec.get("error") or ""
         self.t = Times(self.record)
         self.t_submit = self.t.t0
@@ -223,6 +228,19 @@ class RsaJob:
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
             return "scratch RAM disk"
         return rec.get("error") or ""
+
+
+def attached(rec, hosts):
+    """Where the job's compute nodes have the RAM disk (``node[0-1]:PATH``),
+    with what is under way ("attaching" or "detaching") or failed; "-"
+    when it is attached nowhere."""
+    state = rec.get("mount") or ""
+    if not state or not rec.get("ranks"):
+        return "-"
+    names = flux.hostlist.Hostlist(
+        [hosts[r] if r < len(hosts) else str(r) for r in rec["ranks"]]).encode()
+    where = f"{names}:{rec.get('mount_path') or '-'}"
+    return where if state == "attached" else f"{where} ({state})"
 
 
 class PoolNode:

@@ -13,18 +13,14 @@ from dataclasses import dataclass
 import jsonschema
 
 from flux_rsa.core.units import parse_duration, parse_size
+from flux_rsa.ramdisk import registry
 
 SIZE = {"type": ["string", "integer"], "description": 'a size such as "16G"'}
-#: RAM-disk providers, and whether one RAM disk may span several RSA nodes
-#: (``command``: as ``[rsa] command-spans`` says)
-PROVIDERS = {"tmpfs": False, "dir": False, "glusterfs": True, "command": True}
 DURATION = {"type": ["string", "number"], "description": 'a duration such as "5m"'}
 SCRIPT = {"type": "string", "pattern": "^/",
           "description": "the absolute path of a site script (owned by root, not writable by others)"}
 #: the steps of provider ``command``: its site scripts, required first
 COMMAND_STEPS = ("create", "destroy", "attach", "detach")
-#: TCP ports (from [rsa] fs-ports) each reservation of provider command gets
-COMMAND_PORTS = 8
 
 SCHEMA = {
     "type": "object",
@@ -45,9 +41,13 @@ SCHEMA = {
         "stage-rate": SIZE,
         "node-capacity": SIZE,
         "granule": SIZE,
-        "provider": {"enum": list(PROVIDERS),
-                     "description": '"tmpfs", "dir", "glusterfs" (spans RSA nodes) or "command" '
-                                    '(the site\'s scripts)'},
+        "provider": {"enum": list(registry.PROVIDERS),
+                     "description": " or ".join(f'"{name}" ({caps.summary})'
+                                                for name, caps in registry.PROVIDERS.items())},
+        "attach": {"enum": ["export", "site"],
+                   "description": '"export" (compute nodes mount each RAM disk over the '
+                                  'network) or "site" (the site shows ramdisk-root on compute '
+                                  'nodes under the same path; flux-rsa only checks)'},
         "command-create": SCRIPT,
         "command-destroy": SCRIPT,
         "command-attach": SCRIPT,
@@ -103,6 +103,7 @@ class Policy:
     node_capacity: int = 4 * 2**30
     granule: int = 2**30
     provider: str = "tmpfs"
+    attach: str = "export"  # how compute nodes reach RAM disks (see SCHEMA)
     mount_root: str = ""  # where compute nodes attach RAM disks ("": ramdisk_root)
     fs_host: str = "{host}"  # how clients reach an RSA node's file-system server
     fs_ports: str = "24100-24999"  # ports for file-system servers, a block per holder
@@ -150,7 +151,7 @@ class Policy:
         if not 0 < int(low) <= int(high) < 65536:
             raise BadConfig(f"[rsa] fs-ports: {policy.fs_ports!r} must be LOW-HIGH with "
                             "0 < LOW <= HIGH < 65536")
-        _check_command(policy, table)
+        _check_provider_keys(policy, table)
         if policy.node_capacity < policy.granule:
             raise BadConfig(
                 f"[rsa] node-capacity: {table.get('node-capacity', policy.node_capacity)!r} is smaller "
@@ -196,11 +197,19 @@ class Policy:
         return dataclasses.replace(request, on_late=on_late, delay=delay)
 
     @property
+    def caps(self):
+        """What the provider can do (ramdisk.registry)."""
+        return registry.caps(self.provider)
+
+    @property
     def spans(self):
         """Can one RAM disk span several RSA nodes with this provider?"""
-        if self.provider == "command":
-            return self.command_spans
-        return PROVIDERS[self.provider]
+        return self.caps.spans_with(self)
+
+    @property
+    def exported(self):
+        """Do compute nodes mount RAM disks over the network?"""
+        return self.caps.exported(self)
 
     @property
     def scripts(self):
@@ -241,28 +250,34 @@ class Policy:
         return self.node_capacity // self.granule
 
 
-def _check_command(policy, table):
-    """Provider command needs its create and destroy scripts, attach and
-    detach come together, and the keys mean nothing to other providers."""
-    given = [key for key in table if key.startswith("command-")]
-    if policy.provider != "command":
+def _check_provider_keys(policy, table):
+    """A provider's own keys (its prefix, e.g. command-) mean nothing to the
+    others; it needs some of them, some come in pairs, and a script's path
+    must be plain."""
+    caps = policy.caps
+    for other in registry.PROVIDERS.values():
+        if other is caps or not other.config_prefix:
+            continue
+        given = [key for key in table if key.startswith(other.config_prefix)]
         if given:
-            raise BadConfig(f"[rsa] {given[0]}: only used with provider = \"command\" (provider "
-                            f"is {policy.provider!r}): remove it or set provider = \"command\"")
-        return
-    for step in COMMAND_STEPS[:2]:
-        if not getattr(policy, f"command_{step}"):
-            raise BadConfig(f"[rsa] provider = \"command\" needs command-{step} (the absolute "
+            raise BadConfig(f"[rsa] {given[0]}: only used with provider = \"{other.name}\" "
+                            f"(provider is {policy.provider!r}): remove it or set provider = "
+                            f"\"{other.name}\"")
+    for key in caps.config_needs:
+        if not table.get(key):
+            raise BadConfig(f"[rsa] provider = \"{policy.provider}\" needs {key} (the absolute "
                             "path of the site's script for that step; see flux-config-rsa(5))")
-    if bool(policy.command_attach) != bool(policy.command_detach):
-        have, lack = (("attach", "detach") if policy.command_attach else ("detach", "attach"))
-        raise BadConfig(f"[rsa] command-{have} needs command-{lack} too (compute nodes that "
-                        f"{have} the RAM disk must also {lack} it), or remove command-{have}")
-    for step in COMMAND_STEPS:
-        path = getattr(policy, f"command_{step}")
-        if path and (posixpath.normpath(path) != path or path.startswith("//")):
-            raise BadConfig(f"[rsa] command-{step}: {path!r} is not a plain absolute path (no "
-                            f"'.', '..', '//' or trailing '/'; e.g. {posixpath.normpath(path)!r})")
+    for first, second in caps.config_together:
+        if bool(table.get(first)) != bool(table.get(second)):
+            have, lack = (first, second) if table.get(first) else (second, first)
+            raise BadConfig(f"[rsa] {have} needs {lack} too (compute nodes that "
+                            f"{have.rpartition('-')[2]} the RAM disk must also "
+                            f"{lack.rpartition('-')[2]} it), or remove {have}")
+    for key, value in table.items():
+        if SCHEMA["properties"].get(key) is SCRIPT and (
+                posixpath.normpath(value) != value or value.startswith("//")):
+            raise BadConfig(f"[rsa] {key}: {value!r} is not a plain absolute path (no "
+                            f"'.', '..', '//' or trailing '/'; e.g. {posixpath.normpath(value)!r})")
 
 
 def _checked(parse, value, key):

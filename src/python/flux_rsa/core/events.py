@@ -71,7 +71,7 @@ class HolderStarted(Event):
 class RamdiskBuilt(Event):
     gen: int
     path: str
-    volume: Optional[dict] = None  # what compute nodes attach (a RAM disk spanning nodes)
+    volume: Optional[dict] = None  # what compute nodes need to attach it (None: simulated)
 
 
 @dataclass(frozen=True)

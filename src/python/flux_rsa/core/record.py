@@ -161,7 +161,7 @@ class Record:
     restages: int = 0  # stage-ins started beyond the first
     output_home: Optional[bool] = None  # None until stage-out ends
     reused: Optional[str] = None  # inputs copied from this replica, not data_in
-    volume: Optional[dict] = None  # what compute nodes attach (a RAM disk spanning nodes)
+    volume: Optional[dict] = None  # what compute nodes need to attach it (None: simulated)
     ranks: tuple = ()  # the job's compute nodes (broker ranks), from its start
     mount: Mount = Mount.NONE  # the RAM disk on the compute nodes
     mount_path: Optional[str] = None  # where the compute nodes attach(ed) it
@@ -193,8 +193,10 @@ class Record:
     @property
     def job_ramdisk(self):
         """The RAM disk as the job's compute nodes see it: where they attach
-        it (``[rsa] mount-root``), else the RSA nodes' path."""
-        if self.ramdisk is None or self.volume is None or not self.limits.mount_root:
+        it (``[rsa] mount-root``), else (nothing mounted: the site shows it)
+        the RSA nodes' path."""
+        if (self.ramdisk is None or self.volume is None or self.volume.get("same_path")
+                or not self.limits.mount_root):
             return self.ramdisk
         return f"{self.limits.mount_root.rstrip('/')}/{self.ramdisk.rsplit('/', 1)[-1]}"
 

@@ -162,6 +162,7 @@ class Agent:
         R = flux.job.job_info_lookup(self.h, jobid, keys=["R"]).get_decode()["R"]
         by_task = sorted(jgf.hosts_by_rank(R).items())  # task i on the i-th node
         out = flux.job.job_output(self.h, jobid, labelio=True)
+        parts = {}  # RAM disk path -> {index: part} of those over several nodes
         for line in (out.stdout + out.stderr).splitlines():
             task, _, text = line.partition(": ")
             kept = _json(text)
@@ -172,19 +173,42 @@ class Agent:
                 ranks = {name: r for r, name in self.hosts.items()}
                 if kept.get("host") in ranks:
                     rank, host = ranks[kept["host"]], kept["host"]
-                if kept["path"] in self.kept:
-                    continue  # seen from another node (a shared file system)
-                self.kept[kept["path"]] = {"jobid": kept.get("jobid"), "gen": kept.get("gen"),
-                                           "owner": kept.get("owner"),
-                                           "bytes": kept.get("bytes") or 0,
-                                           "host": host, "rank": rank, "path": kept["path"]}
-                log(f"kept RAM disk {kept['path']} on {host} (job {kept.get('jobid')}, "
-                    f"{kept.get('bytes')} bytes): adopt or discard it")
+                entry = {"jobid": kept.get("jobid"), "gen": kept.get("gen"),
+                         "owner": kept.get("owner"), "bytes": kept.get("bytes") or 0,
+                         "host": host, "rank": rank, "path": kept["path"]}
+                if kept.get("part_of"):
+                    parts.setdefault(kept["part_of"], {})[kept.get("index")] = {
+                        **entry, "of": kept.get("parts")}
+                elif kept["path"] not in self.kept:  # (else seen from another node)
+                    self.kept[kept["path"]] = entry
             else:
                 log(f"sweep: {text}")
+        for path, found in parts.items():
+            self._kept_over_nodes(path, found)
+        for path, kept in sorted(self.kept.items()):
+            where = ",".join(p["host"] for p in kept.get("parts", [])) or kept["host"]
+            log(f"kept RAM disk {path} on {where} (job {kept['jobid']}, {kept['bytes']} "
+                "bytes): adopt or discard it")
         if result.returncode != 0:
             log(f"sweep job {JobID(jobid).f58} exited with {result.returncode}: some leftover "
                 f"RAM disks under {self.policy.ramdisk_root} may remain (see above)")
+
+    def _kept_over_nodes(self, path, found):
+        """The kept RAM disk ``path`` over several nodes, from its parts
+        (``found``: index -> part): listed with every node in order when
+        all are there; else its parts are removed (a node rebooted and its
+        share is gone: what is left cannot be read whole)."""
+        whole = self.kept.get(path)
+        count = next(iter(found.values()))["of"]
+        if whole is not None and sorted(found) == list(range(count)):
+            ordered = [found[i] for i in range(count)]
+            whole.update(parts=ordered, bytes=sum(part["bytes"] for part in ordered))
+            return
+        log(f"kept RAM disk {path}: only parts {sorted(found)} of {count} (and "
+            f"{'its' if whole else 'no'} namespace) are left: discarding them")
+        self.kept[path] = {**next(iter(found.values())), "path": path,
+                           "parts": list(found.values()), "broken": True}
+        self.discard_kept(path)
 
     def stop(self):
         """Leave the parent tidy: no service, no stale KVS record."""
@@ -347,16 +371,8 @@ class Agent:
                 self.holders[key] = self._adopting_holder(p)
             else:
                 self._refuse_over_kept(p)
-                port = secret = None
                 nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
-                count = jobspecs.ports_needed(self.policy, nodes)
-                if count:  # its servers' ports
-                    try:
-                        port = self.ports.take(key, count)
-                    except PortsExhausted as exc:
-                        raise protocol.BadRequest(f"{protocol.topic(protocol.HOLD)}: {exc}") from None
-                if self.policy.provider == "glusterfs" and port is not None:
-                    secret = secrets.token_urlsafe(24)
+                port, secret = self._serving(key, nodes)
                 js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                      p["userid"], len(self.hosts), self.environment,
                                      rank=self._preferred_rank(p), port=port, secret=secret)
@@ -365,6 +381,19 @@ class Agent:
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error(),
                         kept=holder.kept_path())
         return {}
+
+    def _serving(self, key, nodes):
+        """The first of the ports a new holder over ``nodes`` RSA nodes
+        takes, and its volume secret (each None when it needs none)."""
+        count = jobspecs.ports_needed(self.policy, nodes)
+        if self.simulate or not count:
+            return None, None
+        try:
+            port = self.ports.take(key, count)
+        except PortsExhausted as exc:
+            raise protocol.BadRequest(f"{protocol.topic(protocol.HOLD)}: {exc}") from None
+        secret = secrets.token_urlsafe(24) if jobspecs.needs_secret(self.policy, nodes) else None
+        return port, secret
 
     def _preferred_rank(self, p):
         """The first preferred host where a one-node reservation surely fits
@@ -418,14 +447,21 @@ class Agent:
         if busy:
             jobid, gen = busy[0].key
             raise protocol.BadRequest(f"{where} is being adopted by holder {jobid}.{gen}")
-        if kept["rank"] in self.nodes.down:
-            raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
-        granules = jobspecs.adopt_granules(p["need"], kept["bytes"], self.policy)
+        parts = kept.get("parts") or [kept]
+        down = [part["host"] for part in parts if part["rank"] in self.nodes.down]
+        if down:
+            raise protocol.BadRequest(f"{where} is on {','.join(down)}, which is down")
+        ranks = [part["rank"] for part in parts]
+        granules = jobspecs.adopt_granules(p["need"], kept["bytes"], self.policy, len(parts))
+        port, secret = self._serving((p["jobid"], p["gen"]), len(parts))
         js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                              p["userid"], len(self.hosts), self.environment, adopt=path,
-                             adopt_rank=kept["rank"], adopt_bytes=kept["bytes"])
-        return Holder(self, js, p["jobid"], p["gen"], adopt=path, adopt_rank=kept["rank"],
-                      adopt_granules=granules)
+                             adopt_ranks=ranks, adopt_bytes=kept["bytes"], port=port,
+                             secret=secret)
+        # a drained node lends its granules to a one-node adoption only
+        return Holder(self, js, p["jobid"], p["gen"], adopt=path,
+                      adopt_rank=ranks[0] if len(ranks) == 1 else None,
+                      adopt_granules=granules, port=port, secret=secret)
 
     def do_cancel(self, msg, p):
         key = (p["jobid"], p["gen"])
@@ -522,9 +558,12 @@ class Agent:
                         error=self._cannot("cannot remove it"))
         elif path not in self.discards:
             self._refuse_if_stopping()
-            if kept["rank"] in self.nodes.down:
+            # every node holding a part of it that is up (its parts there go too)
+            ranks = sorted({part["rank"] for part in kept.get("parts") or [kept]}
+                           - set(self.nodes.down))
+            if not ranks:
                 raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
-            js = jobspecs.discard(self.via, self.policy, path, kept["rank"], self.environment)
+            js = jobspecs.discard(self.via, self.policy, path, ranks, self.environment)
             self.discards[path] = Discard(self, js, path)
         return {}
 
@@ -555,9 +594,12 @@ class Agent:
                     if h.adopt is not None and not h.done()}
         kept = []
         for path, k in sorted(self.kept.items()):
+            if k.get("broken"):
+                continue  # being discarded: nothing to adopt
             key = adopting.get(path)
             kept.append({"jobid": k["jobid"], "gen": k["gen"], "host": k["host"], "path": path,
                          "bytes": k["bytes"], "owner": k["owner"],
+                         "hosts": [part["host"] for part in k.get("parts", [])] or [k["host"]],
                          "adopting": None if key is None else {"jobid": key[0], "gen": key[1]}})
         return {"holders": [h.describe() for h in self.holders.values() if not h.done()],
                 "stages": [s.describe() for s in self.stages.values() if not s.ended],

@@ -31,8 +31,7 @@ from flux.hostlist import Hostlist
 
 from flux_rsa.pool import jgf, jobspecs, protocol
 from flux_rsa.pool.subjob import Subjob, _ignore
-from flux_rsa.ramdisk import parallel
-from flux_rsa.ramdisk.hold import KEEP_SIGNAL
+from flux_rsa.ramdisk import signals
 
 CANCEL_REASON = "flux-rsa: reservation released"
 KEEP_REASON = "flux-rsa: pool shut down, RAM disk kept"
@@ -46,6 +45,7 @@ class Holder(Subjob):
         self.secret = secret
         self.sent = set()
         self.path = None
+        self.reported = None  # the volume the RAM-disk command reported
         self.asked = False
         self.keeping = False
         self.kept = None  # path, once the RAM-disk command said it kept it
@@ -84,22 +84,15 @@ class Holder(Subjob):
         return "allocated" if self.R else "pending"
 
     def volume(self):
-        """What compute nodes attach: a GlusterFS RAM disk over several
-        nodes (its servers and login), or one of provider command when the
-        site has an attach script (no secret: the site's scripts reach it
-        their own way); else None."""
-        policy = self.agent.policy
-        if self.simulated or (self.port is None and policy.provider != "command"):
+        """What compute nodes are told to attach the RAM disk (as its
+        command reported it), with ``same_path`` when they mount nothing
+        but see it where the RSA nodes do (the site's means); None in
+        simulation (nothing to attach)."""
+        if self.simulated or self.reported is None:
             return None
-        jobid, gen = self.key
-        name = jobspecs.ramdisk_name(jobid, gen)
-        if policy.provider == "command":
-            if not policy.command_attach:
-                return None
-            return {"provider": "command", "name": name, "servers": self.nodes,
-                    "source": self.path, "port": self.port}
-        return parallel.volume_of(name, jobid, gen, self.nodes, policy.fs_host, self.port,
-                                  self.secret).to_dict()
+        mounted = "servers" in self.reported or self.agent.policy.exported
+        return {**self.reported, "name": jobspecs.ramdisk_name(*self.key),
+                "same_path": not mounted}
 
     def release(self):
         """The service asked for this holder to go."""
@@ -118,7 +111,7 @@ class Holder(Subjob):
             self.cancel(KEEP_REASON)  # nothing to keep but the name
             return
         if self.jobid is not None:
-            flux.job.kill_async(self.h, self.jobid, KEEP_SIGNAL).then(self._guard, _ignore)
+            flux.job.kill_async(self.h, self.jobid, signals.KEEP).then(self._guard, _ignore)
 
     def on_event(self, name):
         if self.adopt is None:
@@ -138,6 +131,7 @@ class Holder(Subjob):
             return
         if msg.get("event") == "built":
             self.path = msg.get("path")
+            self.reported = msg.get("volume")
         elif msg.get("event") == "kept":
             self.kept = msg.get("path")
 
@@ -163,7 +157,7 @@ class Holder(Subjob):
             return False
         code = self.exit_code()
         return self.stderr is None and any(
-            code in (-sig, 128 + sig) for sig in (signal.SIGTERM, KEEP_SIGNAL))
+            code in (-sig, 128 + sig) for sig in (signal.SIGTERM, signals.KEEP))
 
     def error(self):
         """holder-end's error: None only for a clean, asked-for end."""

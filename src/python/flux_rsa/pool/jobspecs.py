@@ -19,9 +19,9 @@ import math
 
 from flux.job import JobspecV1
 
-from flux_rsa.core.config import COMMAND_PORTS
 from flux_rsa.privileged.caller import subjob_environment
 from flux_rsa.privileged.request import stage_mode
+from flux_rsa.ramdisk import registry
 
 OUTPUT_BATCH = 0.05
 
@@ -68,8 +68,9 @@ def layout(need, policy, nnodes):
     per_node = policy.node_granules
     nodes = math.ceil(granules / per_node)
     if nodes > 1 and not policy.spans:
-        fix = ("[rsa] command-spans = true" if policy.provider == "command"
-               else "[rsa] provider = \"glusterfs\"")
+        spanning = [c.name for c in registry.PROVIDERS.values() if c.spans is True]
+        fix = (f"[rsa] {policy.caps.spans} = true" if isinstance(policy.caps.spans, str)
+               else f"[rsa] provider = \"{spanning[0]}\"")
         raise Unfit(
             f"need {need} bytes is more than one RSA node holds ({per_node * policy.granule} "
             f"bytes) and provider {policy.provider} cannot span nodes (lower rsa.capacity, or "
@@ -84,62 +85,69 @@ def layout(need, policy, nnodes):
     return nodes, math.ceil(granules / nodes)
 
 
-def adopt_granules(need, kept_bytes, policy):
-    """Granules for adopting a kept RAM disk of ``kept_bytes`` for a
-    reservation of ``need`` bytes: the larger of the two, on its one node."""
-    granules = max(1, math.ceil(max(need, kept_bytes) / policy.granule))
+def adopt_granules(need, kept_bytes, policy, nodes=1):
+    """Granules on each of its ``nodes`` nodes for adopting a kept RAM disk
+    of ``kept_bytes`` for a reservation of ``need`` bytes: the larger of
+    the two, shared equally."""
+    granules = max(1, math.ceil(max(need, kept_bytes) / nodes / policy.granule))
     if granules > policy.node_granules:
         raise Unfit(
             f"adopting a kept RAM disk of {kept_bytes} bytes for need {need} bytes takes "
-            f"{granules} granules of {policy.granule} on its node, more than a node holds "
-            f"({policy.node_granules}); ask for at most {policy.node_capacity} bytes"
+            f"{granules} granules of {policy.granule} on each of its {nodes} node(s), more "
+            f"than a node holds ({policy.node_granules}); ask for at most "
+            f"{nodes * policy.node_capacity} bytes"
         )
     return granules
 
 
+def holder_provider(policy, nodes):
+    """The provider a holder over ``nodes`` RSA nodes runs: a spanning
+    provider may leave one-node RAM disks to another (registry: one_node)."""
+    caps = policy.caps
+    return caps.one_node if nodes == 1 and caps.one_node else policy.provider
+
+
 def ports_needed(policy, nodes):
     """TCP ports a new holder over ``nodes`` RSA nodes gets from ``[rsa]
-    fs-ports``: one per brick of a GlusterFS RAM disk over several nodes, a
-    block for the site's scripts of provider command, else none."""
-    if policy.provider == "command":
-        return COMMAND_PORTS
-    if policy.provider == "glusterfs" and nodes > 1:
-        return nodes
-    return 0
+    fs-ports`` (its servers', or a block for the site's scripts)."""
+    return registry.caps(holder_provider(policy, nodes)).ports_for(nodes, policy)
 
 
-def holder_task(via, policy, jobid, gen, size, userid, adopt=None, port=None, secret=None):
-    """``size``: bytes on each node.  A GlusterFS RAM disk over several
-    nodes (a ``port`` given) also gets the volume's secret; one on a single
-    node is a plain tmpfs (no servers: the fastest path).  Provider command
-    always runs the site's scripts (with its first ``port``)."""
-    provider, spanning = policy.provider, {}
-    if provider == "command":
-        spanning = {"port": port}
-    elif port is not None:
-        spanning = {"port": port, "secret": secret, "fs_host": policy.fs_host}
-    elif policy.spans:
-        provider = "tmpfs"
+def needs_secret(policy, nodes):
+    """Does a holder over ``nodes`` get a volume secret (with its ports)?"""
+    return registry.caps(holder_provider(policy, nodes)).secret
+
+
+def holder_task(via, policy, jobid, gen, size, userid, nodes=1, adopt=None, port=None,
+                secret=None):
+    """``size``: bytes on each node.  A RAM disk served to compute nodes
+    (a ``port`` given) also gets its volume's secret and address."""
+    serving = {"port": port}
+    if secret is not None:
+        serving.update(secret=secret, fs_host=policy.fs_host)
     return via.command("hold", root=policy.ramdisk_root, name=ramdisk_name(jobid, gen),
-                       size=size, owner=userid, provider=provider, jobid=jobid, gen=gen,
-                       adopt=adopt, **spanning)
+                       size=size, owner=userid, provider=holder_provider(policy, nodes),
+                       jobid=jobid, gen=gen, adopt=adopt, **serving)
 
 
 def holder(via, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
-           adopt_rank=None, adopt_bytes=0, rank=None, port=None, secret=None):
+           adopt_ranks=(), adopt_bytes=0, rank=None, port=None, secret=None):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
-    first node's builds the RAM disk, the others only hold capacity).
-    Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big) places the
-    holder on its node, pool rank ``adopt_rank``; ``rank`` places a new
+    first node's builds the RAM disk; the others hold capacity, or their
+    share).  Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big)
+    places the holder on the pool ranks ``adopt_ranks`` holding it (its
+    node, or the nodes of its parts, in order); ``rank`` places a new
     one-node holder on that pool rank (next to a staged copy of its data)."""
     if adopt is None:
         nodes, granules = layout(need, policy, nnodes)
     else:
-        nodes, granules = 1, adopt_granules(need, adopt_bytes, policy)
-    task = holder_task(via, policy, jobid, gen, granules * policy.granule, userid, adopt,
+        nodes = len(adopt_ranks)
+        granules = adopt_granules(need, adopt_bytes, policy, nodes)
+        rank = ",".join(str(r) for r in adopt_ranks)
+    task = holder_task(via, policy, jobid, gen, granules * policy.granule, userid, nodes, adopt,
                        port, secret)
     jobspec = _jobspec(task, holder_name(jobid, gen), environment, nodes=nodes,
-                       memory=granules, rank=adopt_rank if adopt_rank is not None else rank)
+                       memory=granules, rank=rank)
     if policy.simulate_rate > 0:
         _simulate(jobspec)
     else:
@@ -198,10 +206,12 @@ def measure(via, request, environment):
     return _jobspec(task, measure_name(request["jobid"], request["seq"]), environment)
 
 
-def discard(via, policy, path, rank, environment):
-    """Remove the kept RAM disk ``path`` on pool rank ``rank``."""
+def discard(via, policy, path, ranks, environment):
+    """Remove the kept RAM disk ``path`` (and its parts) on the pool
+    ``ranks`` holding them, one task each."""
     task = via.command("discard", root=policy.ramdisk_root, path=path)
-    return _jobspec(task, discard_name(path), environment, rank=rank)
+    return _jobspec(task, discard_name(path), environment, nodes=len(ranks),
+                    rank=",".join(str(r) for r in ranks))
 
 
 # --- common shape --------------------------------------------------------------

@@ -24,6 +24,7 @@ import sys
 
 import flux_rsa
 from flux_rsa.privileged import ops, request, signed, trust
+from flux_rsa.ramdisk import holder, registry
 from flux_rsa.privileged.request import PREFIX, Refused
 
 PROG = "flux-rsa-helper"
@@ -86,14 +87,14 @@ def task_facts(environ, imp):
     rank = env.get("FLUX_TASK_RANK")
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:
         env[f"{PREFIX}TASK_RANK"] = rank
-    if env.get(f"{PREFIX}PROVIDER") in ("glusterfs", "command") and f"{PREFIX}NODES" not in env:
-        from flux_rsa.ramdisk.hold import job_nodes
-
-        env[f"{PREFIX}NODES"] = ",".join(job_nodes())
+    try:
+        needs, may = registry.caps(env.get(f"{PREFIX}PROVIDER")).hold_vars
+    except registry.UnknownProvider:
+        needs = may = ()  # refused by the request's checks
+    if "NODES" in needs + may and f"{PREFIX}NODES" not in env:
+        env[f"{PREFIX}NODES"] = ",".join(holder.job_nodes())
     if imp and env.get(f"{PREFIX}TASK_RANK", "0") == "0" and f"{PREFIX}HOST" not in env:
-        from flux_rsa.ramdisk.hold import node_name
-
-        env[f"{PREFIX}HOST"] = node_name()
+        env[f"{PREFIX}HOST"] = holder.node_name()
     return env
 
 

@@ -19,9 +19,11 @@ import json
 import os
 import sys
 
-from flux_rsa.ramdisk import command, glusterfs, layout, mounts, parallel, volfiles
-from flux_rsa.ramdisk.hold import hold
-from flux_rsa.ramdisk.providers import ProviderError
+from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry
+from flux_rsa.ramdisk.holder import hold
+from flux_rsa.ramdisk.layout import ProviderError
+from flux_rsa.ramdisk.providers import command
+from flux_rsa.ramdisk.providers.base import Task
 from flux_rsa.ramdisk.purge import purge
 from flux_rsa.ramdisk.sweep import sweep
 
@@ -34,28 +36,32 @@ def _fail(message, prog=RAMDISK_PROG):
 
 
 def _hold(r):
-    volume = None
-    if r["PROVIDER"] == "glusterfs":
-        volume = parallel.volume_of(r["NAME"], r.get("JOBID"), r.get("GEN"), r["NODES"],
-                                    r["FS_HOST"], r["PORT"], r["SECRET"])
-    return hold(r["ROOT"], r["NAME"], r["SIZE"], r["OWNER"], r["PROVIDER"], prog=RAMDISK_PROG,
-                jobid=r.get("JOBID"), gen=r.get("GEN"), adopt=r.get("ADOPT"),
-                rank=r.get("TASK_RANK", 0), host=r.get("HOST"), volume=volume,
-                nodes=r.get("NODES", ()), port=r.get("PORT"))
+    task = Task(r["ROOT"], r["NAME"], r["SIZE"], r["OWNER"], jobid=r.get("JOBID"),
+                gen=r.get("GEN"), index=r.get("TASK_RANK", 0), nodes=r.get("NODES", ()),
+                port=r.get("PORT"), secret=r.get("SECRET"), fs_host=r.get("FS_HOST", "{host}"),
+                host=r.get("HOST"), adopt=r.get("ADOPT"))
+    return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 
 
 def _attach(r):
+    """Attach the RAM disk on this compute node, then check that what the
+    job will be given is that RAM disk (its marker: name and owner), not
+    an empty directory or another one; if not, undo the attach."""
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
+    provider = registry.get(r["PROVIDER"])
     try:
         os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
-        if r.get("PROVIDER") == "command":
-            command.attach(mountpoint, r["RANK"], r["SOURCE"], r["NODES"], jobid=r.get("JOBID"),
-                           port=r.get("PORT"))
-        else:
-            volume = volfiles.Volume(r["NAME"], r["SERVERS"], r["USER"], r["SECRET"])
-            glusterfs.attach(volume, mountpoint, r["RANK"])
-    except (OSError, glusterfs.GlusterError, ProviderError) as exc:
+        provider.attach(mountpoint, r["RANK"], r.values)
+    except (OSError, gluster.GlusterError, ProviderError) as exc:
         return _fail(f"attach {mountpoint}: {exc}")
+    try:
+        layout.check_ramdisk(mountpoint, r["NAME"], r["OWNER"])
+    except layout.RamdiskError as exc:
+        try:
+            mounts.detach(mountpoint, r["RANK"])
+        except (OSError, gluster.GlusterError, ProviderError):
+            pass
+        return _fail(f"attach: {exc}")
     return 0
 
 
@@ -63,7 +69,7 @@ def _detach(r):
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
     try:
         mounts.detach(mountpoint, r["RANK"])
-    except (OSError, glusterfs.GlusterError, ProviderError) as exc:
+    except (OSError, gluster.GlusterError, ProviderError) as exc:
         return _fail(f"detach {mountpoint}: {exc}")
     return 0
 
@@ -78,7 +84,7 @@ def _purge(r):
 
 def _discard(r):
     try:
-        if layout.discard(r["PATH"]):
+        if disks.discard(r["PATH"]):
             print(f"{RAMDISK_PROG}: discarded {r['PATH']}", flush=True)
     except layout.RamdiskError as exc:
         return _fail(str(exc))
@@ -111,25 +117,32 @@ def stage_argv(r):
 
 
 def _stage(r):
-    """Switch to the owner, run the stager.  A RAM disk spanning nodes must
-    be whole before and after: with a brick down the stager would copy the
-    files it can see and call it done."""
+    """Check the RAM-disk side is the RAM disk (its marker on top: never a
+    directory a lost mount left behind), switch to the owner, run the
+    stager.  A RAM disk spanning nodes must be whole before and after:
+    with a brick down the stager would copy the files it can see and call
+    it done."""
     from flux_rsa.stage import cli, identity
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
 
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
-    expected = parallel.expected_bytes(ramdisk)  # as root: the brick's marker
+    try:
+        marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
+        expected = registry.get(marker.get("provider")).expected_bytes(ramdisk)
+    except (layout.RamdiskError, registry.UnknownProvider) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     try:
         identity.become(r["OWNER"])  # before any user path is touched
     except StageError as exc:
         print(exc.line(), file=sys.stderr, flush=True)
         return exc.code
     try:
-        parallel.check_whole(ramdisk, expected)
+        gluster.check_whole(ramdisk, expected)
         code = cli.main(stage_argv(r))
-        parallel.check_whole(ramdisk, expected)
-    except (OSError, glusterfs.GlusterError) as exc:
+        gluster.check_whole(ramdisk, expected)
+    except (OSError, gluster.GlusterError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     return code

@@ -24,16 +24,15 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from flux_rsa.core.config import COMMAND_PORTS, COMMAND_STEPS
+from flux_rsa.core.config import COMMAND_STEPS
 from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.ramdisk import registry
 
 PREFIX = "RSA_"
 #: a RAM disk's name under the root, e.g. 1234.1 (no "/", no leading ".")
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-PROVIDERS = ("tmpfs", "dir", "glusterfs", "command")
-#: providers whose RAM disk compute nodes attach (RSA_OP=attach)
-ATTACHED = ("glusterfs", "command")
+PROVIDERS = tuple(registry.PROVIDERS)
 SECRET = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 FS_HOST = re.compile(r"^[A-Za-z0-9._-]*(\{host\}[A-Za-z0-9._-]*)?$")
 SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[0-9]{1,5}$")
@@ -208,14 +207,15 @@ OPS = {
         for_owner=True, scripts=("create", "destroy"),
         what="build (or adopt) the RAM disk ROOT/NAME, keep it until signalled, destroy or keep it"),
     "attach": Spec(
-        {"ROOT": exact_path, "NAME": name, "RANK": number},
-        {"PROVIDER": one_of(ATTACHED),
-         # glusterfs (the default): the volume's servers and login
-         "USER": name, "SERVERS": servers, "SECRET": secret,
-         # command: the RAM disk's nodes, its path there, the job, its ports
+        # OWNER: whose RAM disk the job must be given (its marker is checked)
+        {"ROOT": exact_path, "NAME": name, "RANK": number, "PROVIDER": one_of(PROVIDERS),
+         "OWNER": number},
+        # a volume compute nodes mount: its servers and login; the site's
+        # scripts: the RAM disk's nodes, its path there, the job, its ports
+        {"USER": name, "SERVERS": servers, "SECRET": secret,
          "NODES": hosts, "SOURCE": exact_path, "JOBID": number, "PORT": positive},
         scripts=("attach", "detach"),
-        what="mount the job's RAM disk at ROOT/NAME on this compute node"),
+        what="attach the job's RAM disk at ROOT/NAME on this compute node (and check it is)"),
     "detach": Spec({"ROOT": exact_path, "NAME": name, "RANK": number}, scripts=("detach",),
                    what="unmount the job's RAM disk at ROOT/NAME on this compute node"),
     "purge": Spec({"ROOT": exact_path, "PATH": exact_path}, {"LINK": path},
@@ -310,55 +310,55 @@ def ramdisk_of(root, value, var, areas=()):
     return os.path.join(root, parts[0])
 
 
-#: the variables each provider's holder task needs (the first ones), and
-#: may have; the others have none of them but TASK_RANK
-HOLD_VARS = {
-    "glusterfs": (("NODES", "PORT", "SECRET", "FS_HOST", "TASK_RANK"), ()),
-    "command": (("NODES", "TASK_RANK"), ("PORT",)),
-}
-#: the variables each provider's attach needs (the first ones), and may have
-ATTACH_VARS = {
-    "glusterfs": (("USER", "SERVERS", "SECRET"), ()),
-    "command": (("NODES", "SOURCE"), ("JOBID", "PORT")),
-}
-
-
-def _provider_vars(r, provider, table, default=((), ())):
-    """Refuse a request that lacks a variable its provider needs, or has one
-    of another provider's."""
-    needs, may = table.get(provider, default)
+def _provider_vars(r, provider, kind, common=()):
+    """Refuse a request that lacks a variable its provider needs (registry:
+    ``kind``, "hold_vars" or "attach_vars"), has one of another provider's,
+    or has only part of a group that comes together."""
+    caps = registry.caps(provider)
+    needs, may = getattr(caps, kind)
     missing = [v for v in needs if r.get(v) is None]
     if missing:
         raise Refused(f"{PREFIX}PROVIDER={provider} needs {PREFIX}{missing[0]} (and "
                       f"{', '.join(PREFIX + v for v in needs)})")
-    for var in sorted({v for pair in table.values() for part in pair for v in part}):
+    for var in sorted(registry.all_vars(kind) - set(common)):
         if r.get(var) is not None and var not in needs + may:
-            users = [p for p, pair in table.items() if var in pair[0] + pair[1]]
+            users = [c.name for c in registry.PROVIDERS.values()
+                     if var in getattr(c, kind)[0] + getattr(c, kind)[1]]
             raise Refused(f"{PREFIX}{var} is only for {PREFIX}PROVIDER={' or '.join(users)} "
                           f"(this is {provider})")
+    if kind == "attach_vars":
+        for group in caps.attach_together:
+            given = [v for v in group if r.get(v) is not None]
+            if given and len(given) != len(group):
+                lack = next(v for v in group if r.get(v) is None)
+                raise Refused(f"{PREFIX}{given[0]} needs {PREFIX}{lack} (and "
+                              f"{', '.join(PREFIX + v for v in group)}, or none of them)")
 
 
 def _check_hold(r):
     provider = r["PROVIDER"]
-    _provider_vars(r, provider, HOLD_VARS, default=((), ("TASK_RANK",)))
-    if provider in HOLD_VARS:
-        if r["TASK_RANK"] >= len(r["NODES"]):
-            raise Refused(f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
-                          f"{len(r['NODES'])} node(s) ({PREFIX}NODES)")
-        ports = len(r["NODES"]) if provider == "glusterfs" else COMMAND_PORTS
-        if r.get("PORT") is not None and r["PORT"] + ports > 65536:
-            raise Refused(f"{PREFIX}PORT={r['PORT']}: its {ports} ports run past 65535")
-        if r.get("ADOPT") is not None:
-            raise Refused(f"{PREFIX}ADOPT: a {provider} RAM disk cannot be adopted (it is not kept)")
+    _provider_vars(r, provider, "hold_vars", common=("TASK_RANK",))
+    caps = registry.caps(provider)
+    nodes = r.get("NODES") or ("",)
+    if r.get("TASK_RANK", 0) >= len(nodes):
+        raise Refused(f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
+                      f"{len(nodes)} node(s) ({PREFIX}NODES)")
+    if (r.get("PORT") is None) != (r.get("SECRET") is None) and caps.secret:
+        raise Refused(f"{PREFIX}PORT and {PREFIX}SECRET come together (a served RAM disk's "
+                      "first port and its login)")
+    ports = caps.ports(len(nodes), True) if caps.ports else 0
+    if r.get("PORT") is not None and r["PORT"] + ports > 65536:
+        raise Refused(f"{PREFIX}PORT={r['PORT']}: its {ports} ports run past 65535")
     if r.get("ADOPT") is not None:
+        if not caps.keeps:
+            raise Refused(f"{PREFIX}ADOPT: a {provider} RAM disk cannot be adopted (it is not kept)")
         ramdisk_of(r["ROOT"], r["ADOPT"], "ADOPT")
         if r.get("JOBID") is None:
             raise Refused(f"{PREFIX}ADOPT needs {PREFIX}JOBID (whose kept RAM disk it is)")
 
 
 def _check_attach(r):
-    provider = r.get("PROVIDER", "glusterfs")
-    _provider_vars(r, provider, ATTACH_VARS)
+    _provider_vars(r, r["PROVIDER"], "attach_vars")
     source = r.get("SOURCE")
     if source is not None and os.path.basename(source) != r["NAME"]:
         raise Refused(f"{PREFIX}SOURCE={source!r}: not the RAM disk {PREFIX}NAME={r['NAME']!r} "

@@ -1,8 +1,12 @@
-"""The RAM disk of an RSA reservation: made and destroyed on an RSA node.
+"""RAM disks on the RSA nodes, and on the compute nodes that use them.
 
-``python3 -m flux_rsa.ramdisk hold|purge|sweep|discard`` (see doc/pool.md).  The
-holder subjob runs ``hold``: it builds ROOT/JOBID.GEN with the job owner's
-``in/`` and ``out/``, prints ``{"event": "built", "path": ...}`` and keeps the
-RAM disk until it is signalled.  Providers (how the space is made) are
-chosen by name in ``providers``.
+``python3 -m flux_rsa.ramdisk hold|purge|sweep|discard`` (see doc/pool.md).
+A holder subjob's tasks run ``holder.hold``: each builds its node's share
+of ROOT/JOBID.GEN (task 0 with the job owner's ``in/`` and ``out/``),
+prints ``{"event": "built", "path", "volume"}`` and keeps it until
+signalled.  How the space is made and reaches compute nodes is a
+provider's business (``providers``, listed in ``registry``); ``layout``
+is what a RAM disk looks like on disk, ``disks`` removes one whatever made
+it, ``mounts`` shares a compute node's mount between a job's ranks,
+``gluster`` and ``sysmount`` are the engines the providers use.
 """

@@ -4,8 +4,9 @@ import argparse
 import sys
 
 from flux_rsa.core.units import parse_size
-from flux_rsa.ramdisk import layout, providers
-from flux_rsa.ramdisk.hold import hold, task_rank
+from flux_rsa.ramdisk import disks, layout, registry
+from flux_rsa.ramdisk.holder import hold, task_rank
+from flux_rsa.ramdisk.providers.base import Task
 from flux_rsa.ramdisk.purge import purge
 from flux_rsa.ramdisk.sweep import sweep
 
@@ -34,7 +35,7 @@ def parser():
                                 description="Make, purge and sweep flux-rsa RAM disks.")
     sub = p.add_subparsers(dest="command", required=True)
     h = sub.add_parser("hold", help="build ROOT/NAME, print it, keep it until signalled")
-    h.add_argument("--provider", choices=sorted(providers.PROVIDERS), default="tmpfs")
+    h.add_argument("--provider", choices=sorted(registry.PROVIDERS), default="tmpfs")
     h.add_argument("--root", required=True, help="directory holding the RAM disks")
     h.add_argument("--name", required=True, help="the RAM disk's name (JOBID.GEN)")
     h.add_argument("--size", type=_size, required=True, help="bytes on this node (e.g. 4G)")
@@ -43,6 +44,10 @@ def parser():
     h.add_argument("--gen", type=_uid, help="the reservation's generation (default: from NAME)")
     h.add_argument("--adopt", metavar="PATH",
                    help="take over the kept RAM disk PATH of --jobid instead of building one")
+    h.add_argument("--port", type=_uid, help="serve it to compute nodes on this TCP port "
+                   "(with --secret)")
+    h.add_argument("--secret", help="the volume's login compute nodes present")
+    h.add_argument("--fs-host", default="127.0.0.1", help="the address it is served at")
     g = sub.add_parser("purge", help="replace PATH by a link to DATA_IN (or an empty directory)")
     g.add_argument("path")
     g.add_argument("--link", metavar="DATA_IN", help="where the link points")
@@ -68,11 +73,15 @@ def main(argv=None):
     if args.command == "hold":
         if args.adopt is not None and args.jobid is None:
             return _fail("hold --adopt needs --jobid (whose kept RAM disk it is)")
-        return hold(args.root, args.name, args.size, args.owner, args.provider, prog=PROG,
-                    jobid=args.jobid, gen=args.gen, adopt=args.adopt, rank=task_rank())
+        if (args.port is None) != (args.secret is None):
+            return _fail("hold --port and --secret come together")
+        task = Task(args.root, args.name, args.size, args.owner, jobid=args.jobid, gen=args.gen,
+                    index=task_rank(), port=args.port, secret=args.secret,
+                    fs_host=args.fs_host, adopt=args.adopt)
+        return hold(task, args.provider, prog=PROG)
     if args.command == "discard":
         try:
-            if layout.discard(args.path):
+            if disks.discard(args.path):
                 print(f"{PROG}: discarded {args.path}", flush=True)
         except layout.RamdiskError as exc:
             return _fail(str(exc))

@@ -1,12 +1,15 @@
-"""What a RAM disk looks like on disk, and how it is made and removed.
+"""What a RAM disk looks like on disk: its marker, its areas, its holder.
 
 ``ROOT/NAME`` (root-owned 0755) holds a marker file ``.rsa-ramdisk`` (JSON:
 name, provider, size, owner, jobid, gen, and the holder process that keeps
 it) and the job owner's ``in/`` and ``out/`` (mode 0700).  The marker is
-written before the provider mounts anything and again on top, so a
-directory is known to be ours whether or not its mount is still there;
-nothing without a marker is ever touched.  Trees are removed with
-``shutil.rmtree``, which never follows a symbolic link.
+written before the provider mounts anything and again on top (with
+``"mounted": true``), so a directory is known to be ours whether or not
+its mount is still there, and the RAM disk itself (the marker on top) is
+told from the directory it was mounted on; nothing without a marker is
+ever touched.  Trees are removed with ``shutil.rmtree``, which never
+follows a symbolic link.  How a RAM disk is made and removed is its
+provider's business (``disks``, ``providers``).
 
 A **kept** RAM disk (``keep``) outlives its holder: its marker says
 ``"kept": true`` with the node's name, sweeps leave it alone, and a new
@@ -25,7 +28,6 @@ import signal
 import time
 
 from flux_rsa.core.record import IN_AREA, OUT_AREA
-from flux_rsa.ramdisk import providers
 
 MARKER = ".rsa-ramdisk"
 #: seconds a sweep waits for the process of a holder whose job ended
@@ -37,6 +39,10 @@ class RamdiskError(Exception):
     """A RAM disk could not be made, used or removed; str() says why."""
 
 
+class ProviderError(Exception):
+    """A step of a provider failed; str() says which and why."""
+
+
 # --- the holder process, for liveness checks -----------------------------------
 
 
@@ -45,7 +51,7 @@ def _boot_id():
         return f.read().strip()
 
 
-def _starttime(pid):
+def starttime(pid):
     """The process's start time in clock ticks since boot, or None when
     there is no such process (or only its zombie)."""
     try:
@@ -63,7 +69,7 @@ def holder_alive(marker):
     pid = marker.get("pid")
     if not isinstance(pid, int) or marker.get("boot_id") != _boot_id():
         return False
-    return _starttime(pid) == marker.get("starttime")
+    return starttime(pid) == marker.get("starttime")
 
 
 def end_holder(marker, grace=HOLDER_GRACE):
@@ -109,7 +115,7 @@ def write_marker(path, marker):
     os.rename(tmp, os.path.join(path, MARKER))
 
 
-# --- build and destroy ------------------------------------------------------------
+# --- paths, owners, areas ------------------------------------------------------
 
 
 def owner_ids(uid):
@@ -130,9 +136,9 @@ def path_of(root, name):
     return os.path.join(root, name)
 
 
-def _holder_fields():
+def holder_fields():
     """The marker fields that name the process holding the RAM disk."""
-    return {"pid": os.getpid(), "starttime": _starttime(os.getpid()), "boot_id": _boot_id()}
+    return {"pid": os.getpid(), "starttime": starttime(os.getpid()), "boot_id": _boot_id()}
 
 
 def ids_from_name(name):
@@ -143,32 +149,21 @@ def ids_from_name(name):
     return None, None
 
 
-def claim(path):
-    """Make way for a new RAM disk at ``path``: refuse what is not ours, a
-    kept one or one whose holder runs; remove a dead holder's leftover."""
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    if not os.path.lexists(path):
-        return
-    old = read_marker(path)
-    if old is None:
-        raise RamdiskError(f"{path} exists and is not a flux-rsa RAM disk (remove it or "
-                           "choose another [rsa] ramdisk-root)")
-    if old.get("kept"):
-        raise RamdiskError(f"{path} is a kept RAM disk of job {old.get('jobid')}: adopt it "
-                           "(rsa-pool.hold adopt) or discard it (rsa-pool.discard) first")
-    if holder_alive(old):
-        raise RamdiskError(f"{path} is still held by process {old['pid']}")
-    destroy(path)
-
-
 def new_marker(name, provider, size, owner, jobid=None, gen=None, **fields):
-    """The marker of a RAM disk this process builds and holds."""
+    """The marker of a RAM disk (or part of one) this process builds and holds."""
     uid, gid = owner_ids(owner)
     if jobid is None or gen is None:
         jobid, gen = ids_from_name(name)
     return {"name": name, "provider": provider, "size": int(size), "owner": uid,
             "group": gid, "jobid": jobid, "gen": gen, "kept": False, **fields,
-            **_holder_fields()}
+            **holder_fields()}
+
+
+def mark_on_top(path, marker, mode=0o755):
+    """Write ``marker`` on top of what is mounted at ``path``: that is the
+    RAM disk (the one underneath only names the directory)."""
+    os.chmod(path, mode)
+    write_marker(path, {**marker, "mounted": True})
 
 
 def make_areas(path, marker):
@@ -179,34 +174,33 @@ def make_areas(path, marker):
         os.chown(sub, marker["owner"], marker["group"])
 
 
-def build(root, name, size, owner, provider, jobid=None, gen=None, areas=True, **fields):
-    """Make the RAM disk ROOT/NAME for uid ``owner`` on this node (with the
-    owner's areas unless ``areas`` is false; ``fields`` go into the marker);
-    return its path."""
-    path = path_of(root, name)
-    marker = new_marker(name, provider, size, owner, jobid, gen, **fields)
-    make = providers.get(provider)
-    claim(path)
-    try:
-        os.mkdir(path, 0o755)
-        write_marker(path, marker)
-        make.create(path, size, marker)
-        os.chmod(path, 0o755)
-        write_marker(path, marker)
-        if areas:
-            make_areas(path, marker)
-    except (OSError, providers.ProviderError) as exc:
-        try:
-            destroy(path)
-        except RamdiskError:
-            pass
-        raise RamdiskError(f"cannot build {path}: {exc}") from None
-    return path
+def check_ramdisk(path, name, owner=None):
+    """Raise RamdiskError unless ``path`` shows the RAM disk ``name`` (of
+    uid ``owner``): its marker on top, not the directory it is mounted on,
+    nor another RAM disk.  What a job or a stage may be given."""
+    marker = read_marker(path)
+    if marker is None:
+        why = "no such directory" if not os.path.isdir(path) else f"no {MARKER} marker there"
+        raise RamdiskError(f"{path} is not the RAM disk {name} ({why})")
+    if marker.get("name") != name:
+        raise RamdiskError(f"{path} is not the RAM disk {name} (its marker names "
+                           f"{marker.get('name')!r})")
+    if not marker.get("mounted"):
+        raise RamdiskError(f"{path} is not the RAM disk {name} (only the directory it was "
+                           "mounted on is there: the RAM disk is not mounted)")
+    if owner is not None and marker.get("owner") != owner:
+        raise RamdiskError(f"{path} is not the RAM disk {name} of uid {owner} (it belongs to "
+                           f"uid {marker.get('owner')})")
+    return marker
+
+
+# --- kept RAM disks --------------------------------------------------------------
 
 
 def keep(path, host):
-    """Let the RAM disk at ``path`` outlive its holder: mark it kept (on
-    ``host``, the node's name as the pool knows it); return the marker."""
+    """Let the RAM disk (or part) at ``path`` outlive its holder: mark it
+    kept (on ``host``, the node's name as the pool knows it); return the
+    marker."""
     marker = read_marker(path)
     if marker is None:
         raise RamdiskError(f"cannot keep {path}: no {MARKER} marker")
@@ -224,10 +218,9 @@ def kept(path):
     return marker if marker is not None and marker.get("kept") else None
 
 
-def adopt(path, jobid, size, owner):
-    """Take over the kept RAM disk at ``path`` for job ``jobid``: check it is
-    kept and whose it is, grow it to ``size`` bytes when it is smaller, and
-    make this process its holder.  Return its marker."""
+def check_adopt(path, jobid, owner):
+    """The marker of the kept RAM disk (or part) at ``path``, which job
+    ``jobid`` of uid ``owner`` may take over; else RamdiskError saying why."""
     marker = read_marker(path)
     if marker is None:
         raise RamdiskError(f"cannot adopt {path}: no flux-rsa RAM disk there (no {MARKER}; "
@@ -242,43 +235,16 @@ def adopt(path, jobid, size, owner):
     if marker.get("owner") != owner:
         raise RamdiskError(f"cannot adopt {path} for uid {owner}: it belongs to uid "
                            f"{marker.get('owner')}")
-    try:
-        if size > marker.get("size", 0):
-            providers.get(marker.get("provider")).resize(path, size)
-            marker["size"] = int(size)
-        marker.update(kept=False, **_holder_fields())
-        marker.pop("kept_at", None)
-        write_marker(path, marker)
-    except (OSError, providers.ProviderError) as exc:
-        raise RamdiskError(f"cannot adopt {path}: {exc}") from None
     return marker
 
 
-def discard(path):
-    """Remove the kept (or abandoned) RAM disk at ``path``; nothing there is
-    fine.  A RAM disk whose holder still runs is refused."""
-    marker = read_marker(path)
-    if marker is None and not os.path.lexists(path):
-        return False
-    if marker is not None and not marker.get("kept") and holder_alive(marker):
-        raise RamdiskError(f"cannot discard {path}: it is held by process {marker['pid']} "
-                           "(cancel its holder instead)")
-    destroy(path)
-    return True
-
-
-def destroy(path):
-    """Give the RAM disk at ``path`` back and remove it (ours only)."""
-    marker = read_marker(path)
-    if marker is None:
-        if os.path.lexists(path):
-            raise RamdiskError(f"{path} has no {MARKER} marker: not removing what flux-rsa did not make")
-        return
-    try:
-        providers.get(marker.get("provider")).destroy(path, marker)
-        remove(path)
-    except (OSError, providers.ProviderError) as exc:
-        raise RamdiskError(f"cannot remove {path}: {exc}") from None
+def adopted(path, marker, size):
+    """Make this process the holder of the adopted RAM disk (or part) at
+    ``path`` (now ``size`` bytes); return its new marker."""
+    marker = {**marker, "kept": False, "size": int(size), **holder_fields()}
+    marker.pop("kept_at", None)
+    write_marker(path, marker)
+    return marker
 
 
 def remove(path):

@@ -1,5 +1,4 @@
-"""Mount points: what is mounted where, and a job's RAM disk on its compute
-nodes.
+"""A job's RAM disk on its compute nodes.
 
 On a compute node the RAM disk of job NAME is attached at MOUNT_ROOT/NAME
 (``attach``), whatever the provider.  Ranks of one job on one node share
@@ -15,35 +14,8 @@ import json
 import os
 import shutil
 
-from flux_rsa.ramdisk.providers import ProviderError
-
-
-def _unescape(field):
-    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
-
-
-def mounted(path, fstype=None):
-    """True when a file system (of ``fstype``, or any) is mounted at ``path``."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                dash = fields.index("-")
-                if _unescape(fields[4]) == path and fstype in (None, fields[dash + 1]):
-                    return True
-    except (OSError, ValueError):
-        pass
-    return False
-
-
-def write_private(path, text):
-    """Write ``text`` to ``path``, readable by root alone (never through a link)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-
-
-# --- attach and detach (on the job's compute nodes) -----------------------
+from flux_rsa.ramdisk import registry
+from flux_rsa.ramdisk.sysmount import write_private
 
 
 def _workdir(mountpoint):
@@ -95,22 +67,9 @@ def detach(mountpoint, rank):
         if lock is None or _refs_update(workdir, rank, add=False):
             return  # never attached here, or another rank still uses it
         how = _read_json(os.path.join(workdir, "how"), {})
-        _undo(how.get("provider", "glusterfs"))(mountpoint, how, rank)
+        registry.get(how.get("provider")).detach(mountpoint, how, rank)
         _remove(mountpoint)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _undo(provider):
-    """How an attach of ``provider`` is undone: f(mountpoint, how, rank)."""
-    if provider == "command":
-        from flux_rsa.ramdisk import command
-
-        return command.detach
-    if provider == "glusterfs":
-        from flux_rsa.ramdisk import glusterfs
-
-        return lambda mountpoint, how, rank: glusterfs.unmount(mountpoint)
-    raise ProviderError(f"cannot detach a RAM disk attached by provider {provider!r}")
 
 
 def _remove(mountpoint):

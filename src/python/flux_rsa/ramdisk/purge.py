@@ -8,7 +8,7 @@ Running it again finishes or repeats the job harmlessly.
 
 import os
 
-from flux_rsa.ramdisk import layout
+from flux_rsa.ramdisk import disks, layout
 
 ASIDE = ".purged-"
 
@@ -38,5 +38,6 @@ def purge(path, link=None):
         for entry in os.listdir(parent):
             if entry.startswith(f"{ASIDE}{leaf}."):
                 layout.remove(os.path.join(parent, entry))
+        disks.provider_of(marker).purged(parent)
     except OSError as exc:
         raise layout.RamdiskError(f"cannot purge {path}: {exc}") from None

@@ -4,23 +4,25 @@ Only directories under ROOT carrying our marker are looked at, and only
 those whose holder process no longer runs are removed (unmounted first).
 Kept RAM disks (see ``layout.keep``) are left alone; with ``report_kept``
 each is printed as one JSON line ``{"event": "kept", "path", "jobid",
-"gen", "owner", "bytes", "host"}``.
+"gen", "owner", "bytes", "host"}``; a kept part of a RAM disk over several
+nodes (a brick) also says ``part_of`` (the RAM disk's path), its ``index``
+and how many ``parts`` there are.
 """
 
 import fcntl
 import json
 import os
 
-from flux_rsa.ramdisk import glusterfs, layout, parallel
+from flux_rsa.ramdisk import disks, layout, registry, sysmount
 
 
 def _part_of(entry, name):
-    """The RAM disk ``name`` itself or its part on another node: a brick
-    (NAME.bI, provider glusterfs) or a marker (NAME.nI, provider command)."""
+    """The RAM disk ``name`` itself or a part of it on this node: NAME.X
+    where X is a letter and digits (a brick NAME.b1, a marker NAME.n2)."""
     if entry == name:
         return True
     rest = entry[len(name) + 1:] if entry.startswith(name + ".") else ""
-    return rest[:1] in ("b", "n") and rest[1:].isdigit()
+    return rest[:1].isalpha() and rest[1:].isdigit()
 
 
 def sweep(root, say=print, report_kept=False, gone=None):
@@ -52,28 +54,35 @@ def _sweep(root, say, report_kept, gone):
         return 1
     if gone is not None:
         for entry in entries:
-            if _part_of(entry.name, gone) and not glusterfs.mounted(entry.path):
+            # (never read through a network mount whose servers may be gone)
+            network = (sysmount.fstype(entry.path) or "").startswith("fuse")
+            if _part_of(entry.name, gone) and not network:
                 marker = layout.read_marker(entry.path)
                 if marker is not None and not marker.get("kept"):
                     layout.end_holder(marker)
     for entry in entries:
         if not entry.is_dir(follow_symlinks=False):
             continue
-        parallel.unmount_stale(entry.path)
+        for provider in registry.providers():
+            provider.before_sweep(entry.path)
         marker = layout.read_marker(entry.path)
         if marker is None:
             continue
         if marker.get("kept"):
             if report_kept:
-                print(json.dumps({"event": "kept", "path": entry.path,
-                                  "jobid": marker.get("jobid"), "gen": marker.get("gen"),
-                                  "owner": marker.get("owner"), "bytes": marker.get("size"),
-                                  "host": marker.get("host")}), flush=True)
+                report = {"event": "kept", "path": entry.path,
+                          "jobid": marker.get("jobid"), "gen": marker.get("gen"),
+                          "owner": marker.get("owner"), "bytes": marker.get("size"),
+                          "host": marker.get("host")}
+                if marker.get("kind") == "brick":  # a part of a RAM disk over several nodes
+                    report.update(part_of=os.path.join(root, marker["volume"]),
+                                  index=marker.get("index"), parts=marker.get("bricks"))
+                print(json.dumps(report), flush=True)
             continue
         if layout.holder_alive(marker):
             continue
         try:
-            layout.destroy(entry.path)
+            disks.destroy(entry.path)
             say(f"removed leftover RAM disk {entry.path}")
         except layout.RamdiskError as exc:
             say(str(exc))

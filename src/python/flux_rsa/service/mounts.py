@@ -14,6 +14,7 @@ import os
 import time
 
 import flux.subprocess
+from flux.hostlist import Hostlist
 
 from flux_rsa.core import events as E
 from flux_rsa.privileged.caller import subjob_environment
@@ -31,15 +32,10 @@ class Mounts:
         self.base_env = {**subjob_environment(os.environ), "PYTHONPATH": _python_path()}
 
     def attach(self, a):
-        volume = a.volume
+        fields = attach_fields(a.volume)
 
         def values(rank):
-            if volume.get("provider") == "command":
-                return dict(root=a.root, name=a.name, provider="command",
-                            nodes=",".join(volume["servers"]), source=volume["source"],
-                            jobid=a.jobid, port=volume.get("port"), rank=rank)
-            return dict(root=a.root, name=a.name, user=volume["user"],
-                        servers=",".join(volume["servers"]), secret=volume["secret"], rank=rank)
+            return dict(root=a.root, name=a.name, rank=rank, **fields)
 
         def undo(ranks):
             self._run("detach", ranks, lambda r: dict(root=a.root, name=a.name, rank=r),
@@ -82,7 +78,7 @@ class Mounts:
                     late(rank)
                 return
             pending.discard(rank)
-            (failed.append(f"rank {rank}: {why}") if why else ok.append(rank))
+            (failed.append(f"{self._node(rank)}: {why}") if why else ok.append(rank))
             finish()
 
         expired = set()
@@ -97,6 +93,13 @@ class Mounts:
         for rank in ranks:
             self._start(op, rank, values(rank), ended)
         finish()  # no ranks: done at once
+
+    def _node(self, rank):
+        """How a failure names the compute node: its host name and rank."""
+        try:
+            return f"{Hostlist(self.h.attr_get('hostlist'))[rank]} (rank {rank})"
+        except (OSError, IndexError, ValueError):
+            return f"rank {rank}"
 
     def _start(self, op, rank, values, ended):
         argv, variables = self.via().command(op, **values)
@@ -129,6 +132,13 @@ class Mounts:
                                                nodeid=rank, label=None), started)
         except OSError as exc:
             ended(rank, f"cannot start {op}: {exc.strerror or exc}")
+
+
+def attach_fields(volume):
+    """The RSA_OP=attach variables of a RAM disk's ``volume`` (as its holder
+    reported it): every field but the ones for the core, lists joined."""
+    return {key: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+            for key, value in volume.items() if key not in ("name", "same_path")}
 
 
 def _python_path():

@@ -46,10 +46,10 @@ import subprocess
 import sys
 import tempfile
 
-from flux_rsa.ramdisk import layout, mounts
-from flux_rsa.ramdisk.providers import ProviderError
+from flux_rsa.ramdisk import disks, layout, mounts, signals, sysmount
+from flux_rsa.ramdisk.providers.base import Provider, ProviderError
 
-PROVIDER = "command"
+NAME = "command"
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: seconds a step may take before it is killed (SIGTERM to its process
 #: group, SIGKILL KILL_GRACE seconds later)
@@ -100,8 +100,6 @@ def _kill(proc):
 def run(step, variables):
     """Run the site's script for ``step`` with ``variables`` (names without
     RSA_); raise ProviderError when it fails or overruns."""
-    from flux_rsa.ramdisk.hold import unblock_signals
-
     script = _script(step)
     env = {"PATH": SBIN, "RSA_STEP": step}
     env.update({f"RSA_{k}": str(v) for k, v in variables.items() if v is not None})
@@ -112,7 +110,7 @@ def run(step, variables):
         try:
             proc = subprocess.Popen([script], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                     cwd="/", env=env, start_new_session=True, close_fds=True,
-                                    preexec_fn=unblock_signals)
+                                    preexec_fn=signals.unblock)
         except OSError as exc:
             raise ProviderError(f"{what}: cannot run it: {exc.strerror}") from None
         try:
@@ -146,82 +144,64 @@ def _node_variables(marker):
             "GEN": marker.get("gen"), "PORT": marker.get("port")}
 
 
-def create(path, marker):
-    """The provider's create (``layout.build``): run the site's create
-    script for the task whose marked directory is ``path``."""
-    del path
-    run("create", _node_variables(marker))
+class Command(Provider):
+    name = NAME
 
+    def parts(self, task):
+        return [task.path if task.index == 0 else
+                os.path.join(task.root, share_name(task.name, task.index))]
 
-def destroy(path, marker):
-    """The provider's destroy (``layout.destroy``, also from a sweep): run
-    the site's destroy script; nothing may stay mounted at ``path``, which
-    the caller then removes."""
-    run("destroy", _node_variables(marker))
-    if mounts.mounted(path):
-        raise ProviderError(f"command-destroy {_script('destroy')} left {path} mounted")
+    def create(self, task):
+        """Run the site's create script on this node (task 0 then makes the
+        owner's areas in the RAM disk at ROOT/NAME)."""
+        (path,) = self.parts(task)
+        jobid, gen = task.ids()
+        marker = layout.new_marker(os.path.basename(path), NAME, task.size, task.owner, jobid,
+                                   gen, index=task.index, nodes=list(task.nodes),
+                                   ramdisk=task.path, port=task.port)
+        disks.build(path, marker, lambda: run("create", _node_variables(marker)),
+                    areas=task.index == 0)
+        return path if task.index == 0 else None
 
+    def volume(self, task, path):
+        return {"provider": NAME, "owner": task.owner, "nodes": list(task.nodes),
+                "source": path, "jobid": task.ids()[0], "port": task.port}
 
-def hold(root, name, size, owner, index, nodes, jobid=None, gen=None, port=None,
-         prog="flux-rsa-ramdisk"):
-    """Holder task ``index`` of ``nodes``: run create on this node (task 0
-    then makes the owner's areas in the RAM disk at ROOT/NAME and reports
-    it), wait for a signal, run destroy.  Signals are blocked by the caller.
-    The RAM disk is never kept (a keep signal destroys it too)."""
-    from flux_rsa.ramdisk.hold import KEEP_SIGNAL, STOP_SIGNALS, report
+    def destroy(self, path, marker):
+        """Run the site's destroy script (also from a sweep); nothing may
+        stay mounted at ``path``, which the caller then removes."""
+        run("destroy", _node_variables(marker))
+        if sysmount.mounted(path):
+            raise ProviderError(f"command-destroy {_script('destroy')} left {path} mounted")
 
-    ramdisk = layout.path_of(root, name)
-    dirname = name if index == 0 else share_name(name, index)
-    if jobid is None or gen is None:
-        jobid, gen = layout.ids_from_name(name)
-    try:
-        path = layout.build(root, dirname, size, owner, PROVIDER, jobid=jobid, gen=gen,
-                            areas=index == 0, index=index, nodes=list(nodes), ramdisk=ramdisk,
-                            port=port)
-    except layout.RamdiskError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    if index == 0:
-        report("built", path=path)
-    sig = signal.sigwait(STOP_SIGNALS | {KEEP_SIGNAL})
-    try:
-        layout.destroy(path)
-    except layout.RamdiskError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    if sig == KEEP_SIGNAL and index == 0:
-        print(f"{prog}: {path} was not kept: a RAM disk of provider command does not outlive "
-              "its holder", file=sys.stderr, flush=True)
-        return 1
-    return 0
+    def attach(self, mountpoint, rank, values):
+        """Run the site's attach script on this node for job rank ``rank``
+        (the first rank here; the others share it).  A failed attach is
+        undone with the detach script before the error is raised.  Without
+        an attach script the site shows the RAM disk by its own means."""
+        if not _scripts.get("attach"):
+            return
+        name = os.path.basename(mountpoint)
+        variables = {"PATH": mountpoint, "SOURCE": values["SOURCE"], "NAME": name,
+                     "NODES": ",".join(values["NODES"]), "JOBID": values.get("JOBID"),
+                     "GEN": name.partition(".")[2] or None, "PORT": values.get("PORT")}
 
-
-# --- on the compute nodes ----------------------------------------------------
-
-
-def attach(mountpoint, rank, source, nodes, jobid=None, port=None):
-    """Run the site's attach script on this node for job rank ``rank`` (the
-    first rank here; the others share it).  A failed attach is undone with
-    the detach script before the error is raised."""
-    name = os.path.basename(mountpoint)
-    variables = {"PATH": mountpoint, "SOURCE": source, "NAME": name, "NODES": ",".join(nodes),
-                 "JOBID": jobid, "GEN": name.partition(".")[2] or None, "PORT": port}
-
-    def mount(workdir):
-        try:
-            run("attach", {**variables, "RANK": rank})
-        except ProviderError:
+        def mount(workdir):
             try:
-                run("detach", {**variables, "RANK": rank})
+                run("attach", {**variables, "RANK": rank})
             except ProviderError:
-                pass
-            raise
+                try:
+                    run("detach", {**variables, "RANK": rank})
+                except ProviderError:
+                    pass
+                raise
 
-    mounts.attach(mountpoint, rank, {"provider": PROVIDER, "variables": variables}, mount)
+        mounts.attach(mountpoint, rank, {"provider": NAME, "variables": variables}, mount)
+
+    def detach(self, mountpoint, how, rank):
+        run("detach", {**how.get("variables", {}), "PATH": mountpoint, "RANK": rank})
+        if sysmount.mounted(mountpoint):
+            raise ProviderError(f"command-detach {_script('detach')} left {mountpoint} mounted")
 
 
-def detach(mountpoint, how, rank):
-    """Undo an attach (``mounts.detach``, for the last rank on this node)."""
-    run("detach", {**how.get("variables", {}), "PATH": mountpoint, "RANK": rank})
-    if mounts.mounted(mountpoint):
-        raise ProviderError(f"command-detach {_script('detach')} left {mountpoint} mounted")
+PROVIDER = Command()

@@ -1,0 +1,2 @@
+"""The RAM-disk providers, one module each (``ramdisk.registry`` lists
+them; ``base`` is the interface they implement)."""

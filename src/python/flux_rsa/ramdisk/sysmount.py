@@ -1,0 +1,102 @@
+"""Mounts, as root: tmpfs, bind and unmount through libc, and what the
+mount table says.  Written once; every provider uses these."""
+
+import ctypes
+import errno
+import functools
+import os
+
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MNT_DETACH = 2
+
+
+class MountError(OSError):
+    """A mount or unmount failed; str() names the call, the path and why."""
+
+    def __str__(self):
+        return self.strerror
+
+
+@functools.cache
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc, what, path):
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise MountError(err, f"{what} {path}: {os.strerror(err)}")
+
+
+def _mount(source, path, fstype, flags, options):
+    return _libc().mount(source.encode(), os.fsencode(path), fstype.encode() if fstype else None,
+                         flags, options.encode() if options else None)
+
+
+def mount_tmpfs(path, size, mode=0o755):
+    """A tmpfs of ``size`` bytes at ``path``, nosuid and nodev: nothing on
+    a RAM disk may raise privileges where it is mounted."""
+    if os.geteuid() != 0:
+        raise MountError(errno.EPERM,
+                         f"cannot mount a tmpfs at {path}: a tmpfs RAM disk needs root (this runs as uid "
+                         f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] "
+                         "privilege = \"imp\"), or set [rsa] provider = \"dir\" for a test install")
+    _check(_mount("flux-rsa", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode={mode:04o}"),
+           f"mount tmpfs (size={size})", path)
+
+
+def resize_tmpfs(path, size):
+    """Grow (or shrink) the tmpfs at ``path`` to ``size`` bytes."""
+    if not mounted(path, "tmpfs"):
+        raise MountError(errno.EINVAL, f"cannot resize {path}: no tmpfs is mounted there")
+    _check(_mount("flux-rsa", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={int(size)}"),
+           f"remount tmpfs (size={size})", path)
+
+
+def umount(path):
+    """Unmount what is mounted at ``path``; lazily (MNT_DETACH) when busy."""
+    rc = _libc().umount2(os.fsencode(path), 0)
+    if rc != 0 and ctypes.get_errno() == errno.EBUSY:
+        rc = _libc().umount2(os.fsencode(path), MNT_DETACH)
+    _check(rc, "umount", path)
+
+
+def umount_all(path):
+    """Unmount everything stacked at ``path``."""
+    while mounted(path):
+        umount(path)
+
+
+def _unescape(field):
+    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
+
+
+def fstype(path):
+    """The type of the file system mounted at ``path`` (the topmost), or
+    None when nothing is mounted there."""
+    found = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if _unescape(fields[4]) == path:
+                    found = fields[fields.index("-") + 1]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def mounted(path, kind=None):
+    """True when a file system (of type ``kind``, or any) is mounted at ``path``."""
+    found = fstype(path)
+    return found is not None and kind in (None, found)
+
+
+def write_private(path, text):
+    """Write ``text`` to ``path``, readable by root alone (never through a link)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
