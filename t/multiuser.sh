@@ -124,6 +124,7 @@ mu_start() {
 	MU_RUN="$PWD/mu-run"
 	mkdir -p "$MU_RUN" && chown $MU_FLUX "$MU_RUN" && rm -f "$MU_RUN"/* || return 1
 	"$RSA_BUILDDIR/t/rsa-instance" --user $MU_FLUX "$@" -- sh -c '
+		echo "$RSA_INSTANCE_NODES" >"$1/nodes"
 		echo "$FLUX_URI" >"$1/uri.new" && mv "$1/uri.new" "$1/uri"
 		while ! test -e "$1/stop"; do sleep 0.2; done' mu "$MU_RUN" \
 		>"$PWD/mu-instance.log" 2>&1 &
@@ -137,7 +138,9 @@ mu_start() {
 		fi
 		sleep 0.2
 	done
-	FLUX_URI=$(cat "$MU_RUN/uri") && export FLUX_URI
+	FLUX_URI=$(cat "$MU_RUN/uri") && export FLUX_URI &&
+	# its nodes, where the tests look as an admin would (rsa_on_node)
+	RSA_INSTANCE_NODES=$(cat "$MU_RUN/nodes") && export RSA_INSTANCE_NODES
 }
 
 mu_stop() {

@@ -159,6 +159,46 @@ v = json.load(sys.stdin)[0].get(\"$1\")
 print(\"\" if v is None else \",\".join(v) if isinstance(v, list) else v)"
 }
 
+# rsa_on_node RANK COMMAND...: COMMAND as root on node RANK of the test
+# instance, entering its namespaces as an admin logs into a host (also a
+# node whose broker is lost); here when the nodes share this machine's
+# mount table
+rsa_on_node() {
+	_on_rank=$1
+	shift
+	if test -n "$RSA_INSTANCE_NODES"; then
+		"$RSA_SRCDIR"/t/rsa-nodes exec "$RSA_INSTANCE_NODES" "$_on_rank" "$@"
+	else
+		"$@"
+	fi
+}
+
+# rsa_on_nodes COMMAND...: COMMAND on every node (its output, sorted, once)
+rsa_on_nodes() {
+	_on_n=$(flux getattr size) &&
+	_on_r=0 &&
+	while test $_on_r -lt $_on_n; do
+		rsa_on_node $_on_r "$@" || return 1
+		_on_r=$((_on_r + 1))
+	done | sort -u
+}
+
+# rsa_on_ramdisk JOB COMMAND...: COMMAND on the RSA node where job JOB's
+# RAM disk is (its first one): nodes share no mount table, so the RAM
+# disk's path means something there only
+rsa_on_ramdisk() {
+	_or_node=$(rsa_field nodes "$1" | cut -d, -f1) &&
+	test -n "$_or_node" &&
+	shift &&
+	rsa_on_node "$(flux hostlist -F "$_or_node" instance)" "$@"
+}
+
+# rsa_same_tree_on JOB A B: as rsa_same_tree, on job JOB's RSA node
+rsa_same_tree_on() {
+	rsa_on_ramdisk "$1" rsync -n -a -i --checksum "$2/" "$3/" | grep -v " \./\$" >tree.diff
+	test_must_be_empty tree.diff
+}
+
 # rsa_at_rest JOB [SECONDS, default 120]: wait until the job has ended
 # (its clean event) and its record is at rest
 _rsa_rests() {
@@ -210,16 +250,31 @@ rsa_pool() {
 }
 
 # RAM disks (and their bricks) present under the test ramdisk root, RAM
-# disks attached under its mount root, and anything mounted under either
+# disks attached under its mount root, and anything mounted under either,
+# on every node
 rsa_ramdisks() {
-	find "$RSA_INSTANCE_TMP/ramdisk" "$RSA_INSTANCE_TMP/mnt" -mindepth 1 -maxdepth 2 \
-		-name "*.*" 2>/dev/null
-	findmnt -n -l -o TARGET | grep -F -e "$RSA_INSTANCE_TMP/ramdisk/" -e "$RSA_INSTANCE_TMP/mnt/"
+	rsa_on_nodes sh -c '
+		find "$1/ramdisk" "$1/mnt" -mindepth 1 -maxdepth 1 -name "*.*" 2>/dev/null
+		findmnt -n -l -o TARGET | grep -F -e "$1/ramdisk/" -e "$1/mnt/"
+		true' rsa-ramdisks "$RSA_INSTANCE_TMP"
 }
 
-# RAM disks attached where jobs run (mounts under the test mount root)
+# rsa_job_ramdisk PATH [AREA]: PATH is a RAM disk (or its AREA, in or out)
+# as a job is given it: where its compute nodes attach it (under the mount
+# root), or where the site shows it (under the RAM-disk root)
+rsa_job_ramdisk() {
+	case "$1" in
+	"$RSA_INSTANCE_TMP"/mnt/*.*|"$RSA_INSTANCE_TMP"/ramdisk/*.*) ;;
+	*) echo "$1 is not a RAM disk as jobs see it" >&2; return 1 ;;
+	esac
+	test -z "$2" || test "${1##*/}" = "$2"
+}
+
+# RAM disks attached where jobs run (mounts under the test mount root), on
+# every node
 rsa_attached() {
-	findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/mnt/" || true
+	rsa_on_nodes sh -c 'findmnt -n -l -o TARGET | grep -F "$1/mnt/" || true' \
+		rsa-attached "$RSA_INSTANCE_TMP"
 }
 
 # wait until file $1 has something in it (at most 60 s): a job's shell

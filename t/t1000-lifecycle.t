@@ -70,7 +70,7 @@ test_expect_success 'the job read its inputs from the RAM disk, byte-identical' 
 	read ramdisk data_in data_out <env &&
 	test "$data_in" = "$ramdisk/in" &&
 	test "$data_out" = "$ramdisk/out" &&
-	case "$ramdisk" in "$RSA_INSTANCE_TMP"/ramdisk/*) ;; *) false ;; esac &&
+	rsa_job_ramdisk "$ramdisk" &&
 	test_must_be_empty in.diff
 '
 test_expect_success 'flux rsa wait returns once the outputs are home' '

@@ -55,7 +55,7 @@ test_expect_success 'it runs with its staged inputs' '
 	flux cancel $b1 &&
 	flux job wait-event -t 60 $id clean &&
 	flux rsa wait -t 60 $id &&
-	case "$(cat out/.from)" in "$RSA_INSTANCE_TMP"/ramdisk/*/in) ;; *) false ;; esac &&
+	rsa_job_ramdisk "$(cat out/.from)" in &&
 	rm out/.from &&
 	rsa_same_tree in out
 '

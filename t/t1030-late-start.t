@@ -32,7 +32,7 @@ test_expect_success 'the nodes free up before the stage-in is done: the job star
 test_expect_success 'it read data_in itself and wrote to the RAM disk' '
 	flux rsa wait -t 60 $id &&
 	test "$(cat out/in)" = "$PWD/in" &&
-	case "$(cat out/out)" in "$RSA_INSTANCE_TMP"/ramdisk/*/out) ;; *) false ;; esac &&
+	rsa_job_ramdisk "$(cat out/out)" out &&
 	ls in >expect && test_cmp expect out/listing
 '
 test_expect_success 'the stage-in was stopped, the outputs staged out, all released' '

@@ -75,14 +75,16 @@ test_expect_success 'the module is removed and loaded again' '
 '
 # the plugin tells the service of start and finish; with the module away,
 # nobody hears them: the service must find them when it comes back
-test_expect_success 'with the module away, w and y end and r starts with its offer' '
+test_expect_success 'with the module away, w and y end; r waits for its RAM disk to be attached' '
 	flux module remove rsa &&
 	touch w.go y.go &&
 	flux job wait-event -t 60 $w clean &&
 	flux job wait-event -t 60 $y clean &&
-	flux job wait-event -t 60 $r start &&
+	flux job wait-event -t 60 $r alloc &&
+	test_must_fail flux job wait-event -t 1 $r start &&
 	flux module load rsa &&
 	rsa_wait_pool 30 &&
+	flux job wait-event -t 60 $r start &&
 	flux rsa status -a &&
 	test "$(rsa_state $r)" = INUSE_IN &&
 	for j in $w $y; do

@@ -51,7 +51,7 @@ test_expect_success 'flux rsa wait: result.tar is in the results directory' '
 	test_cmp expect product
 '
 test_expect_success 'the job read the unpacked inputs from its RAM disk' '
-	case "$(cat read-from)" in "$RSA_INSTANCE_TMP"/ramdisk/*/in) ;; *) false ;; esac
+	rsa_job_ramdisk "$(cat read-from)" in
 '
 test_expect_success 'nothing is left behind' '
 	test -z "$(rsa_ramdisks)"

@@ -27,7 +27,7 @@ test_expect_success 'a job with rsa.delay=1 sees its inputs dropped after a seco
 	flux rsa wait -t 60 $id
 '
 test_expect_success 'before: the RAM disk; after: a link to data_in, still readable' '
-	case "$(cat out/before)" in "$RSA_INSTANCE_TMP"/ramdisk/*/in) ;; *) false ;; esac &&
+	rsa_job_ramdisk "$(cat out/before)" in &&
 	test "$(cat out/after)" = "$(readlink -f "$PWD/in")" &&
 	ls in/ >expect && test_cmp expect out/listing
 '

@@ -40,7 +40,7 @@ test_expect_success 'a job with only rsa.capacity=16M runs' '
 test_expect_success 'it saw RSA_RAMDISK on a RAM disk, and no data directories' '
 	read ramdisk data_in data_out <result/env &&
 	# on the RSA node itself, or where its compute node attached it
-	case "$ramdisk" in "$RSA_INSTANCE_TMP"/ramdisk/*|"$RSA_INSTANCE_TMP"/mnt/*) ;; *) false ;; esac &&
+	rsa_job_ramdisk "$ramdisk" &&
 	test "$data_in" = unset &&
 	test "$data_out" = unset
 '

@@ -107,8 +107,8 @@ test_expect_success "A submits an RSA job: it is staged in as A" '
 	rsa_wait_state $ja INUSE_IN 60 &&
 	test "$(field userid $ja)" = "$(id -u $A)" &&
 	rd_a=$(field ramdisk $ja) &&
-	test "$(cat "$rd_a/in/a.txt")" = "A input" &&
-	test "$(stat -c %U "$rd_a/in/a.txt")" = $A
+	test "$(rsa_on_ramdisk $ja cat "$rd_a/in/a.txt")" = "A input" &&
+	test "$(rsa_on_ramdisk $ja stat -c %U "$rd_a/in/a.txt")" = $A
 '
 test_expect_success "A sees the job in flux rsa status" '
 	as $A flux rsa status -n -o "{id}" >a.status &&
@@ -155,7 +155,7 @@ test_expect_success "A's job ends; its stage-out fails on purpose: HELD" '
 	as $A flux cancel $ja &&
 	rsa_wait_state $ja HELD 60 &&
 	field error $ja | grep "held on purpose" &&
-	test -d "$rd_a"
+	rsa_on_ramdisk $ja test -d "$rd_a"
 '
 test_expect_success "B can neither retry nor release A's HELD job" '
 	test_must_fail as $B flux rsa retry $ja 2>retry.err &&
@@ -164,7 +164,7 @@ test_expect_success "B can neither retry nor release A's HELD job" '
 	test_cmp expected retry.err &&
 	test_cmp expected release.err &&
 	test "$(rsa_state $ja)" = HELD &&
-	test -d "$rd_a" &&
+	rsa_on_ramdisk $ja test -d "$rd_a" &&
 	test_must_fail as $B flux rsa wait -t 1 $ja 2>wait.err &&
 	grep "no RSA record (not an RSA job, or not yours)" wait.err
 '
@@ -174,7 +174,7 @@ test_expect_success "A can retry: the outputs arrive, staged out as A" '
 	as $A flux rsa wait -t 60 $ja &&
 	test "$(cat a-out/staged-by)" = $A &&
 	test "$(rsa_state $ja)" = DESTROYED &&
-	test ! -e "$rd_a"
+	test -z "$(rsa_on_nodes sh -c "test ! -e $rd_a || echo $rd_a")"
 '
 
 # --- B names A's directories ------------------------------------------------
@@ -203,14 +203,14 @@ test_expect_success "a link in B's data_in to A's file arrives as a link, never 
 		--setattr=rsa.data_out="$T/b-out" --setattr=rsa.on_late=wait true) &&
 	rsa_wait_state $jb INUSE_IN 60 &&
 	rd_b=$(field ramdisk $jb) &&
-	test "$(cat "$rd_b/in/b.txt")" = "B input" &&
-	test -L "$rd_b/in/leak" &&
-	test "$(readlink "$rd_b/in/leak")" = "$T/a-private/secret.txt" &&
-	test_must_fail grep -r -F "$SECRET" "$rd_b"
+	test "$(rsa_on_ramdisk $jb cat "$rd_b/in/b.txt")" = "B input" &&
+	rsa_on_ramdisk $jb test -L "$rd_b/in/leak" &&
+	test "$(rsa_on_ramdisk $jb readlink "$rd_b/in/leak")" = "$T/a-private/secret.txt" &&
+	test_must_fail rsa_on_ramdisk $jb grep -r -F "$SECRET" "$rd_b/in" "$rd_b/out"
 '
 test_expect_success "a link B's job leaves in its outputs reaches data_out as a link" '
-	ln -s "$T/a-private/secret.txt" "$rd_b/out/leak2" &&
-	chown -h $B "$rd_b/out/leak2" &&
+	rsa_on_ramdisk $jb ln -s "$T/a-private/secret.txt" "$rd_b/out/leak2" &&
+	rsa_on_ramdisk $jb chown -h $B "$rd_b/out/leak2" &&
 	as $B flux cancel $jb &&
 	as $B flux rsa wait -t 60 $jb &&
 	test -L b-out/leak2 &&
@@ -227,7 +227,7 @@ test_expect_success "B's stage-out script cannot write into A's directory: HELD,
 	as $B flux cancel $jb2 &&
 	rsa_wait_state $jb2 HELD 60 &&
 	test ! -e a-private/inbox/pwned &&
-	test -d "$rd_b2" &&
+	rsa_on_ramdisk $jb2 test -d "$rd_b2" &&
 	field error $jb2 >error &&
 	cat error &&
 	grep -F "$T/a-private/inbox/pwned: Permission denied" error
@@ -235,14 +235,14 @@ test_expect_success "B's stage-out script cannot write into A's directory: HELD,
 test_expect_success "B releases its own HELD job: the RAM disk goes" '
 	as $B flux rsa release $jb2 &&
 	rsa_wait_state $jb2 DESTROYED 30 &&
-	test ! -e "$rd_b2" &&
+	test -z "$(rsa_on_nodes sh -c "test ! -e $rd_b2 || echo $rd_b2")" &&
 	test ! -e a-private/inbox/pwned
 '
 test_expect_success "B's data_out swapped for a link into A's directory after submit is not followed" '
 	jb3=$(submit_as $B $RUN --setattr=rsa.data_in="$T/b-in" \
 		--setattr=rsa.data_out="$T/b-out3" --setattr=rsa.on_late=wait true) &&
 	rsa_wait_state $jb3 INUSE_IN 60 &&
-	echo "B output" >"$(field ramdisk $jb3)/out/b-result" &&
+	rsa_on_ramdisk $jb3 sh -c "echo \"B output\" >$(field ramdisk $jb3)/out/b-result" &&
 	rmdir b-out3 && ln -s "$T/a-private/inbox" b-out3 && chown -h $B b-out3 &&
 	as $B flux cancel $jb3 &&
 	rsa_wait_state $jb3 HELD 60 &&

@@ -66,8 +66,22 @@ half_gate() {
 history_line() {
 	rsa_history $1 | tr "\n" " "
 }
+# on_ramdisk_node JOB PATH: PATH (a RAM disk) is mounted on job JOB's RSA node
 mounted() {
-	grep -q " $1 " /proc/mounts
+	rsa_on_ramdisk $1 grep -q " $2 " /proc/mounts
+}
+# nowhere PATH: no node has PATH (mounted or not)
+nowhere() {
+	test -z "$(rsa_on_nodes sh -c "grep \" $1 \" /proc/mounts; test ! -e $1 || echo $1")"
+}
+# wait_on JOB PATH: wait until PATH exists on job JOB's RSA node (60s)
+wait_on() {
+	rsa_wait_for 60 "$2" rsa_on_ramdisk $1 test -e "$2"
+}
+# same_disk PATH RAMDISK: PATH (where a job was told its inputs are) is in
+# RAMDISK (as the RSA nodes name it), attached where the job ran
+same_disk() {
+	rsa_job_ramdisk "$1" in && test "$(basename "$(dirname "$1")")" = "$(basename "$2")"
 }
 
 test_expect_success 'setup: inputs, outputs, stage scripts' '
@@ -89,7 +103,7 @@ test_expect_success 'a stage-in killed mid-copy is tried again after a back-off'
 		sh -c "echo \"\$RSA_DATA_IN\" >\"$T/where1\" && cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/") &&
 	rsa_wait_state $id1 STAGING_IN 60 &&
 	rd1=$(rsa_field ramdisk $id1) &&
-	wait_for "$rd1/in/big.dat" &&
+	wait_on $id1 "$rd1/in/big.dat" &&
 	sub=$(stage_subjob $id1) && test -n "$sub" &&
 	rsa_pool flux job kill $sub &&
 	rsa_pool flux job wait-event -t 60 $sub clean &&
@@ -100,7 +114,7 @@ test_expect_success 'a stage-in killed mid-copy is tried again after a back-off'
 	flux rsa wait -t 120 $id1
 '
 test_expect_success 'the job had its staged inputs, byte-identical; the history shows the retry' '
-	test "$(cat where1)" = "$rd1/in" &&
+	same_disk "$(cat where1)" "$rd1" &&
 	rsa_same_tree in1 out1 &&
 	history_line $id1 >history1 && cat history1 &&
 	grep "STAGING_IN ABORTED STAGING_IN READY" history1 &&
@@ -159,7 +173,7 @@ test_expect_success 'data_out replaced by a file: HELD, the path named, outputs 
 	id4=$(submit_until_go 4) &&
 	rsa_wait_state $id4 INUSE_IN 60 &&
 	rd4=$(rsa_field ramdisk $id4) &&
-	wait_for "$rd4/out/sub/numbers" &&
+	wait_on $id4 "$rd4/out/sub/numbers" &&
 	mv out4 out4.real && echo "not a directory" >out4 &&
 	touch go4 &&
 	test_must_fail flux rsa wait -t 120 $id4 2>wait4 && cat wait4 &&
@@ -169,8 +183,8 @@ test_expect_success 'data_out replaced by a file: HELD, the path named, outputs 
 	rsa_field error $id4 >error4 && cat error4 &&
 	test $(wc -l <error4) -eq 1 &&
 	grep -F "$T/out4" error4 &&
-	mounted "$rd4" &&
-	rsa_same_tree in4 "$rd4/out"
+	mounted $id4 "$rd4" &&
+	rsa_same_tree_on $id4 "$T/in4" "$rd4/out"
 '
 test_expect_success 'fixed and retried with flux rsa retry: the outputs arrive' '
 	rm out4 && mv out4.real out4 &&
@@ -178,7 +192,7 @@ test_expect_success 'fixed and retried with flux rsa retry: the outputs arrive' 
 	flux rsa wait -t 120 $id4 &&
 	rsa_same_tree in4 out4 &&
 	test "$(rsa_field output_home $id4)" = True &&
-	! mounted "$rd4" && test ! -e "$rd4" &&
+	nowhere "$rd4" &&
 	rsa_at_rest $id4 120 && rsa_nothing_left
 '
 test_expect_success 'a second job HELD the same way is given up with flux rsa release' '
@@ -189,11 +203,11 @@ test_expect_success 'a second job HELD the same way is given up with flux rsa re
 	touch go5 &&
 	test_must_fail flux rsa wait -t 120 $id5 &&
 	test "$(rsa_state $id5)" = HELD &&
-	mounted "$rd5" &&
+	mounted $id5 "$rd5" &&
 	flux rsa release $id5 &&
 	rsa_at_rest $id5 120 &&
 	test "$(rsa_field output_home $id5)" = False &&
-	! mounted "$rd5" && test ! -e "$rd5" &&
+	nowhere "$rd5" &&
 	test "$(cat out5)" = "not a directory" &&
 	rsa_nothing_left
 '
@@ -271,8 +285,8 @@ test_expect_success 'the RSA node under a stage-in is lost: the job ends with al
 	else
 		echo "the job was staged again on rsa0: $(cat where7)" &&
 		grep -E "STAGING_IN (ABORTED )?DESTROYED INITIAL REQUESTED .* READY" history7 &&
-		test "$(cat where7)" != "$rd7/in" &&
-		case "$(cat where7)" in "$RSA_INSTANCE_TMP"/ramdisk/*/in) ;; *) false ;; esac
+		! same_disk "$(cat where7)" "$rd7" &&
+		rsa_job_ramdisk "$(cat where7)" in
 	fi &&
 	rsa_at_rest $id7 120
 '
@@ -286,11 +300,11 @@ assert all(n[\"reserved\"] == 0 for n in nodes.values()), nodes
 "
 '
 test_expect_success 'nothing leaks but the lost node'"'"'s RAM disk, which a sweep removes' '
-	rsa_ramdisks | grep -v "/\.rsa-ramdisk\$" | sort -u >left &&
+	rsa_ramdisks | grep -v "/\.rsa-ramdisk\$" | sed "s/\.srv\$//" | sort -u >left &&
 	cat left &&
 	echo "$rd7" >expected && test_cmp expected left &&
-	flux python -m flux_rsa.ramdisk sweep "$RSA_INSTANCE_TMP/ramdisk" &&
-	rsa_nothing_left &&
-	test_must_fail grep -F " $RSA_INSTANCE_TMP/" /proc/mounts
+	rsa_on_node 3 env PYTHONPATH="$RSA_SRCDIR/src/python" "${PYTHON:-/usr/bin/python3}" \
+		-m flux_rsa.ramdisk sweep "$RSA_INSTANCE_TMP/ramdisk" &&
+	rsa_nothing_left
 '
 test_done

@@ -100,7 +100,7 @@ test_expect_success 'a 96M reservation spans both nodes and stages its inputs' '
 	r0=$(pool_node rsa0) && r1=$(pool_node rsa1) &&
 	test "${r0#* }" = "$(dec $s)" && test "${r1#* }" = "$(dec $s)" &&
 	test $(( ${r0%% *} + ${r1%% *} )) = $((96 * M)) &&
-	rsa_same_tree in "$(field $s "r[\"ramdisk\"]")/in" &&
+	rsa_same_tree_on $s "$PWD/in" "$(field $s "r[\"ramdisk\"]")/in" &&
 	flux cancel $s &&
 	rsa_wait_state $s DESTROYED 60
 '
@@ -116,7 +116,7 @@ test_expect_success 'headroom: a job without rsa.capacity reserves data_in x 1.5
 	want=$(( (size * 3 / 2 + 4 * M - 1) / (4 * M) * 4 * M )) &&
 	test "$(field $h "r[\"need\"]")" = $want &&
 	test "$(field $h "r[\"input_bytes\"]")" -gt $((10 * M)) &&
-	rsa_same_tree big "$(field $h "r[\"ramdisk\"]")/in"
+	rsa_same_tree_on $h "$PWD/big" "$(field $h "r[\"ramdisk\"]")/in"
 '
 test_expect_success 'reuse: a second job on the same data_in copies the staged inputs, on the same node' '
 	r2=$(submit r2 --setattr=rsa.data_in="$PWD/big") &&
@@ -124,7 +124,7 @@ test_expect_success 'reuse: a second job on the same data_in copies the staged i
 	test "$(field $r2 "r[\"nodes\"]")" = "$(field $h "r[\"nodes\"]")" &&
 	test "$(field $r2 "r[\"reused\"]")" = "$(field $h "r[\"ramdisk\"]")/in" &&
 	flux job eventlog $r2 | grep "rsa-staged-in.*reused" &&
-	rsa_same_tree big "$(field $r2 "r[\"ramdisk\"]")/in" ||
+	rsa_same_tree_on $r2 "$PWD/big" "$(field $r2 "r[\"ramdisk\"]")/in" ||
 	{ flux rsa status -a -o json; flux rsa pool; flux dmesg | grep " rsa" | tail -20; false; }
 '
 test_expect_success 'reuse: once data_in changed, the next job reads data_in itself' '
@@ -132,7 +132,7 @@ test_expect_success 'reuse: once data_in changed, the next job reads data_in its
 	r3=$(submit r3 --setattr=rsa.data_in="$PWD/big") &&
 	rsa_wait_state $r3 READY 60 &&
 	test "$(field $r3 "r[\"reused\"]")" = None &&
-	rsa_same_tree big "$(field $r3 "r[\"ramdisk\"]")/in"
+	rsa_same_tree_on $r3 "$PWD/big" "$(field $r3 "r[\"ramdisk\"]")/in"
 '
 test_expect_success 'nothing leaks: every reservation ends and the pool is empty' '
 	flux cancel $h $r2 $r3 $blocker &&

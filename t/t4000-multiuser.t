@@ -31,7 +31,6 @@ cat >conf/rsa.toml <<EOF
 ramdisk-root = "$ROOTDIR"
 mount-root = "$MOUNTDIR"
 provider = "$provider"
-fs-host = "127.0.0.1"
 stage-retries = 0
 EOF
 chmod 644 conf/rsa.toml
@@ -40,13 +39,18 @@ chmod 644 conf/rsa.toml
 user_dir() {
 	mkdir -p "$2" && chown "$1:" "$2" && chmod ${3:-755} "$2"
 }
-# the instance's RAM disks still mounted
+# the instance's RAM disks still mounted, on any node
 mounted() {
-	findmnt -n -l -o TARGET | grep -F "$ROOTDIR/"
+	rsa_on_nodes findmnt -n -l -o TARGET | grep -F -e "$ROOTDIR/" -e "$MOUNTDIR/"
 }
+# fstype JOB PATH: the file system at PATH on job JOB's RSA node
 fstype() {
-	findmnt -n -o FSTYPE --mountpoint "$1"
+	rsa_on_ramdisk $1 findmnt -n -o FSTYPE --mountpoint "$2"
 }
+# the file system a job sees its RAM disk in: GlusterFS, attached where it
+# runs (one RSA node or several), unless the nodes share one mount table
+job_fstype=tmpfs
+test_have_prereq GLUSTERFS && job_fstype=fuse.glusterfs
 entry_points() {
 	pgrep -x rsa-imp-run
 }
@@ -55,6 +59,10 @@ imp_run() {
 }
 owner_of() {
 	stat -c %U "$1"
+}
+# owner_on JOB PATH: the owner of PATH on job JOB's RSA node
+owner_on() {
+	rsa_on_ramdisk $1 stat -c %U "$2"
 }
 
 test_expect_success 'setup: test users, munge, the IMP runs our entry point' '
@@ -117,15 +125,16 @@ test_expect_success 'A and B submit munge-signed jobs as themselves' '
 '
 test_expect_success 'their RAM disks are tmpfs mounts whose areas belong to them' '
 	ra=$(rsa_field ramdisk $a) && rb=$(rsa_field ramdisk $b) &&
-	test "$(fstype "$ra") $(fstype "$rb")" = "tmpfs tmpfs" &&
-	test "$(owner_of "$ra")" = root &&
-	test "$(owner_of "$ra/in") $(owner_of "$ra/out")" = "$MU_A $MU_A" &&
-	test "$(owner_of "$rb/in") $(owner_of "$rb/out")" = "$MU_B $MU_B" &&
-	test "$(owner_of "$ra/in/private.txt")" = $MU_A
+	test "$(fstype $a "$ra") $(fstype $b "$rb")" = "tmpfs tmpfs" &&
+	test "$(owner_on $a "$ra")" = root &&
+	test "$(owner_on $a "$ra/in") $(owner_on $a "$ra/out")" = "$MU_A $MU_A" &&
+	test "$(owner_on $b "$rb/in") $(owner_on $b "$rb/out")" = "$MU_B $MU_B" &&
+	test "$(owner_on $a "$ra/in/private.txt")" = $MU_A
 '
 test_expect_success 'B cannot read A'"'"'s RAM disk, see A'"'"'s record, retry or release A'"'"'s job' '
-	test_must_fail mu_as $MU_B ls "$ra/in" 2>ls.err && grep "Permission denied" ls.err &&
-	test_must_fail mu_as $MU_B cat "$ra/in/private.txt" &&
+	test_must_fail rsa_on_ramdisk $a runuser -u $MU_B -- ls "$ra/in" 2>ls.err &&
+	grep "Permission denied" ls.err &&
+	test_must_fail rsa_on_ramdisk $a runuser -u $MU_B -- cat "$ra/in/private.txt" &&
 	mu_as $MU_B flux rsa status -a -n -o "{id}" >b-sees &&
 	grep -x "$(flux job id --to=f58 $b)" b-sees && ! grep -x "$(flux job id --to=f58 $a)" b-sees &&
 	test_must_fail mu_as $MU_B flux rsa retry $a 2>retry.err &&
@@ -141,7 +150,7 @@ test_expect_success 'the jobs end; their outputs come home owned by them' '
 	rm -f /tmp/rsa-t-go.$MU_A /tmp/rsa-t-go.$MU_B &&
 	test "$(cat $MU_A/out/uid)" = "$(id -u $MU_A)" &&
 	test "$(cat $MU_B/out/uid)" = "$(id -u $MU_B)" &&
-	test "$(cat $MU_A/out/fstype)" = tmpfs &&
+	test "$(cat $MU_A/out/fstype)" = $job_fstype &&
 	test "$(find $MU_A/out $MU_B/out ! -user $MU_A ! -user $MU_B | wc -l)" = 0 &&
 	test "$(find $MU_A/out -user $MU_B | wc -l)" = 0
 '
@@ -245,7 +254,7 @@ fuse.glusterfs" &&
 	test "$(owner_of $MU_A/out5/data.1)" = $MU_A &&
 	test "$(stat -c %s $MU_A/out5/data.0)" = 8388608 &&
 	rsa_at_rest $g 90 && rsa_nothing_left &&
-	test -z "$(mounted)" && test -z "$(findmnt -n -l -o TARGET | grep -F "$MOUNTDIR/")"
+	test -z "$(mounted)"
 '
 test_expect_success 'cancel in STAGING_IN: nothing is left' '
 	blocker=$(mu_as $MU_B flux submit -N2 sleep inf) &&

@@ -31,8 +31,14 @@ export T  # the jobs find the test's files through $T (the path has a space)
 brick() {
 	echo "$RSA_INSTANCE_TMP/ramdisk/$(basename "$(rsa_field ramdisk $1)").b$2"
 }
+# on_brick JOB I COMMAND...: COMMAND on the RSA node of job JOB's brick I
+on_brick() {
+	_ob_node=$(rsa_field nodes $1 | cut -d, -f$(($2 + 1))) && shift 2 &&
+	rsa_on_node "$(flux hostlist -F "$_ob_node" instance)" "$@"
+}
+# used_mib JOB I: MiB used on job JOB's brick I
 used_mib() {
-	df --output=used -B1M "$1" | tail -1 | tr -d " "
+	on_brick $1 $2 df --output=used -B1M "$(brick $1 $2)" | tail -1 | tr -d " "
 }
 # this instance's brick servers and clients still running
 gluster_left() {
@@ -85,7 +91,7 @@ test_expect_success 'a -N2 job with 2 x 64M reserved writes 96M: it lands on bot
 		       while ! test -e \"\$T/a.go\"; do sleep 0.1; done") &&
 	rsa_wait_file copied && rsa_wait_file fstype.1 &&
 	test "$(rsa_state $id)" = INUSE_OUT &&
-	b0=$(used_mib "$(brick $id 0)") && b1=$(used_mib "$(brick $id 1)") &&
+	b0=$(used_mib $id 0) && b1=$(used_mib $id 1) &&
 	echo "brick shares: $b0 MiB + $b1 MiB" &&
 	test $((b0 + b1)) -ge 96 && test $b0 -ge 16 && test $b1 -ge 16
 '
@@ -124,7 +130,7 @@ test_expect_success 'stage-in of a real tree through the volume: the job sees it
 		       find . -type f -print0 | sort -z | xargs -0 md5sum >\"\$RSA_DATA_OUT/sums\" &&
 		       stat -c \"%s %b %B\" sparse >\"\$RSA_DATA_OUT/sparse\" && echo \"\$RSA_DATA_IN\" >\"\$RSA_DATA_OUT/from\"") &&
 	flux rsa wait -t 120 $id &&
-	case "$(cat out-b/from)" in "$RSA_INSTANCE_TMP"/mnt/*/in) ;; *) false ;; esac &&
+	rsa_job_ramdisk "$(cat out-b/from)" in &&
 	listing tree >expected && test_cmp expected out-b/listing &&
 	(cd tree && find . -type f -print0 | sort -z | xargs -0 md5sum) >sums &&
 	test_cmp sums out-b/sums &&
@@ -192,14 +198,15 @@ test_expect_success 'a brick server killed mid stage-out: HELD, the survivor'"'"
 		--setattr=rsa.on_late=wait --setattr=rsa.stage_out="$kout" \
 		sh -c "test \$FLUX_TASK_RANK = 1 || cp -a \"\$T/gen\"/. \"\$RSA_DATA_OUT/\"") &&
 	rsa_wait_state $id STAGING_OUT 60 &&
-	server=$(flux python -c "import json; print(json.load(open(\"$(brick $id 1)/.rsa-ramdisk\"))[\"server\"][\"pid\"])") &&
+	server=$(on_brick $id 1 cat "$(brick $id 1)/.rsa-ramdisk" |
+		flux python -c "import json, sys; print(json.load(sys.stdin)[\"server\"][\"pid\"])") &&
 	kill -9 $server &&
 	rsa_open killgate &&
 	rsa_wait_state $id HELD 120 &&
 	rsa_field error $id >error && cat error &&
 	grep "a brick server or its RSA node is down" error &&
-	findmnt -n -o FSTYPE --mountpoint "$(brick $id 0)" | grep tmpfs &&
-	test $(used_mib "$(brick $id 0)") -ge 8
+	on_brick $id 0 findmnt -n -o FSTYPE --mountpoint "$(brick $id 0)" | grep tmpfs &&
+	test $(used_mib $id 0) -ge 8
 '
 test_expect_success 'released, the HELD RAM disk goes: nothing is left' '
 	flux rsa release $id &&

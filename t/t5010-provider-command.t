@@ -29,7 +29,10 @@ command-attach = "$PWD/bin/attach.sh"
 command-detach = "$PWD/bin/detach.sh"
 stage-retries = 0
 EOF
-test_under_rsa_instance --config "$PWD/conf"
+# the site scripts written here reach a RAM disk from a compute node with a
+# bind mount of the RSA node's path, which only one mount table allows (a
+# bind mount cannot cross mount namespaces): these "nodes" share one
+test_under_rsa_instance --config "$PWD/conf" --shared-mounts
 
 T=$PWD
 export T  # the jobs find the test's files through $T (the path has a space)
@@ -155,7 +158,7 @@ test_expect_success 'a failing attach: the job starts on its directories with a 
 		       echo made >\"\$RSA_DATA_OUT/result.\$FLUX_TASK_RANK\"") &&
 	flux job wait-event -t 120 $id clean &&
 	event_field $id error rsa-error >note.c && cat note.c &&
-	grep "the RAM disk could not be attached where the job runs (rank [01]: .*no route from rank [01] to rsa0,rsa1.*): it uses its directories" note.c &&
+	grep "the RAM disk could not be attached where the job runs (node[01] (rank [01]): .*no route from rank [01] to rsa0,rsa1.*): it uses its directories" note.c &&
 	test "$(cat env.c.0)" = "$T/tree $T/out-c" &&
 	test "$(cat env.c.1)" = "$T/tree $T/out-c" &&
 	test "$(cat out-c/result.0 out-c/result.1)" = "made
