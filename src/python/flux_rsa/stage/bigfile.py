@@ -157,18 +157,13 @@ class BigFiles:
         f = self.plan.files[i]
         name = self.tmp.pop(i)
         path = fsutil.full(self.dst, self.plan.rel(f))
-        chown = self.writer.chown
         try:
             dfd = fsutil.open_dir(dst_root, self.dst_rel(f.d))
             try:
                 fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
                              dir_fd=dfd)
                 try:
-                    if not chown:
-                        os.fchmod(fd, f.mode & 0o7777)  # made 0600 by create
-                    self.writer.set_meta(fd, f, dfd)
-                    if chown and not f.mode & 0o6000:
-                        os.fchmod(fd, f.mode & 0o7777)
+                    self.writer.set_meta(fd, f, dfd, mode=True)  # made 0600
                     check_size(fd, f, path)
                 finally:
                     os.close(fd)

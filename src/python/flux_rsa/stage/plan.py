@@ -332,7 +332,10 @@ def compare_dest(plan, dst, tag):
 
 
 def compare_dir(plan, di, fd, files, tag):
-    """compare_dest() for directory DI, open as FD, and its FILES."""
+    """compare_dest() for directory DI, open as FD, and its FILES.  A file
+    is complete when it has the source's size, mtime and mode: one whose
+    mode differs (an earlier version's copy, made as the owner, lost its
+    set-ID bits) is copied again, where rsync -a would set its mode."""
     names = os.listdir(fd)
     if not names:
         return
@@ -354,6 +357,7 @@ def compare_dir(plan, di, fd, files, tag):
             stat.S_ISREG(st.st_mode)
             and st.st_size == f.size
             and st.st_mtime_ns == f.mtime
+            and fsutil.has_mode(st, f.mode)
         ):
             f.skip = True
 

@@ -148,8 +148,8 @@ class Verifier:
             raise self._mismatch(f, f"size {st.st_size}, expected {f.size}")
         if st.st_mtime_ns != f.mtime:
             raise self._mismatch(f, "modification time differs from the source")
-        want = f.mode & 0o7777
-        if stat.S_IMODE(st.st_mode) != want:
+        if not fsutil.has_mode(st, f.mode):
+            want = f.mode & 0o7777
             why = f"mode {stat.S_IMODE(st.st_mode):04o}, expected {want:04o}"
             if want & stat.S_ISGID and want & stat.S_ISVTX:
                 why += (" (the destination file system does not keep setgid and sticky "
