@@ -22,6 +22,8 @@ DEFAULT_NAME = b"rsa-output.tar"
 BATCH_BYTES = 8 << 20
 BATCH_MEMBERS = 512
 BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
+LAYOUT_WRONG = ("the stager laid the archive out wrongly, and running it again would "
+                "do the same: report it to the flux-rsa developers")
 
 
 # A member of the archive is a tuple (cheap to make and to send to a
@@ -240,32 +242,36 @@ class TarWriter:
         workers wrote every byte they read and read every file's planned
         size.  (Checked against the layout instead of reading the archive
         back: what re-reading would find is what the layout put there.)"""
-        plan = self.plan
         try:
             st = os.stat(self.final, follow_symlinks=False)
         except OSError as exc:
             raise from_oserror(exc, self.final) from None
-        why = None
+        # another process replaced the archive or wrote to it: running the
+        # stage again can help; a run made again would lay it out the same
         if st.st_ino != self.ino:
-            why = "the archive was replaced by another file"
+            why, hint = "the archive was replaced by another file", "run the stage again"
         elif st.st_size != self.size:
-            why = f"size {st.st_size}, laid out as {self.size}"
-        elif (self.files_done, self.bytes_done) != (len(plan.files), plan.bytes_total):
-            why = (f"{self.files_done} files of {self.bytes_done} bytes written, "
-                   f"{len(plan.files)} of {plan.bytes_total} planned")
-        elif len(self.layout) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
-                                  + len(plan.symlinks) + len(plan.specials)):
-            why = "the layout does not hold every entry of the tree"
+            why, hint = f"size {st.st_size}, laid out as {self.size}", "run the stage again"
         else:
-            off = 0
-            for m in self.layout:
-                if m[OFFSET] != off:
-                    why = f"member {show(_path(m))} is not where the layout put it"
-                    break
-                off += m[HLEN] + tf.pad(m[DLEN])
+            why, hint = self._layout_differs(), LAYOUT_WRONG
         if why:
-            raise StageError(EXIT_VERIFY, self.final, f"verification failed: {why}",
-                             "run the stage again")
+            raise StageError(EXIT_VERIFY, self.final, f"verification failed: {why}", hint)
+
+    def _layout_differs(self):
+        """What is wrong with the layout (see verify_layout), or None."""
+        plan = self.plan
+        if (self.files_done, self.bytes_done) != (len(plan.files), plan.bytes_total):
+            return (f"{self.files_done} files of {self.bytes_done} bytes written, "
+                    f"{len(plan.files)} of {plan.bytes_total} planned")
+        if len(self.layout) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
+                                + len(plan.symlinks) + len(plan.specials)):
+            return "the layout does not hold every entry of the tree"
+        off = 0
+        for m in self.layout:
+            if m[OFFSET] != off:
+                return f"member {show(_path(m))} is not where the layout put it"
+            off += m[HLEN] + tf.pad(m[DLEN])
+        return None
 
     def _remove_stale(self, dir_fd):
         for name in os.listdir(dir_fd):

@@ -9,6 +9,9 @@ from .errors import EXIT_VERIFY, StageError, from_oserror, show
 
 CHUNK = 32 << 20
 BATCH = 512
+# the hint of a difference the source or the copy changing meanwhile can make
+AGAIN = "the copy differs from the source; run the stage again"
+_BITS = ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid"), (stat.S_ISVTX, "sticky"))
 
 
 @functools.cache
@@ -81,10 +84,9 @@ class Verifier:
         self.nbytes += nbytes
         self.progress(self.done, self.nbytes)
 
-    def _mismatch(self, entry, why):
+    def _mismatch(self, entry, why, hint=AGAIN):
         return StageError(EXIT_VERIFY, fsutil.full(self.dst, self.plan.rel(entry)),
-                          f"verification failed: {why}",
-                          "the copy differs from the source; run the stage again")
+                          f"verification failed: {why}", hint)
 
     def _dst_stat(self, entry):
         path = fsutil.full(self.dst, self.plan.rel(entry))
@@ -149,12 +151,23 @@ class Verifier:
         if st.st_mtime_ns != f.mtime:
             raise self._mismatch(f, "modification time differs from the source")
         if not fsutil.has_mode(st, f.mode):
-            want = f.mode & 0o7777
-            why = f"mode {stat.S_IMODE(st.st_mode):04o}, expected {want:04o}"
-            if want & stat.S_ISGID and want & stat.S_ISVTX:
-                why += (" (the destination file system does not keep setgid and sticky "
-                        "together on a file: GlusterFS, the parallel RAM disk, cannot)")
-            raise self._mismatch(f, why)
+            raise self._mode_not_kept(f, stat.S_IMODE(st.st_mode), f.mode & 0o7777)
+
+    def _mode_not_kept(self, f, got, want):
+        """The error for a copy whose mode is not the one the copy set on
+        it: the destination file system keeps other bits, and running the
+        stage again would set them again, to the same end."""
+        why = f"mode {got:04o}, expected {want:04o}"
+        if want & stat.S_ISGID and want & stat.S_ISVTX:
+            why += (" (the destination file system does not keep setgid and sticky "
+                    "together on a file: GlusterFS, the parallel RAM disk, cannot)")
+        else:
+            lost = [name for bit, name in _BITS if want & bit and not got & bit]
+            why += (": the destination file system did not keep "
+                    + (" and ".join(lost) if lost else "the mode set on it"))
+        return self._mismatch(f, why, "running the stage again would not change it: "
+                              "stage to a file system that keeps these bits, or change "
+                              "the mode in the source")
 
     def _compare(self, f, off, n):
         a = self._digest_src(f, off, n)
