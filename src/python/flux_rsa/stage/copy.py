@@ -29,7 +29,7 @@ import itertools
 import os
 import stat
 
-from . import bigfile, fsutil, native, pool
+from . import bigfile, fsutil, native, workers
 from . import plan as planmod
 from .entries import EntryMaker
 from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
@@ -274,16 +274,16 @@ class Copier:
                 t.files_done += f.skip
                 t.bytes_done += f.size if f.skip else 0
 
-            def run_pool(poll):
-                pool.run(len(self.tasks), self.workers, self._handle, self._message,
-                         setup=self._setup, poll=poll, deaths=self.deaths)
+            def run_workers(poll):
+                workers.run(len(self.tasks), self.workers, self._handle, self._message,
+                            setup=self._setup, poll=poll, deaths=self.deaths)
         else:
             stream = _Stream(self, walker)
 
-            def run_pool(poll):
-                pool.run_stream(stream.produce, self.workers, self._handle_streamed,
-                                self._message, setup=self._setup, poll=poll,
-                                deaths=self.deaths)
+            def run_workers(poll):
+                workers.run_stream(stream.produce, self.workers, self._handle_streamed,
+                                   self._message, setup=self._setup, poll=poll,
+                                   deaths=self.deaths)
         flusher = []
 
         def poll():  # in the parent, once the workers are forked
@@ -294,7 +294,7 @@ class Copier:
         flush_error = None
         try:
             try:
-                run_pool(poll)
+                run_workers(poll)
             finally:
                 for f in flusher:
                     flush_error = f.stop()
@@ -410,7 +410,8 @@ class Copier:
                 flush.pop()()
 
         try:
-            pool.run(len(self.packed), self.workers, check, lambda msg: None, poll=poll)
+            workers.run(len(self.packed), self.workers, check, lambda msg: None,
+                        poll=poll)
         finally:
             os.close(root)
             poll()  # a write-back error outranks a file found to differ

@@ -11,7 +11,7 @@ complete.  (untar.py reads archives back.)
 
 import os
 
-from . import bigfile, copyio, fsutil, pool
+from . import bigfile, copyio, fsutil, workers
 from . import plan as planmod
 from . import tarformat as tf
 from .errors import (DESTINATION_ERRNOS, EXIT_FAILED, EXIT_VERIFY, StageError,
@@ -91,9 +91,9 @@ class TarWriter:
                 os.close(fd)
             self.dir_fd = dir_fd
             self._start_layout()
-            pool.run_stream(self._produce, self.workers, self._handle, self._message,
-                            setup=self._setup,
-                            poll=lambda: self.progress(self.files_done, self.bytes_done))
+            workers.run_stream(self._produce, self.workers, self._handle, self._message,
+                               setup=self._setup,
+                               poll=lambda: self.progress(self.files_done, self.bytes_done))
             fd = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
             try:
                 os.ftruncate(fd, self.size)  # the end blocks: zeros

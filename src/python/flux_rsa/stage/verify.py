@@ -4,7 +4,7 @@ import functools
 import os
 import stat
 
-from . import fsutil, pool
+from . import fsutil, workers
 from .errors import EXIT_VERIFY, StageError, from_oserror, show
 
 CHUNK = 32 << 20
@@ -70,8 +70,8 @@ class Verifier:
                          if self.plan.src is not None else -1)
         self.dst_root = os.open(self.dst, fsutil.DIR_FLAGS)
         try:
-            pool.run(len(self.tasks), self.workers, self._handle, self._message,
-                     poll=lambda: self.progress(self.done, self.nbytes))
+            workers.run(len(self.tasks), self.workers, self._handle, self._message,
+                        poll=lambda: self.progress(self.done, self.nbytes))
             self._links()
         finally:
             if self.src_root >= 0:

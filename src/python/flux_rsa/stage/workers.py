@@ -1,5 +1,6 @@
-"""Forked worker processes fed task numbers through a pipe (run), or
-tasks made while they run through a socket (run_stream).
+"""The stager's pool of forked worker processes (not flux_rsa.pool, the
+RSA node pool): workers fed task numbers through a pipe (run), or tasks
+made while they run through a socket (run_stream).
 
 Each worker runs ``handler(task_index, send)`` (run_stream: ``handler(task,
 send)``) for the tasks it pulls; ``send(msg)`` passes MSG to the parent's
