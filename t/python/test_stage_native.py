@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from flux_rsa.stage import native, plan as planmod
-from flux_rsa.stage.copy import Copier, make_tasks
+from flux_rsa.stage.copy import Copier
+from flux_rsa.stage.tasks import Batch, make_tasks
 from flux_rsa.stage.errors import StageError
 from test_stage_helpers import ROOT, make_tree, rsync_diff, stage
 
@@ -74,8 +75,8 @@ class Copied:
         native.BatchCopier._call = counted
         try:
             for task in make_tasks(self.plan.files):
-                assert task[0] == "B"
-                c._batch(task[1], task[2])
+                assert isinstance(task, Batch)
+                c._batch(task.start, task.end)
             if before_publish is not None:
                 before_publish()
             c.publish()

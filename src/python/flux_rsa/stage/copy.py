@@ -25,62 +25,15 @@ the run started again takes it up as it would a directory there already:
 its complete files are skipped, the others written again.
 """
 
-import itertools
 import os
 import stat
 
 from . import bigfile, fsutil, native, workers
 from . import plan as planmod
+from . import tasks as tk
 from .entries import EntryMaker
 from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 from .filewrite import FileWriter
-
-BATCH_FILES = 256
-BATCH_BYTES = 32 << 20
-
-
-def make_tasks(files, whole=lambda f: False):
-    """Split FILES (plan order) into batch and range tasks; a big file for
-    which WHOLE(file) is true is one range task."""
-    tasks = []
-    start = None
-    nbytes = 0
-    for i, f in enumerate(files):
-        if f.skip:
-            if start is None:
-                start = i
-            continue
-        if f.size >= bigfile.BIG:
-            if start is not None:
-                tasks.append(("B", start, i))
-                start = None
-            for off, n in bigfile.pieces(0, f.size, whole(f)):
-                tasks.append(("R", i, off, n))
-            continue
-        if start is None:
-            start, nbytes = i, 0
-        nbytes += f.size
-        if i + 1 - start >= BATCH_FILES or nbytes >= BATCH_BYTES:
-            tasks.append(("B", start, i + 1))
-            start = None
-    if start is not None:
-        tasks.append(("B", start, len(files)))
-    return tasks
-
-
-def interleave(tasks, n):
-    """TASKS reordered for N workers pulling from one queue: cut into N
-    runs of consecutive tasks, then one task of each run in turn.  Workers
-    thus start in N far-apart parts of the tree, mostly in different
-    directories: two processes creating files in one directory queue for its
-    lock (on bench/stage's dataset c out, interleaving took about 10% off
-    the copy's time and 8% off its CPU time)."""
-    if n < 2 or not tasks:
-        return tasks
-    k = -(-len(tasks) // n)
-    runs = [tasks[i:i + k] for i in range(0, len(tasks), k)]
-    return [t for turn in itertools.zip_longest(*runs) for t in turn if t is not None]
-
 
 class Tally:
     """Counters the parent keeps while workers report."""
@@ -264,8 +217,8 @@ class Copier:
         copy what was found so far (_Stream)."""
         if walker is None:
             self.prepare()
-            self.tasks = interleave(make_tasks(self.plan.files, self._whole),
-                                    self.workers)
+            self.tasks = tk.interleave(tk.make_tasks(self.plan.files, self._whole),
+                                       self.workers)
             t = self.tally
             t.walked = True
             for f in self.plan.files:
@@ -339,22 +292,16 @@ class Copier:
             self.hidden.remove(di)
         self.moved.clear()
 
-    def _message(self, msg):
-        _, idx, result = msg
+    def _message(self, result):
         t = self.tally
-        if result[0] == "B":
-            _, files, nbytes = result
-            t.files_done += files
-            t.bytes_done += nbytes
-            t.files_copied += files
-            t.bytes_copied += nbytes
-        else:
-            _, i, nbytes = result
-            t.bytes_done += nbytes
-            t.bytes_copied += nbytes
-            if self.big.copied(i, nbytes, self.dst_root):
-                t.files_done += 1
-                t.files_copied += 1
+        t.bytes_done += result.nbytes
+        t.bytes_copied += result.nbytes
+        if isinstance(result, tk.Done):
+            t.files_done += result.files
+            t.files_copied += result.files
+        elif self.big.copied(result.index, result.nbytes, self.dst_root):
+            t.files_done += 1
+            t.files_copied += 1
         self.progress(t)
 
     def _close_roots(self, keep_dst=False):
@@ -410,7 +357,7 @@ class Copier:
                 flush.pop()()
 
         try:
-            workers.run(len(self.packed), self.workers, check, lambda msg: None,
+            workers.run(len(self.packed), self.workers, check, lambda result: None,
                         poll=poll)
         finally:
             os.close(root)
@@ -470,19 +417,14 @@ class Copier:
 
     def _handle(self, idx, send):
         task = self.tasks[idx]
-        if task[0] == "B":
-            return self._batch(task[1], task[2])
-        i = task[1]
-        return self._range(i, self.plan.files[i], self.big.tmp[i], task[2], task[3])
+        if isinstance(task, tk.Batch):
+            return self._batch(task.start, task.end)
+        return self._range(task.index, self.plan.files[task.index],
+                           self.big.tmp[task.index], task.off, task.length)
 
     def _handle_streamed(self, task, send):
-        """A task of _Stream: ("N", d, where, native.Packed, creating), ("F",
-        d, where, file, creating) or ("R", d, where, index, file, temporary
-        name, offset, length, None), WHERE being (rel, moved): the
-        directory's path in the plan and, if hidden, under DST (Copier.
-        dst_rel), and CREATING the parent's (FileWriter.tmpfile,
-        FileWriter.link)."""
-        kind, d, (rel, moved) = task[0], task[1], task[2]
+        """A task of _Stream: tasks.Packed, tasks.One or tasks.StreamedRange."""
+        d, rel, moved = task.where
         dirs = self.plan.dirs  # this worker's: directories as tasks name them
         if d >= len(dirs):
             dirs.extend([None] * (d + 1 - len(dirs)))
@@ -491,21 +433,21 @@ class Copier:
             dirs[d].rel = rel
         if moved is not None:
             self.moved[d] = moved
-        if task[-1] is not None and not self.told:
+        if isinstance(task, tk.StreamedRange):
+            return self._range(task.index, task.file, task.name, task.off, task.length)
+        if not self.told:
             # how files are created, found by the parent after the fork
-            self.files.tmpfile, self.files.link = task[-1]
+            self.files.tmpfile, self.files.link = task.creating
             self.told = True
-        if kind == "N":
-            packed = task[3]
+        if isinstance(task, tk.Packed):
+            packed = task.packed
             self.native.copy_packed(
                 packed, self.sdirs.get(d), self.ddirs.get(d),
                 lambda k: self._copy_one(planmod.new_file(d, *packed.fields(k), False)),
                 d in self.moved)
-            return ("B", packed.n, packed.nbytes)
-        if kind == "F":
-            self._copy_one(task[3])
-            return ("B", 1, task[3].size)
-        return self._range(*task[3:-1])
+            return tk.Done(packed.n, packed.nbytes)
+        self._copy_one(task.file)
+        return tk.Done(1, task.file.size)
 
     def _open_src(self, f):
         """Open a file's source: its own file, or the archive holding it."""
@@ -528,7 +470,7 @@ class Copier:
         if self.native is not None and all(native.eligible(f) for f in files):
             self.native.copy(files, self.sdirs, self.ddirs, self._copy_one,
                              self.moved.__contains__)
-            return ("B", len(files), sum(f.size for f in files))
+            return tk.Done(len(files), sum(f.size for f in files))
         opened = []
         try:
             for f in files:
@@ -547,7 +489,7 @@ class Copier:
             for f, fd in zip(files, opened):
                 if f.src is None:
                     os.close(fd)
-        return ("B", len(files), nbytes)
+        return tk.Done(len(files), nbytes)
 
     def _copy_one(self, f):
         """Copy file F by itself (FileWriter)."""
@@ -582,7 +524,7 @@ class Copier:
                                          f"changed while being copied (short read at "
                                          f"{o + done})", "run the stage again")
                     if o + n < off + length:
-                        self.send(("progress", None, ("R", i, n)))
+                        self.send(tk.RangeDone(i, n))
             finally:
                 os.close(dfd)
         except OSError as exc:
@@ -592,7 +534,7 @@ class Copier:
         finally:
             if f.src is None:
                 os.close(sfd)
-        return ("R", i, n)
+        return tk.RangeDone(i, n)
 
 
 class _Stream:
@@ -621,7 +563,7 @@ class _Stream:
         if not lanes:
             self.c.tally.walked = True
             return None
-        return [t for turn in itertools.zip_longest(*lanes) for t in turn if t is not None]
+        return tk.alternate(lanes)
 
     def _directory(self, di, files):
         """Make directory DI, just scanned, under DST; the tasks of its FILES."""
@@ -640,7 +582,7 @@ class _Stream:
                             if name not in keep:
                                 fsutil.remove_stale(name, ddir)
                     self.stale = len(plan.stale)
-                return self._tasks(di, (d.rel, c.moved.get(di)),
+                return self._tasks(di, tk.Where(di, d.rel, c.moved.get(di)),
                                    len(plan.files) - len(files), files, ddir)
             finally:
                 os.close(ddir)
@@ -681,7 +623,7 @@ class _Stream:
         def pack():
             packed = native.Packed(di, batch, c.chown, owner)
             c.packed.append(packed)
-            return ("N", di, where, packed, self._creating())
+            return tk.Packed(where, packed, self._creating())
 
         for i, f in enumerate(files, first):
             t.files_total += 1
@@ -692,16 +634,16 @@ class _Stream:
             elif f.size >= bigfile.BIG:
                 c.big.create(i, f, _OneDir(ddir), allocate=self.write_direct)
                 for off, n in bigfile.pieces(0, f.size, c._whole(f)):
-                    tasks.append(("R", di, where, i, f, c.big.tmp[i], off, n, None))
+                    tasks.append(tk.StreamedRange(where, i, f, c.big.tmp[i], off, n))
             elif native.eligible(f):
                 batch.append(f)
                 nbytes += f.size
-                if len(batch) >= BATCH_FILES or nbytes >= BATCH_BYTES:
+                if tk.full(len(batch), nbytes):
                     tasks.append(pack())
                     batch, nbytes = [], 0
                 continue
             else:
-                tasks.append(("F", di, where, f, self._creating()))
+                tasks.append(tk.One(where, f, self._creating()))
             c.unpacked.append(f)  # not in a Packed
         if batch:
             tasks.append(pack())

@@ -10,6 +10,7 @@ complete.  (untar.py reads archives back.)
 """
 
 import os
+from typing import NamedTuple
 
 from . import bigfile, copyio, fsutil, workers
 from . import plan as planmod
@@ -17,6 +18,7 @@ from . import tarformat as tf
 from .errors import (DESTINATION_ERRNOS, EXIT_FAILED, EXIT_VERIFY, StageError,
                      from_oserror, show)
 from .plan import File, HardLink
+from .tasks import Done
 
 DEFAULT_NAME = b"rsa-output.tar"
 BATCH_BYTES = 8 << 20
@@ -32,6 +34,27 @@ LAYOUT_WRONG = ("the stager laid the archive out wrongly, and running it again w
 # parent had to build it to know its length.
 (KIND, PATH, DIRREL, NAME, MODE, UID, GID, MTIME, OFFSET, HLEN, DLEN, LINK, RDEV,
  SEGMENTS, REALSIZE, HEAD) = range(16)
+
+
+class Members(NamedTuple):
+    """A worker's task: small MEMBERS, end to end, written in one piece."""
+
+    members: list
+
+
+class Header(NamedTuple):
+    """A worker's task: the header of a big or sparse MEMBER (and the data
+    of a sparse one)."""
+
+    member: tuple
+
+
+class MemberRange(NamedTuple):
+    """A worker's task: [off, off + length) of the data of big MEMBER."""
+
+    member: tuple
+    off: int
+    length: int
 
 
 def _path(m):
@@ -201,10 +224,10 @@ class TarWriter:
         if kind == "file" and (dlen >= bigfile.BIG or segments is not None):
             # a batch is written in one piece: it ends before this member
             self._flush(tasks)
-            tasks.append(("H", m))
+            tasks.append(Header(m))
             if segments is None:
                 for off in range(0, dlen, bigfile.CHUNK):
-                    tasks.append(("R", m, off, min(bigfile.CHUNK, dlen - off)))
+                    tasks.append(MemberRange(m, off, min(bigfile.CHUNK, dlen - off)))
             return
         batch = self.batch
         batch.append(m)
@@ -216,7 +239,7 @@ class TarWriter:
 
     def _flush(self, tasks):
         if self.batch:
-            tasks.append(("B", self.batch))
+            tasks.append(Members(self.batch))
             self.batch = []
             self.batch_bytes = self.batch_names = 0
 
@@ -279,10 +302,9 @@ class TarWriter:
             if fsutil.is_tmp_of(name, self.tag):
                 fsutil.unlink_quiet(name, dir_fd)
 
-    def _message(self, msg):
-        files, nbytes = msg[2]
-        self.files_done += files
-        self.bytes_done += nbytes
+    def _message(self, done):
+        self.files_done += done.files
+        self.bytes_done += done.nbytes
         self.progress(self.files_done, self.bytes_done)
 
     # ---- worker side -------------------------------------------------
@@ -313,16 +335,15 @@ class TarWriter:
             raise from_oserror(exc, fsutil.full(self.dstdir, self.name)) from None
 
     def _handle(self, task, send):
-        kind = task[0]
-        if kind == "B":
-            return self._batch(task[1])
-        m = task[1]
-        if kind == "H":
+        if isinstance(task, Members):
+            return self._batch(task.members)
+        m = task.member
+        if isinstance(task, Header):
             self._write(m[HEAD] or _header(m), m[OFFSET])
             if m[SEGMENTS] is not None:
                 return self._sparse(m)
-            return (0, 0)
-        _, _, off, n = task
+            return Done(0, 0)
+        off, n = task.off, task.length
         at = m[OFFSET] + m[HLEN] + off
         fd = self._open(m)
         try:
@@ -337,7 +358,7 @@ class TarWriter:
             raise _changed(self._src_path(m))
         if self.writeback:
             fsutil.start_writeback(self.out, at, n)
-        return (1 if off + n >= m[DLEN] else 0, n)
+        return Done(1 if off + n >= m[DLEN] else 0, n)
 
     def _batch(self, members):
         """MEMBERS (small ones, end to end) assembled in one buffer at their
@@ -390,7 +411,7 @@ class TarWriter:
             for fd in fds.values():
                 os.close(fd)
         self._write(view[:size], base)
-        return (files, nbytes)
+        return Done(files, nbytes)
 
     def _put_header(self, out, pos, m):
         """M's header blocks, built, into OUT at POS."""
@@ -430,7 +451,7 @@ class TarWriter:
                 pos += n
         finally:
             os.close(fd)
-        return (1, m[REALSIZE])
+        return Done(1, m[REALSIZE])
 
 
 def _header(m):

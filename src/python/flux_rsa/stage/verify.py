@@ -5,6 +5,7 @@ import os
 import stat
 
 from . import fsutil, workers
+from . import tasks as tk
 from .errors import EXIT_VERIFY, StageError, from_oserror, show
 
 CHUNK = 32 << 20
@@ -32,20 +33,22 @@ def new_hash():
 
 
 def _tasks(files, checksum):
+    """Batch tasks of FILES; with CHECKSUM a big file's content is hashed
+    in Range tasks."""
     tasks = []
     start = 0
     for i, f in enumerate(files):
         if checksum and f.size >= 2 * CHUNK:
             if start < i:
-                tasks.append(("B", start, i))
+                tasks.append(tk.Batch(start, i))
             for off in range(0, f.size, CHUNK):
-                tasks.append(("R", i, off, min(CHUNK, f.size - off)))
+                tasks.append(tk.Range(i, off, min(CHUNK, f.size - off)))
             start = i + 1
         elif i + 1 - start >= BATCH:
-            tasks.append(("B", start, i + 1))
+            tasks.append(tk.Batch(start, i + 1))
             start = i + 1
     if start < len(files):
-        tasks.append(("B", start, len(files)))
+        tasks.append(tk.Batch(start, len(files)))
     return tasks
 
 
@@ -78,10 +81,9 @@ class Verifier:
                 os.close(self.src_root)
             os.close(self.dst_root)
 
-    def _message(self, msg):
-        files, nbytes = msg[2]
-        self.done += files
-        self.nbytes += nbytes
+    def _message(self, done):
+        self.done += done.files
+        self.nbytes += done.nbytes
         self.progress(self.done, self.nbytes)
 
     def _mismatch(self, entry, why, hint=AGAIN):
@@ -103,14 +105,13 @@ class Verifier:
 
     def _handle(self, idx, send):
         task = self.tasks[idx]
-        if task[0] == "R":
-            _, i, off, n = task
-            f = self.files[i]
-            if off == 0:
+        if isinstance(task, tk.Range):
+            f = self.files[task.index]
+            if task.off == 0:
                 self._check_meta(f, self._dst_stat(f))
-            self._compare(f, off, n)
-            return (1 if off + n >= f.size else 0, n)
-        files = self.files[task[1]:task[2]]
+            self._compare(f, task.off, task.length)
+            return tk.Done(1 if task.off + task.length >= f.size else 0, task.length)
+        files = self.files[task.start:task.end]
         nbytes = 0
         cache = {}
         try:
@@ -132,7 +133,7 @@ class Verifier:
         finally:
             for fd in cache.values():
                 os.close(fd)
-        return (len(files), nbytes)
+        return tk.Done(len(files), nbytes)
 
     def check_file(self, f):
         """Check the copy of file F's size, mtime and mode (raise StageError
