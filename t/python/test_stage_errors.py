@@ -110,6 +110,7 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
 
     from flux_rsa.stage import plan as planmod
     from flux_rsa.stage.copy import Copier
+    from flux_rsa.stage.copyworker import CopyWorker
     from flux_rsa.stage.errors import EXIT_NOSPACE, StageError
 
     src = tmp_path / "src"
@@ -120,10 +121,10 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
     c = Copier(p, os.fsencode(dst), workers=1, tmpfile=tmpfile)
     c.prepare()
     assert c.tmpfile == tmpfile
-    c._setup(None)
+    worker = CopyWorker(c, None)
     f = p.files[0]
     sfd = os.open(src / "a.dat", os.O_RDONLY)
-    ddir = c.ddirs.get(f.d)
+    ddir = worker.ddirs.get(f.d)
     real_close = os.close
 
     def close(fd):
@@ -135,11 +136,11 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
     monkeypatch.setattr(os, "close", close)
     try:
         with pytest.raises(StageError) as err:
-            c.files.write(f, sfd, ddir)
+            c.writer.write(f, sfd, ddir)
     finally:
         monkeypatch.undo()
         os.close(sfd)
-        c.ddirs.close()
+        worker.close()
         c.close()
     assert err.value.code == EXIT_NOSPACE and err.value.path == os.fsencode(dst / "a.dat")
     assert os.listdir(dst) == []

@@ -125,10 +125,11 @@ class BigFiles:
         self.tmp = {}  # file index -> temporary name
         self.left = {}  # file index -> bytes still to copy
 
-    def create(self, i, f, dcache, allocate):
-        """Make file I's temporary file; ALLOCATE: reserve its blocks."""
+    def create(self, i, f, dir_fd, allocate):
+        """Make file I's temporary file in DIR_FD, its directory; ALLOCATE:
+        reserve its blocks."""
         name = self.names.new()
-        fd = os.open(name, fsutil.CREATE_FLAGS, 0o600, dir_fd=dcache.get(f.d))
+        fd = os.open(name, fsutil.CREATE_FLAGS, 0o600, dir_fd=dir_fd)
         try:
             if allocate and not f.sparse and f.src is None:
                 # allocated up front: direct writes into allocated space run
@@ -138,7 +139,7 @@ class BigFiles:
                 os.ftruncate(fd, f.size)
         except OSError as exc:
             os.close(fd)
-            os.unlink(name, dir_fd=dcache.get(f.d))
+            os.unlink(name, dir_fd=dir_fd)
             raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
         os.close(fd)
         self.tmp[i] = name

@@ -124,6 +124,17 @@ class DirCache:
         self.fds.clear()
 
 
+class DirsByIndex(DirCache):
+    """A DirCache by directory index: REL(d) is directory d's path."""
+
+    def __init__(self, root_fd, rel):
+        super().__init__(root_fd)
+        self.rel = rel
+
+    def get(self, d):
+        return super().get(self.rel(d))
+
+
 def tmp_name(tag, serial, pid=None):
     """A hidden temporary name; TAG says which shard made it."""
     return b"%s%d%s" % (tmp_prefix(tag, pid), serial, TMP_SUFFIX)

@@ -194,9 +194,9 @@ class BatchCopier:
 
     def copy(self, files, sdirs, ddirs, copy_one, hidden=lambda d: False):
         """Copy FILES (eligible, in plan order) from directories SDIRS into
-        DDIRS (two _DirCache), one directory at a time; COPY_ONE(f) copies
-        one file the Python way; HIDDEN(d): directory d is not seen yet, its
-        files are created under their final names."""
+        DDIRS (two fsutil.DirsByIndex), one directory at a time; COPY_ONE(f)
+        copies one file the Python way; HIDDEN(d): directory d is not seen
+        yet, its files are created under their final names."""
         w = self.writer
         for d, run in itertools.groupby(files, key=_directory):
             run = list(run)

@@ -88,6 +88,16 @@ class Plan:
     def rel(self, entry):
         return fsutil.join(self.dirs[entry.d].rel, entry.name)
 
+    def dir_rel(self, d):
+        """Directory D's path in the tree."""
+        return self.dirs[d].rel
+
+    def source_path(self, f):
+        """The path file F is read from: its own, or the archive holding it."""
+        if f.src is None:
+            return fsutil.full(self.src, self.rel(f))
+        return self.archives[f.src[0]]
+
     @property
     def bytes_total(self):
         return sum(f.size for f in self.files)

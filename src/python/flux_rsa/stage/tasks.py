@@ -2,7 +2,7 @@
 
 A run planned before it starts numbers its tasks (workers.run): the
 plan's files cut into Batch and Range tasks by make_tasks, ordered for N
-workers by interleave.  A copy made while the source is walked (copy.py's _Stream)
+workers by interleave.  A copy made while the source is walked (stream.py)
 sends the tasks themselves (workers.run_stream): Packed, One and
 StreamedRange, each with the Where of its directory.  A worker answers each
 task with Done, or RangeDone for a range of a big file (also sent while a
