@@ -26,7 +26,6 @@ import os
 import stat
 
 from . import bigfile, fsutil, native, workers
-from . import plan as planmod
 from . import tasks as tk
 from .copyworker import CopyWorker
 from .entries import EntryMaker
@@ -367,36 +366,6 @@ class Copier:
                     os.close(fd)
             except OSError as exc:
                 raise from_oserror(exc, path) from None
-
-    def verify_packed(self, verifier, sync=False):
-        """--verify size of the files a streamed run packed for the C loop,
-        by the C loop in the workers; a file that differs is checked again
-        by VERIFIER (a verify.Verifier), which raises the verify error
-        naming it.  With SYNC the parent makes the destination durable
-        (sync()) meanwhile: the checks read what the kernel flushes, and the
-        two took 0.13 s and 0.10 s one after the other on a copy of 100,000
-        small files.  Returns the files and bytes checked; self.unpacked
-        are left to VERIFIER."""
-        rels = [d.rel for d in self.plan.dirs]
-        root = os.open(self.dst, fsutil.DIR_FLAGS)
-        flush = [self.sync] if sync else []
-
-        def check(i, send):
-            native.verify(self.lib, root, rels, [self.packed[i]],
-                          lambda packed, k: verifier.check_file(
-                              planmod.new_file(packed.d, *packed.fields(k), False)))
-
-        def poll():  # in the parent, once the workers are forked
-            while flush:
-                flush.pop()()
-
-        try:
-            workers.run(len(self.packed), self.workers, check, lambda result: None,
-                        poll=poll)
-        finally:
-            os.close(root)
-            poll()  # a write-back error outranks a file found to differ
-        return sum(p.n for p in self.packed), sum(p.nbytes for p in self.packed)
 
     def sync(self):
         """Make the destination durable (syncfs on its file system); raise

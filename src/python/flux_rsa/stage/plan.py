@@ -103,6 +103,20 @@ class Plan:
         return sum(f.size for f in self.files)
 
 
+def new_plan(src, st=None):
+    """A Plan of SRC holding its root directory alone, with the metadata
+    of ST (an os.stat_result) if given."""
+    plan = Plan(src)
+    root = Dir()
+    root.rel = b""
+    root.d = None
+    root.name = b""
+    if st is not None:
+        root.set_stat(st)
+    plan.dirs.append(root)
+    return plan
+
+
 def shard_of(rel, nshards):
     """Deterministic shard of a relative path (same on every node)."""
     return zlib.crc32(rel) % nshards
@@ -131,7 +145,6 @@ class Walker:
     to the plan's lists (see span())."""
 
     def __init__(self, src, shard=(0, 1), dirs_only=False):
-        self.plan = plan = Plan(src)
         self.k, self.n = shard
         self.dirs_only = dirs_only
         self.groups = {}
@@ -140,16 +153,10 @@ class Walker:
         except OSError as exc:
             raise from_oserror(exc, src, missing_is_source=True) from None
         try:
-            st = os.fstat(self.root_fd)
+            self.plan = new_plan(src, os.fstat(self.root_fd))
         except BaseException:
             self.close()
             raise
-        root = Dir()
-        root.rel = b""
-        root.d = None
-        root.name = b""
-        root.set_stat(st)
-        plan.dirs.append(root)
         self.stack = [0]
         self.marks = None
 

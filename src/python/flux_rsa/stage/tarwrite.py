@@ -15,8 +15,7 @@ from typing import NamedTuple
 from . import bigfile, copyio, fsutil, workers
 from . import plan as planmod
 from . import tarformat as tf
-from .errors import (DESTINATION_ERRNOS, EXIT_FAILED, EXIT_VERIFY, StageError,
-                     from_oserror, show)
+from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 from .plan import File, HardLink
 from .tasks import Done
 
@@ -24,8 +23,6 @@ DEFAULT_NAME = b"rsa-output.tar"
 BATCH_BYTES = 8 << 20
 BATCH_MEMBERS = 512
 BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
-LAYOUT_WRONG = ("the stager laid the archive out wrongly, and running it again would "
-                "do the same: report it to the flux-rsa developers")
 
 
 # A member of the archive is a tuple (cheap to make and to send to a
@@ -115,8 +112,8 @@ class TarWriter:
             self.dir_fd = dir_fd
             self._start_layout()
             workers.run_stream(self._produce, self.workers, self._handle, self._message,
-                               setup=self._setup,
-                               poll=lambda: self.progress(self.files_done, self.bytes_done))
+                            setup=self._setup,
+                            poll=lambda: self.progress(self.files_done, self.bytes_done))
             fd = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
             try:
                 os.ftruncate(fd, self.size)  # the end blocks: zeros
@@ -258,43 +255,15 @@ class TarWriter:
             segs.append((size, 0))  # marks the real end, as GNU tar does
         return segs
 
-    def verify_layout(self):
-        """--verify size for an archive just written: the file under the
-        final name is the one written, with the size of its layout; the
-        layout holds every entry of the tree once, members end to end; the
-        workers wrote every byte they read and read every file's planned
-        size.  (Checked against the layout instead of reading the archive
-        back: what re-reading would find is what the layout put there.)"""
-        try:
-            st = os.stat(self.final, follow_symlinks=False)
-        except OSError as exc:
-            raise from_oserror(exc, self.final) from None
-        # another process replaced the archive or wrote to it: running the
-        # stage again can help; a run made again would lay it out the same
-        if st.st_ino != self.ino:
-            why, hint = "the archive was replaced by another file", "run the stage again"
-        elif st.st_size != self.size:
-            why, hint = f"size {st.st_size}, laid out as {self.size}", "run the stage again"
-        else:
-            why, hint = self._layout_differs(), LAYOUT_WRONG
-        if why:
-            raise StageError(EXIT_VERIFY, self.final, f"verification failed: {why}", hint)
+    def spans(self):
+        """(offset, length) of each member of the layout, in archive order
+        (verify.check_layout)."""
+        pad = tf.pad
+        return ((m[OFFSET], m[HLEN] + pad(m[DLEN])) for m in self.layout)
 
-    def _layout_differs(self):
-        """What is wrong with the layout (see verify_layout), or None."""
-        plan = self.plan
-        if (self.files_done, self.bytes_done) != (len(plan.files), plan.bytes_total):
-            return (f"{self.files_done} files of {self.bytes_done} bytes written, "
-                    f"{len(plan.files)} of {plan.bytes_total} planned")
-        if len(self.layout) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
-                                + len(plan.symlinks) + len(plan.specials)):
-            return "the layout does not hold every entry of the tree"
-        off = 0
-        for m in self.layout:
-            if m[OFFSET] != off:
-                return f"member {show(_path(m))} is not where the layout put it"
-            off += m[HLEN] + tf.pad(m[DLEN])
-        return None
+    def member_path(self, k):
+        """The path of member K of the layout."""
+        return _path(self.layout[k])
 
     def _remove_stale(self, dir_fd):
         for name in os.listdir(dir_fd):
