@@ -46,13 +46,14 @@ class Tally:
             setattr(self, name, 0)
         self.walked = False
 
-    def planned(self, f):
-        """File F is part of the copy (done already if it is skipped)."""
-        self.files_total += 1
-        self.bytes_total += f.size
-        if f.skip:
-            self.files_done += 1
-            self.bytes_done += f.size
+    def planned(self, files):
+        """FILES are part of the copy (those skipped are done already)."""
+        self.files_total += len(files)
+        self.bytes_total += sum(f.size for f in files)
+        skipped = [f for f in files if f.skip]
+        if skipped:
+            self.files_done += len(skipped)
+            self.bytes_done += sum(f.size for f in skipped)
 
 
 class Copier:
@@ -249,8 +250,7 @@ class Copier:
             self.tasks = tk.interleave(tk.make_tasks(self.plan.files, self.whole),
                                        self.workers)
             self.tally.walked = True
-            for f in self.plan.files:
-                self.tally.planned(f)
+            self.tally.planned(self.plan.files)
 
             def run_workers(poll):
                 workers.run(len(self.tasks), self.workers,

@@ -90,6 +90,8 @@ class Stream:
         c = self.copier
         where = c.where(di)
         owner = c.new_owner(di, ddir)
+        c.tally.planned(files)
+        most_files, most_bytes = tk.BATCH_FILES, tk.BATCH_BYTES
         tasks = []
         batch = []
         nbytes = 0
@@ -100,16 +102,15 @@ class Stream:
             return tk.Packed(where, packed, c.creating())
 
         for i, f in enumerate(files, first):
-            c.tally.planned(f)
             if f.skip:
-                pass
+                pass  # complete already; verified with the unpacked files
             elif f.size >= bigfile.BIG:
                 name, pieces = c.add_big(i, f, ddir)
                 tasks += [tk.StreamedRange(where, i, f, name, off, n) for off, n in pieces]
             elif native.eligible(f):
                 batch.append(f)
                 nbytes += f.size
-                if tk.full(len(batch), nbytes):
+                if len(batch) >= most_files or nbytes >= most_bytes:
                     tasks.append(pack())
                     batch, nbytes = [], 0
                 continue

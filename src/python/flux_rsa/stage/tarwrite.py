@@ -10,7 +10,7 @@ complete.  (untar.py reads archives back.)
 """
 
 import os
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import bigfile, copyio, fsutil, workers
 from . import plan as planmod
@@ -33,25 +33,23 @@ BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
  SEGMENTS, REALSIZE, HEAD) = range(16)
 
 
-class Members(NamedTuple):
+class Members(namedtuple("Members", "members")):
     """A worker's task: small MEMBERS, end to end, written in one piece."""
 
-    members: list
+    __slots__ = ()
 
 
-class Header(NamedTuple):
+class Header(namedtuple("Header", "member")):
     """A worker's task: the header of a big or sparse MEMBER (and the data
     of a sparse one)."""
 
-    member: tuple
+    __slots__ = ()
 
 
-class MemberRange(NamedTuple):
+class MemberRange(namedtuple("MemberRange", "member off length")):
     """A worker's task: [off, off + length) of the data of big MEMBER."""
 
-    member: tuple
-    off: int
-    length: int
+    __slots__ = ()
 
 
 def _path(m):

@@ -9,10 +9,8 @@ task with Done, or RangeDone for a range of a big file (also sent while a
 long range is copied, as progress).
 """
 
-from __future__ import annotations
-
 import itertools
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import bigfile
 
@@ -20,73 +18,57 @@ BATCH_FILES = 256
 BATCH_BYTES = 32 << 20
 
 
-class Batch(NamedTuple):
+class Batch(namedtuple("Batch", "start end")):
     """Files START to END (not included) of the plan: small ones."""
 
-    start: int
-    end: int
+    __slots__ = ()
 
 
-class Range(NamedTuple):
+class Range(namedtuple("Range", "index off length")):
     """[off, off + length) of big file INDEX of the plan."""
 
-    index: int
-    off: int
-    length: int
+    __slots__ = ()
 
 
-class Where(NamedTuple):
+class Where(namedtuple("Where", "d rel moved")):
     """A directory of a streamed copy as a worker finds it: its index D,
     its path REL in the plan, and MOVED, its path under DST while it is
     hidden (None when it is REL)."""
 
-    d: int
-    rel: bytes
-    moved: bytes | None
+    __slots__ = ()
 
 
-class Packed(NamedTuple):
+class Packed(namedtuple("Packed", "where packed creating")):
     """Files of one directory for the C loop (a native.Packed); CREATING
     is how files are created (FileWriter.tmpfile, FileWriter.link)."""
 
-    where: Where
-    packed: object
-    creating: tuple
+    __slots__ = ()
 
 
-class One(NamedTuple):
+class One(namedtuple("One", "where file creating")):
     """One file (a plan.File) copied by the Python loop; CREATING as for
     Packed."""
 
-    where: Where
-    file: object
-    creating: tuple
+    __slots__ = ()
 
 
-class StreamedRange(NamedTuple):
+class StreamedRange(namedtuple("StreamedRange", "where index file name off length")):
     """A Range of big file FILE (plan index INDEX) copied into its
     temporary file NAME."""
 
-    where: Where
-    index: int
-    file: object
-    name: bytes
-    off: int
-    length: int
+    __slots__ = ()
 
 
-class Done(NamedTuple):
+class Done(namedtuple("Done", "files nbytes")):
     """FILES files ended and NBYTES bytes copied (or checked) by a task."""
 
-    files: int
-    nbytes: int
+    __slots__ = ()
 
 
-class RangeDone(NamedTuple):
+class RangeDone(namedtuple("RangeDone", "index nbytes")):
     """NBYTES more bytes of big file INDEX copied."""
 
-    index: int
-    nbytes: int
+    __slots__ = ()
 
 
 def make_tasks(files, whole=lambda f: False):
@@ -110,17 +92,12 @@ def make_tasks(files, whole=lambda f: False):
         if start is None:
             start, nbytes = i, 0
         nbytes += f.size
-        if full(i + 1 - start, nbytes):
+        if i + 1 - start >= BATCH_FILES or nbytes >= BATCH_BYTES:
             tasks.append(Batch(start, i + 1))
             start = None
     if start is not None:
         tasks.append(Batch(start, len(files)))
     return tasks
-
-
-def full(nfiles, nbytes):
-    """Whether a batch of NFILES files of NBYTES bytes is complete."""
-    return nfiles >= BATCH_FILES or nbytes >= BATCH_BYTES
 
 
 def interleave(tasks, n):

@@ -19,7 +19,6 @@ import select
 import signal
 import socket
 import struct
-from typing import NamedTuple
 
 from .errors import EXIT_FAILED, StageError
 
@@ -27,10 +26,10 @@ _TASK = struct.Struct("=I")
 _HDR = struct.Struct("=I")
 
 
-class _Failed(NamedTuple):
+class _Failed(collections.namedtuple("_Failed", "error")):
     """What a worker sends when it stops on ERROR (a StageError)."""
 
-    error: StageError
+    __slots__ = ()
 
 
 class _Worker:
