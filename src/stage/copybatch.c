@@ -7,12 +7,14 @@
  * interpreter between them: open the source (no link followed, no FIFO
  * waited on), announce its read (POSIX_FADV_WILLNEED) unless it lies in
  * memory, create the copy unnamed (O_TMPFILE) or under a hidden temporary
- * name, copy it, fail if the source's size is not the planned one, set
- * owner, set-ID bits and times, start its write-back if asked, and only then
- * give it its final name (linkat, or rename over an older version).  A
- * final name never holds a partial file.  In a directory still under its
- * hidden name (CB_DIRECT), which no one looks into yet, the copy is made
- * under its final name at once.
+ * name without set-ID bits, copy it, fail if the source's size is not the
+ * planned one, set owner, then set-ID bits (the kernel clears them when a
+ * process without CAP_FSETID writes to a file, and at a chown), then times,
+ * start its write-back if asked, and only then give it its final name
+ * (linkat, or rename over an older version).  A final name never holds a
+ * partial file.  In a directory still under its hidden name (CB_DIRECT),
+ * which no one looks into yet, the copy is made under its final name at
+ * once.
  *
  * It decides nothing and reports no message: at the first file it cannot
  * copy it stops, leaves nothing of that file behind, and says which file,
@@ -38,7 +40,7 @@
 /* one file to copy, in the directories the call names */
 struct cb_file {
     uint32_t name;    /* offset of its NUL-terminated name in the names */
-    uint32_t mode;    /* permission bits it is created with */
+    uint32_t mode;    /* its permission bits (created without S_ISUID, S_ISGID) */
     int64_t size;     /* planned size */
     int64_t atime_ns;
     int64_t mtime_ns;
@@ -49,7 +51,7 @@ struct cb_file {
 };
 
 #define CB_CHOWN 1 /* fchown to uid:gid */
-#define CB_CHMOD 2 /* fchmod to mode (set-ID bits a chown cleared) */
+#define CB_CHMOD 2 /* fchmod to mode after the data and the owner (set-ID bits) */
 
 /* the batch */
 #define CB_FADVISE 1   /* announce source reads (sources not in memory) */
@@ -234,19 +236,20 @@ static int copy_one(const struct cb_file *f, int i, int s, int ddir, const char 
                     int flags, const struct cb_names *nm, struct cb_fail *out)
 {
     const char *name = names + f->name;
+    mode_t mode = f->mode & 07777 & ~(S_ISUID | S_ISGID);
     char tmp[256] = "";
     int d, named = 0;
     if (flags & CB_DIRECT) {
-        d = create_named(ddir, name, f->mode & 07777);
+        d = create_named(ddir, name, mode);
         /* a file there is a killed run's, maybe partial: replaced */
         if (d < 0 && errno == EEXIST && unlinkat(ddir, name, 0) == 0)
-            d = create_named(ddir, name, f->mode & 07777);
+            d = create_named(ddir, name, mode);
         named = d >= 0;
     } else if (flags & CB_TMPFILE) {
-        d = openat(ddir, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, f->mode & 07777);
+        d = openat(ddir, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, mode);
     } else {
         temp_name(nm, tmp, sizeof(tmp));
-        d = create_named(ddir, tmp, f->mode & 07777);
+        d = create_named(ddir, tmp, mode);
     }
     if (d < 0)
         return fail(out, i, CB_CREATE, errno, 0);

@@ -192,17 +192,17 @@ def test_which_big_files_go_whole_to_one_worker(tmp_path):
     path = os.fsencode(tmp_path / "src" / "big")
     with tmpfs(tmp_path / "ram", "200m") as mnt:
         c = Copier(p, os.fsencode(mnt / "out"))
-        c._open_roots()
+        c.open()
         fd = os.open(path, os.O_RDONLY)
         try:
             os.pread(fd, f.size, 0)
             if not bigfile.source_cached(fsutil.cached_pages(fd, 0, f.size)):
                 pytest.skip("mincore cannot see the page cache here")
-            assert c._whole(f)
+            assert c.whole(f)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             if fsutil.cached_pages(fd, 0, f.size)[0]:
                 pytest.skip("the page cache kept the file")
-            assert not c._whole(f)
+            assert not c.whole(f)
         finally:
             os.close(fd)
             c.close()
@@ -210,15 +210,15 @@ def test_which_big_files_go_whole_to_one_worker(tmp_path):
         p2, _ = _plan_of_one(mnt / "src", (64 << 20) + 5)
         with tmpfs(tmp_path / "ram2", "100m") as mnt2:
             c = Copier(p2, os.fsencode(mnt2 / "out"))
-            c._open_roots()
+            c.open()
             try:
-                assert c._whole(p2.files[0])
+                assert c.whole(p2.files[0])
             finally:
                 c.close()
         c = Copier(p2, os.fsencode(tmp_path / "disk_out"))
-        c._open_roots()
+        c.open()
         try:
-            assert not c._whole(p2.files[0])
+            assert not c.whole(p2.files[0])
         finally:
             c.close()
 

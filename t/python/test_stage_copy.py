@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from flux_rsa.stage import copy as copymod, plan as planmod
+from flux_rsa.stage import plan as planmod, tasks as tk
 from test_stage_helpers import (PY, PYPATH, allocated, make_tree, nobody_tree, rsync_diff,
                                 stage, tmpfs)
 
@@ -297,19 +297,19 @@ def test_two_workers_start_in_different_directories(tmp_path):
         for i in range(600):
             (src / f"d{d}" / f"f{i}").write_bytes(b"")
     p = planmod.walk(os.fsencode(src))
-    tasks = copymod.interleave(copymod.make_tasks(p.files), 2)
+    tasks = tk.interleave(tk.make_tasks(p.files), 2)
 
     def dirs(task):
-        return {p.files[i].d for i in range(task[1], task[2])}
+        return {p.files[i].d for i in range(task.start, task.end)}
 
-    assert sorted(tasks) == sorted(copymod.make_tasks(p.files))
+    assert sorted(tasks) == sorted(tk.make_tasks(p.files))
     for a, b in zip(tasks, tasks[1:]):
         assert not dirs(a) & dirs(b), (a, b)
 
 
 @given(st.lists(st.integers(), max_size=300), st.integers(1, 9))
 def test_interleaving_keeps_every_task_once(tasks, n):
-    assert sorted(copymod.interleave(tasks, n)) == sorted(tasks)
+    assert sorted(tk.interleave(tasks, n)) == sorted(tasks)
 
 
 def test_a_file_in_a_hidden_directory_is_written_under_its_name(tmp_path):

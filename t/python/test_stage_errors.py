@@ -110,6 +110,7 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
 
     from flux_rsa.stage import plan as planmod
     from flux_rsa.stage.copy import Copier
+    from flux_rsa.stage.copyworker import CopyWorker
     from flux_rsa.stage.errors import EXIT_NOSPACE, StageError
 
     src = tmp_path / "src"
@@ -120,10 +121,10 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
     c = Copier(p, os.fsencode(dst), workers=1, tmpfile=tmpfile)
     c.prepare()
     assert c.tmpfile == tmpfile
-    c._setup(None)
+    worker = CopyWorker(c, None)
     f = p.files[0]
     sfd = os.open(src / "a.dat", os.O_RDONLY)
-    ddir = c.ddirs.get(f.d)
+    ddir = worker.ddirs.get(f.d)
     real_close = os.close
 
     def close(fd):
@@ -135,11 +136,11 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
     monkeypatch.setattr(os, "close", close)
     try:
         with pytest.raises(StageError) as err:
-            c.files.write(f, sfd, ddir)
+            c.writer.write(f, sfd, ddir)
     finally:
         monkeypatch.undo()
         os.close(sfd)
-        c.ddirs.close()
+        worker.close()
         c.close()
     assert err.value.code == EXIT_NOSPACE and err.value.path == os.fsencode(dst / "a.dat")
     assert os.listdir(dst) == []
@@ -167,6 +168,8 @@ def test_verify_checksum_names_a_mismatch(tmp_path):
     assert ei.value.code == errors.EXIT_VERIFY == 6
     assert b"random.bin" in os.fsencode(ei.value.line())
     assert "content differs" in ei.value.line()
+    # the source or the copy changed meanwhile: running it again can help
+    assert ei.value.line().endswith("(the copy differs from the source; run the stage again)")
 
 
 def test_script_failure_exit_7_one_line(tmp_path):
@@ -239,6 +242,29 @@ def test_verify_names_a_mode_the_destination_did_not_keep(tmp_path):
     assert ei.value.code == errors.EXIT_VERIFY
     assert "mode 4777, expected 7777" in ei.value.line()
     assert "does not keep setgid and sticky together" in ei.value.line()
+    assert "run the stage again" not in ei.value.line()
+
+
+def test_a_mode_not_kept_says_which_bits_and_suggests_no_retry(tmp_path):
+    """The stager set the mode; a file system that keeps other bits keeps
+    them at every run: the message says what differs, not to run again."""
+    from flux_rsa.stage import verify, plan, errors
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "tool").write_bytes(b"#!/bin/sh\n")
+    os.chmod(src / "tool", 0o6755)
+    dst = tmp_path / "dst"
+    stage("copy", src, dst, check=0)
+    os.chmod(dst / "tool", 0o2755)
+    with pytest.raises(errors.StageError) as ei:
+        verify.Verifier(plan.walk(src), os.fsencode(dst), "size", 2).run()
+    assert ei.value.code == errors.EXIT_VERIFY
+    assert ei.value.line() == (
+        f"flux-rsa-stage: {dst}/tool: verification failed: mode 2755, expected 6755: the "
+        "destination file system did not keep setuid (running the stage again would not "
+        "change it: stage to a file system that keeps these bits, or change the mode in "
+        "the source)")
 
 
 def test_one_way_to_show_a_value_in_a_message():

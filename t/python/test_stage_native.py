@@ -7,7 +7,9 @@ import subprocess
 import pytest
 
 from flux_rsa.stage import native, plan as planmod
-from flux_rsa.stage.copy import Copier, make_tasks
+from flux_rsa.stage.copy import Copier
+from flux_rsa.stage.copyworker import CopyWorker
+from flux_rsa.stage.tasks import Batch, make_tasks
 from flux_rsa.stage.errors import StageError
 from test_stage_helpers import ROOT, make_tree, rsync_diff, stage
 
@@ -70,12 +72,12 @@ class Copied:
             return done
 
         c.prepare()
-        c._setup(None)
+        worker = CopyWorker(c, None)
         native.BatchCopier._call = counted
         try:
             for task in make_tasks(self.plan.files):
-                assert task[0] == "B"
-                c._batch(task[1], task[2])
+                assert isinstance(task, Batch)
+                worker.batch(task.start, task.end)
             if before_publish is not None:
                 before_publish()
             c.publish()
@@ -84,8 +86,7 @@ class Copied:
             self.error = exc
         finally:
             native.BatchCopier._call = call
-            c.sdirs.close()
-            c.ddirs.close()
+            worker.close()
             c.close()
 
 
@@ -228,13 +229,13 @@ def test_a_passing_trouble_is_copied_by_the_python_loop(tmp_path, library, monke
     away, there = tmp_path / "away", src / "d000" / "f2"
     p = planmod.walk(os.fsencode(src))
     os.rename(there, away)
-    copy_one = Copier._copy_one
+    copy_one = CopyWorker.copy_one
 
     def back_then_copy(self, f):
         os.rename(away, there)
         return copy_one(self, f)
 
-    monkeypatch.setattr(Copier, "_copy_one", back_then_copy)
+    monkeypatch.setattr(CopyWorker, "copy_one", back_then_copy)
     run = Copied(src, tmp_path / "dst", plan=p)
     assert run.error is None
     assert run.in_c == [2, 3]  # f0 f1 in C, f2 in Python, f3 f4 f5 in C

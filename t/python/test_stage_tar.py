@@ -204,3 +204,28 @@ def test_tar_many_batches_and_a_big_file_between_small_ones(tmp_path):
     assert rsync_diff(src, restored) == ""
     assert os.stat(restored / "d0" / "z-link").st_ino == \
         os.stat(restored / "d2" / "f0001").st_ino
+
+
+def test_an_archive_changed_meanwhile_asks_for_a_run_a_wrong_layout_does_not(tmp_path):
+    """Running the stage again can mend an archive another process wrote
+    to, not a layout the stager got wrong (it would lay it out the same)."""
+    import pytest
+
+    from flux_rsa.stage import tarwrite, verify
+    from flux_rsa.stage.errors import EXIT_VERIFY, StageError
+
+    src = make_tree(tmp_path / "src")
+    w = tarwrite.TarWriter(src, os.fsencode(tmp_path / "out"))
+    w.run(sync=False)
+    with open(w.final, "ab") as f:
+        f.write(b"\0" * 512)
+    with pytest.raises(StageError) as err:
+        verify.check_layout(w)
+    assert err.value.code == EXIT_VERIFY
+    assert err.value.line().endswith("laid out as %d (run the stage again)" % w.size)
+    os.truncate(w.final, w.size)
+    w.layout.pop()  # as if a member had been left out
+    with pytest.raises(StageError) as err:
+        verify.check_layout(w)
+    assert "the layout does not hold every entry of the tree" in err.value.line()
+    assert "run the stage again" not in err.value.line()

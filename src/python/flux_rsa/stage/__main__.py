@@ -2,8 +2,8 @@
 
 The process ends with os._exit once its output is flushed: everything the
 stager opened is closed and its workers reaped by then, and tearing the
-interpreter down (freeing every module's objects) took 7 of the 30 ms a
-copy of one small file cost here.
+interpreter down (freeing every module's objects) is a cost worth saving
+(doc/stage.md, How it is fast).
 """
 
 import os

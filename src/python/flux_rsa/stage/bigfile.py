@@ -21,9 +21,8 @@ CHUNK = 32 << 20  # range size
 PIECE = 8 << 20  # O_DIRECT read size inside a range
 # a range read from memory (the page cache, or a RAM disk) into a RAM disk
 # is spliced through a pipe this size: the source's pages go into the pipe
-# by reference and are copied once (2 GiB cached into tmpfs by one process:
-# 0.65 s, vs 0.71 s through a 1 MiB buffer, 0.73 s with sendfile, whose
-# pipe moves 64 KiB a step, and 0.68 s for cp -a)
+# by reference and are copied once (faster than a buffer or sendfile, whose
+# pipe moves 64 KiB a step: doc/stage.md)
 CACHED_PIECE = 1 << 20
 # whether a range is cached is first asked of a read this size at its start
 PROBE = 64 << 10
@@ -63,11 +62,8 @@ def one_writer(dst_in_memory, src_in_memory, src_cached):
     """Whether a big file is copied whole by one worker instead of in ranges
     by all.  Into a RAM disk from memory (a RAM disk, or a source whose
     pages are cached: SRC_CACHED) the copy is all CPU, and two workers
-    writing one file queue for its lock: 2 GiB cached into tmpfs took 1.25
-    s of CPU time with two processes against 0.65 s with one, for 0.63 s
-    against 0.65 s elapsed on an idle machine and 0.82 s against 0.69 s
-    with one CPU busy elsewhere.  Different files still go to different
-    workers."""
+    writing one file queue for its lock (doc/stage.md has the figures).
+    Different files still go to different workers."""
     return dst_in_memory and (src_in_memory or src_cached)
 
 
@@ -125,10 +121,11 @@ class BigFiles:
         self.tmp = {}  # file index -> temporary name
         self.left = {}  # file index -> bytes still to copy
 
-    def create(self, i, f, dcache, allocate):
-        """Make file I's temporary file; ALLOCATE: reserve its blocks."""
+    def create(self, i, f, dir_fd, allocate):
+        """Make file I's temporary file in DIR_FD, its directory; ALLOCATE:
+        reserve its blocks."""
         name = self.names.new()
-        fd = os.open(name, fsutil.CREATE_FLAGS, 0o600, dir_fd=dcache.get(f.d))
+        fd = os.open(name, fsutil.CREATE_FLAGS, 0o600, dir_fd=dir_fd)
         try:
             if allocate and not f.sparse and f.src is None:
                 # allocated up front: direct writes into allocated space run
@@ -138,7 +135,7 @@ class BigFiles:
                 os.ftruncate(fd, f.size)
         except OSError as exc:
             os.close(fd)
-            os.unlink(name, dir_fd=dcache.get(f.d))
+            os.unlink(name, dir_fd=dir_fd)
             raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
         os.close(fd)
         self.tmp[i] = name
@@ -157,18 +154,13 @@ class BigFiles:
         f = self.plan.files[i]
         name = self.tmp.pop(i)
         path = fsutil.full(self.dst, self.plan.rel(f))
-        chown = self.writer.chown
         try:
             dfd = fsutil.open_dir(dst_root, self.dst_rel(f.d))
             try:
                 fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
                              dir_fd=dfd)
                 try:
-                    if not chown:
-                        os.fchmod(fd, f.mode & 0o7777)  # made 0600 by create
-                    self.writer.set_meta(fd, f, dfd)
-                    if chown and not f.mode & 0o6000:
-                        os.fchmod(fd, f.mode & 0o7777)
+                    self.writer.set_meta(fd, f, dfd, mode=True)  # made 0600
                     check_size(fd, f, path)
                 finally:
                     os.close(fd)
@@ -281,10 +273,10 @@ class RangeCopier:
         the source range is mapped (its pages are the RAM disk's, no copy)
         and written with O_DIRECT in one pwrite, so the device gets large
         sequential writes without the page cache of the destination (whose
-        writeback is what made buffered writes several times slower than
-        the device here).  A last part shorter than a block is written
-        normally.  Returns the bytes copied, or None where O_DIRECT cannot
-        be used (the caller then copies through the page cache)."""
+        writeback made buffered writes slower than the device: doc/stage.md).
+        A last part shorter than a block is written normally.  Returns the
+        bytes copied, or None where O_DIRECT cannot be used (the caller then
+        copies through the page cache)."""
         try:
             wfd = os.open(name, os.O_WRONLY | os.O_DIRECT | os.O_NOFOLLOW
                           | os.O_CLOEXEC, dir_fd=ddir)

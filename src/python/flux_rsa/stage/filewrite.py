@@ -4,9 +4,13 @@ The file is written as an unnamed file (O_TMPFILE) in its final directory
 and given its name (linkat) once complete, or, where the file system
 cannot do that, written under a hidden temporary name and renamed into
 place; either way a final name always holds a whole file, with its owner,
-mode and times set before it gets that name.  In a directory that is
-itself still under a hidden temporary name (a new directory, see copy.py)
-the file is written under its final name at once: no one looks there yet.
+mode and times set before it gets that name.  A file is created without
+set-user-ID and set-group-ID bits; they are set once its data and owner
+are in, as rsync -a does: the kernel clears them when a process without
+CAP_FSETID (the job owner) writes to the file, and chown clears them for
+anyone.  In a directory that is itself still under a hidden temporary name
+(a new directory, see copy.py) the file is written under its final name at
+once: no one looks there yet.
 """
 
 import errno
@@ -18,6 +22,13 @@ from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 
 # open(O_TMPFILE) errors meaning "not here": fall back to named temporary files
 NO_TMPFILE_HERE = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
+SET_ID = stat.S_ISUID | stat.S_ISGID
+
+
+def created_mode(f):
+    """The permission bits file F is created with: its own but the set-ID
+    bits, which set_meta sets after the data."""
+    return f.mode & 0o7777 & ~SET_ID
 
 
 class FileWriter:
@@ -119,23 +130,23 @@ class FileWriter:
         system can, else a new temporary name.  Returns (fd, name or None)."""
         if self.tmpfile:
             try:
-                return os.open(b".", fsutil.TMPFILE_FLAGS, f.mode & 0o7777,
+                return os.open(b".", fsutil.TMPFILE_FLAGS, created_mode(f),
                                dir_fd=ddir), None
             except OSError as exc:
                 if exc.errno not in NO_TMPFILE_HERE:
                     raise
                 self.tmpfile = False  # e.g. another file system under DST
         name = self.names.new()
-        return os.open(name, fsutil.CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir), name
+        return os.open(name, fsutil.CREATE_FLAGS, created_mode(f), dir_fd=ddir), name
 
     def _create_hidden(self, f, ddir):
         """F under its final name in DDIR, a hidden directory; a file there
         (partial: a killed run's) is replaced."""
         try:
-            return os.open(f.name, fsutil.CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+            return os.open(f.name, fsutil.CREATE_FLAGS, created_mode(f), dir_fd=ddir)
         except FileExistsError:
             os.unlink(f.name, dir_fd=ddir)
-        return os.open(f.name, fsutil.CREATE_FLAGS, f.mode & 0o7777, dir_fd=ddir)
+        return os.open(f.name, fsutil.CREATE_FLAGS, created_mode(f), dir_fd=ddir)
 
     def _name_tmpfile(self, dfd, f, ddir):
         """Give the complete unnamed file DFD its final name.  A name
@@ -164,15 +175,13 @@ class FileWriter:
             off += n
         return f.size
 
-    def set_meta(self, fd, f, dir_fd):
+    def set_meta(self, fd, f, dir_fd, mode=False):
         """Owner (when set), set-ID bits and times of file F, open as FD in
-        directory DIR_FD."""
-        if self.chown:
-            if (f.uid, f.gid) != self.owner_of_new(f.d, dir_fd):
-                os.fchown(fd, f.uid, f.gid)
-            if f.mode & 0o6000:
-                os.fchmod(fd, f.mode & 0o7777)
-        elif f.src is not None and f.mode & 0o6000:
+        directory DIR_FD, once its data is in; MODE: all its permission
+        bits (it was not created with them)."""
+        if self.chown and (f.uid, f.gid) != self.owner_of_new(f.d, dir_fd):
+            os.fchown(fd, f.uid, f.gid)
+        if mode or f.mode & SET_ID:
             os.fchmod(fd, f.mode & 0o7777)
         os.utime(fd, ns=(f.atime, f.mtime))
 

@@ -4,6 +4,7 @@ import ctypes
 import errno
 import mmap
 import os
+import stat
 import threading
 
 from .errors import from_oserror
@@ -65,6 +66,20 @@ def open_or_make_root(path):
         raise from_oserror(exc, path) from None
 
 
+def has_mode(st, mode):
+    """Whether the copy ST (an lstat) has the permission bits of MODE as
+    this process can set them: all, except that chmod(2) by a process
+    without CAP_FSETID (the job owner) drops set-group-ID, and says
+    nothing, when the file's group is not one of its groups.  rsync -a run
+    as the owner ends the same way."""
+    got, want = stat.S_IMODE(st.st_mode), mode & 0o7777
+    if got == want:
+        return True
+    if os.geteuid() == 0 or st.st_gid == os.getegid() or st.st_gid in os.getgroups():
+        return False
+    return got == want & ~stat.S_ISGID
+
+
 def unlink_quiet(name, dir_fd):
     """Remove NAME in DIR_FD if it can be; errors are ignored (clean-up)."""
     try:
@@ -107,6 +122,17 @@ class DirCache:
         for fd in self.fds.values():
             os.close(fd)
         self.fds.clear()
+
+
+class DirsByIndex(DirCache):
+    """A DirCache by directory index: REL(d) is directory d's path."""
+
+    def __init__(self, root_fd, rel):
+        super().__init__(root_fd)
+        self.rel = rel
+
+    def get(self, d):
+        return super().get(self.rel(d))
 
 
 def tmp_name(tag, serial, pid=None):

@@ -21,6 +21,7 @@ import os
 import struct
 
 from . import fsutil
+from .filewrite import SET_ID
 
 LIBRARY = "_copybatch.so"
 ENV = "FLUX_RSA_COPYBATCH"  # the library's path; empty: do not use one
@@ -125,12 +126,12 @@ def eligible(f):
 
 
 def flags_of(f, chown, owner):
-    """The cb_file flags of file F: CHOWN unless a new file gets F's owner
-    anyway (OWNER, the (uid, gid) files created in its directory get), CHMOD
-    for set-ID bits a chown clears; none unless CHOWN is true."""
-    if not chown:
-        return 0
-    return (CHOWN if (f.uid, f.gid) != owner else 0) | (CHMOD if f.mode & 0o6000 else 0)
+    """The cb_file flags of file F: with CHOWN true, CHOWN unless a new file
+    gets F's owner anyway (OWNER, the (uid, gid) files created in its
+    directory get); CHMOD for set-ID bits, set after the data and the owner
+    (filewrite.created_mode)."""
+    flags = CHOWN if chown and (f.uid, f.gid) != owner else 0
+    return flags | (CHMOD if f.mode & SET_ID else 0)
 
 
 class Packed:
@@ -193,9 +194,9 @@ class BatchCopier:
 
     def copy(self, files, sdirs, ddirs, copy_one, hidden=lambda d: False):
         """Copy FILES (eligible, in plan order) from directories SDIRS into
-        DDIRS (two _DirCache), one directory at a time; COPY_ONE(f) copies
-        one file the Python way; HIDDEN(d): directory d is not seen yet, its
-        files are created under their final names."""
+        DDIRS (two fsutil.DirsByIndex), one directory at a time; COPY_ONE(f)
+        copies one file the Python way; HIDDEN(d): directory d is not seen
+        yet, its files are created under their final names."""
         w = self.writer
         for d, run in itertools.groupby(files, key=_directory):
             run = list(run)

@@ -88,9 +88,33 @@ class Plan:
     def rel(self, entry):
         return fsutil.join(self.dirs[entry.d].rel, entry.name)
 
+    def dir_rel(self, d):
+        """Directory D's path in the tree."""
+        return self.dirs[d].rel
+
+    def source_path(self, f):
+        """The path file F is read from: its own, or the archive holding it."""
+        if f.src is None:
+            return fsutil.full(self.src, self.rel(f))
+        return self.archives[f.src[0]]
+
     @property
     def bytes_total(self):
         return sum(f.size for f in self.files)
+
+
+def new_plan(src, st=None):
+    """A Plan of SRC holding its root directory alone, with the metadata
+    of ST (an os.stat_result) if given."""
+    plan = Plan(src)
+    root = Dir()
+    root.rel = b""
+    root.d = None
+    root.name = b""
+    if st is not None:
+        root.set_stat(st)
+    plan.dirs.append(root)
+    return plan
 
 
 def shard_of(rel, nshards):
@@ -121,7 +145,6 @@ class Walker:
     to the plan's lists (see span())."""
 
     def __init__(self, src, shard=(0, 1), dirs_only=False):
-        self.plan = plan = Plan(src)
         self.k, self.n = shard
         self.dirs_only = dirs_only
         self.groups = {}
@@ -130,16 +153,10 @@ class Walker:
         except OSError as exc:
             raise from_oserror(exc, src, missing_is_source=True) from None
         try:
-            st = os.fstat(self.root_fd)
+            self.plan = new_plan(src, os.fstat(self.root_fd))
         except BaseException:
             self.close()
             raise
-        root = Dir()
-        root.rel = b""
-        root.d = None
-        root.name = b""
-        root.set_stat(st)
-        plan.dirs.append(root)
         self.stack = [0]
         self.marks = None
 
@@ -332,7 +349,10 @@ def compare_dest(plan, dst, tag):
 
 
 def compare_dir(plan, di, fd, files, tag):
-    """compare_dest() for directory DI, open as FD, and its FILES."""
+    """compare_dest() for directory DI, open as FD, and its FILES.  A file
+    is complete when it has the source's size, mtime and mode: one whose
+    mode differs (an earlier version's copy, made as the owner, lost its
+    set-ID bits) is copied again, where rsync -a would set its mode."""
     names = os.listdir(fd)
     if not names:
         return
@@ -354,6 +374,7 @@ def compare_dir(plan, di, fd, files, tag):
             stat.S_ISREG(st.st_mode)
             and st.st_size == f.size
             and st.st_mtime_ns == f.mtime
+            and fsutil.has_mode(st, f.mode)
         ):
             f.skip = True
 

@@ -10,13 +10,14 @@ complete.  (untar.py reads archives back.)
 """
 
 import os
+from collections import namedtuple
 
-from . import bigfile, copyio, fsutil, pool
+from . import bigfile, copyio, fsutil, workers
 from . import plan as planmod
 from . import tarformat as tf
-from .errors import (DESTINATION_ERRNOS, EXIT_FAILED, EXIT_VERIFY, StageError,
-                     from_oserror, show)
+from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 from .plan import File, HardLink
+from .tasks import Done
 
 DEFAULT_NAME = b"rsa-output.tar"
 BATCH_BYTES = 8 << 20
@@ -30,6 +31,25 @@ BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
 # parent had to build it to know its length.
 (KIND, PATH, DIRREL, NAME, MODE, UID, GID, MTIME, OFFSET, HLEN, DLEN, LINK, RDEV,
  SEGMENTS, REALSIZE, HEAD) = range(16)
+
+
+class Members(namedtuple("Members", "members")):
+    """A worker's task: small MEMBERS, end to end, written in one piece."""
+
+    __slots__ = ()
+
+
+class Header(namedtuple("Header", "member")):
+    """A worker's task: the header of a big or sparse MEMBER (and the data
+    of a sparse one)."""
+
+    __slots__ = ()
+
+
+class MemberRange(namedtuple("MemberRange", "member off length")):
+    """A worker's task: [off, off + length) of the data of big MEMBER."""
+
+    __slots__ = ()
 
 
 def _path(m):
@@ -89,7 +109,7 @@ class TarWriter:
                 os.close(fd)
             self.dir_fd = dir_fd
             self._start_layout()
-            pool.run_stream(self._produce, self.workers, self._handle, self._message,
+            workers.run_stream(self._produce, self.workers, self._handle, self._message,
                             setup=self._setup,
                             poll=lambda: self.progress(self.files_done, self.bytes_done))
             fd = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
@@ -199,10 +219,10 @@ class TarWriter:
         if kind == "file" and (dlen >= bigfile.BIG or segments is not None):
             # a batch is written in one piece: it ends before this member
             self._flush(tasks)
-            tasks.append(("H", m))
+            tasks.append(Header(m))
             if segments is None:
                 for off in range(0, dlen, bigfile.CHUNK):
-                    tasks.append(("R", m, off, min(bigfile.CHUNK, dlen - off)))
+                    tasks.append(MemberRange(m, off, min(bigfile.CHUNK, dlen - off)))
             return
         batch = self.batch
         batch.append(m)
@@ -214,7 +234,7 @@ class TarWriter:
 
     def _flush(self, tasks):
         if self.batch:
-            tasks.append(("B", self.batch))
+            tasks.append(Members(self.batch))
             self.batch = []
             self.batch_bytes = self.batch_names = 0
 
@@ -233,39 +253,15 @@ class TarWriter:
             segs.append((size, 0))  # marks the real end, as GNU tar does
         return segs
 
-    def verify_layout(self):
-        """--verify size for an archive just written: the file under the
-        final name is the one written, with the size of its layout; the
-        layout holds every entry of the tree once, members end to end; the
-        workers wrote every byte they read and read every file's planned
-        size.  (Checked against the layout instead of reading the archive
-        back: what re-reading would find is what the layout put there.)"""
-        plan = self.plan
-        try:
-            st = os.stat(self.final, follow_symlinks=False)
-        except OSError as exc:
-            raise from_oserror(exc, self.final) from None
-        why = None
-        if st.st_ino != self.ino:
-            why = "the archive was replaced by another file"
-        elif st.st_size != self.size:
-            why = f"size {st.st_size}, laid out as {self.size}"
-        elif (self.files_done, self.bytes_done) != (len(plan.files), plan.bytes_total):
-            why = (f"{self.files_done} files of {self.bytes_done} bytes written, "
-                   f"{len(plan.files)} of {plan.bytes_total} planned")
-        elif len(self.layout) != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
-                                  + len(plan.symlinks) + len(plan.specials)):
-            why = "the layout does not hold every entry of the tree"
-        else:
-            off = 0
-            for m in self.layout:
-                if m[OFFSET] != off:
-                    why = f"member {show(_path(m))} is not where the layout put it"
-                    break
-                off += m[HLEN] + tf.pad(m[DLEN])
-        if why:
-            raise StageError(EXIT_VERIFY, self.final, f"verification failed: {why}",
-                             "run the stage again")
+    def spans(self):
+        """(offset, length) of each member of the layout, in archive order
+        (verify.check_layout)."""
+        pad = tf.pad
+        return ((m[OFFSET], m[HLEN] + pad(m[DLEN])) for m in self.layout)
+
+    def member_path(self, k):
+        """The path of member K of the layout."""
+        return _path(self.layout[k])
 
     def _remove_stale(self, dir_fd):
         for name in os.listdir(dir_fd):
@@ -273,10 +269,9 @@ class TarWriter:
             if fsutil.is_tmp_of(name, self.tag):
                 fsutil.unlink_quiet(name, dir_fd)
 
-    def _message(self, msg):
-        files, nbytes = msg[2]
-        self.files_done += files
-        self.bytes_done += nbytes
+    def _message(self, done):
+        self.files_done += done.files
+        self.bytes_done += done.nbytes
         self.progress(self.files_done, self.bytes_done)
 
     # ---- worker side -------------------------------------------------
@@ -307,16 +302,15 @@ class TarWriter:
             raise from_oserror(exc, fsutil.full(self.dstdir, self.name)) from None
 
     def _handle(self, task, send):
-        kind = task[0]
-        if kind == "B":
-            return self._batch(task[1])
-        m = task[1]
-        if kind == "H":
+        if isinstance(task, Members):
+            return self._batch(task.members)
+        m = task.member
+        if isinstance(task, Header):
             self._write(m[HEAD] or _header(m), m[OFFSET])
             if m[SEGMENTS] is not None:
                 return self._sparse(m)
-            return (0, 0)
-        _, _, off, n = task
+            return Done(0, 0)
+        off, n = task.off, task.length
         at = m[OFFSET] + m[HLEN] + off
         fd = self._open(m)
         try:
@@ -331,7 +325,7 @@ class TarWriter:
             raise _changed(self._src_path(m))
         if self.writeback:
             fsutil.start_writeback(self.out, at, n)
-        return (1 if off + n >= m[DLEN] else 0, n)
+        return Done(1 if off + n >= m[DLEN] else 0, n)
 
     def _batch(self, members):
         """MEMBERS (small ones, end to end) assembled in one buffer at their
@@ -384,7 +378,7 @@ class TarWriter:
             for fd in fds.values():
                 os.close(fd)
         self._write(view[:size], base)
-        return (files, nbytes)
+        return Done(files, nbytes)
 
     def _put_header(self, out, pos, m):
         """M's header blocks, built, into OUT at POS."""
@@ -424,7 +418,7 @@ class TarWriter:
                 pos += n
         finally:
             os.close(fd)
-        return (1, m[REALSIZE])
+        return Done(1, m[REALSIZE])
 
 
 def _header(m):

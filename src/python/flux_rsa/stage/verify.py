@@ -1,14 +1,33 @@
-"""Check a finished copy against its plan: sizes and mtimes, or content."""
+"""Verification: a finished copy or archive checked against its plan.
+
+A copy: every file's size, mtime and mode, every link and hard link
+(--verify size), and with --verify checksum every file's content read back
+from both sides (Verifier).  The files the C loop copied are checked by the
+C loop, in the workers, while the parent makes the destination durable
+(Verifier.run_packed).  An archive (tar): its layout, and with checksum
+every member read back and compared with the tree (check_archive).
+
+A difference says what differs; it asks to run the stage again only where
+that can help (the source or the copy changed meanwhile).
+"""
 
 import functools
 import os
 import stat
 
-from . import fsutil, pool
+from . import fsutil, native, workers
+from . import plan as planmod
+from . import tasks as tk
 from .errors import EXIT_VERIFY, StageError, from_oserror, show
 
 CHUNK = 32 << 20
 BATCH = 512
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# the hint of a difference the source or the copy changing meanwhile can make
+AGAIN = "the copy differs from the source; run the stage again"
+_BITS = ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid"), (stat.S_ISVTX, "sticky"))
+LAYOUT_WRONG = ("the stager laid the archive out wrongly, and running it again would "
+                "do the same: report it to the flux-rsa developers")
 
 
 @functools.cache
@@ -29,21 +48,40 @@ def new_hash():
 
 
 def _tasks(files, checksum):
+    """Batch tasks of FILES; with CHECKSUM a big file's content is hashed
+    in Range tasks."""
     tasks = []
     start = 0
     for i, f in enumerate(files):
         if checksum and f.size >= 2 * CHUNK:
             if start < i:
-                tasks.append(("B", start, i))
+                tasks.append(tk.Batch(start, i))
             for off in range(0, f.size, CHUNK):
-                tasks.append(("R", i, off, min(CHUNK, f.size - off)))
+                tasks.append(tk.Range(i, off, min(CHUNK, f.size - off)))
             start = i + 1
         elif i + 1 - start >= BATCH:
-            tasks.append(("B", start, i + 1))
+            tasks.append(tk.Batch(start, i + 1))
             start = i + 1
     if start < len(files):
-        tasks.append(("B", start, len(files)))
+        tasks.append(tk.Batch(start, len(files)))
     return tasks
+
+
+def check_copy(plan, dst, mode, workers=2, progress=None, packed=(), lib=None,
+               unpacked=None, flush=None):
+    """Verify the copy of PLAN in DST (MODE: size or checksum), and run
+    FLUSH (making DST durable), if given, first or meanwhile.  With size,
+    the files the C loop LIB copied (PACKED, native.Packed) are checked by
+    it in the workers while the parent flushes, then the others (UNPACKED)
+    by Python; else every file after the flush.  PROGRESS(files, bytes)."""
+    v = Verifier(plan, dst, mode, workers, progress)
+    if mode == "size" and packed:
+        v.run_packed(lib, packed, flush)
+        v.run(unpacked)
+        return
+    if flush is not None:
+        flush()
+    v.run()
 
 
 class Verifier:
@@ -51,9 +89,9 @@ class Verifier:
     mtime of every file, links and directories present) or 'checksum'
     (also the content of every regular file, read back from both sides)."""
 
-    def __init__(self, plan, dst, mode="size", workers=2, progress=None, files=None):
+    def __init__(self, plan, dst, mode="size", workers=2, progress=None):
         self.plan = plan
-        self.files = plan.files if files is None else files  # the files to check
+        self.files = plan.files  # the files run() checks
         self.dst = dst
         self.checksum = mode == "checksum"
         self.workers = workers
@@ -61,30 +99,60 @@ class Verifier:
         self.done = 0
         self.nbytes = 0
 
-    def run(self):
+    def run(self, files=None):
+        """Check FILES (default: all the plan's) and every link."""
+        if files is not None:
+            self.files = files
         self.tasks = _tasks(self.files, self.checksum)
         self.src_root = (os.open(self.plan.src, fsutil.DIR_FLAGS)
                          if self.plan.src is not None else -1)
         self.dst_root = os.open(self.dst, fsutil.DIR_FLAGS)
         try:
-            pool.run(len(self.tasks), self.workers, self._handle, self._message,
-                     poll=lambda: self.progress(self.done, self.nbytes))
+            workers.run(len(self.tasks), self.workers, self._handle, self._message,
+                        poll=lambda: self.progress(self.done, self.nbytes))
             self._links()
         finally:
             if self.src_root >= 0:
                 os.close(self.src_root)
             os.close(self.dst_root)
 
-    def _message(self, msg):
-        files, nbytes = msg[2]
-        self.done += files
-        self.nbytes += nbytes
+    def run_packed(self, lib, packed, flush=None):
+        """--verify size of the files the C loop copied (PACKED, a list of
+        native.Packed), by the C loop LIB in the workers (native.verify);
+        a file that differs is checked again by check_file, which raises
+        the error naming it.  FLUSH, if given, runs in the parent meanwhile
+        (the checks read what the kernel flushes: doc/stage.md says what
+        that gained); a write-back error it raises outranks a file found to
+        differ."""
+        rels = [d.rel for d in self.plan.dirs]
+        root = os.open(self.dst, fsutil.DIR_FLAGS)
+        pending = [flush] if flush is not None else []
+
+        def check(i, send):
+            native.verify(lib, root, rels, [packed[i]],
+                          lambda p, k: self.check_file(
+                              planmod.new_file(p.d, *p.fields(k), False)))
+            return tk.Done(packed[i].n, packed[i].nbytes)
+
+        def poll():  # in the parent, once the workers are forked
+            while pending:
+                pending.pop()()
+            self.progress(self.done, self.nbytes)
+
+        try:
+            workers.run(len(packed), self.workers, check, self._message, poll=poll)
+        finally:
+            os.close(root)
+            poll()
+
+    def _message(self, done):
+        self.done += done.files
+        self.nbytes += done.nbytes
         self.progress(self.done, self.nbytes)
 
-    def _mismatch(self, entry, why):
+    def _mismatch(self, entry, why, hint=AGAIN):
         return StageError(EXIT_VERIFY, fsutil.full(self.dst, self.plan.rel(entry)),
-                          f"verification failed: {why}",
-                          "the copy differs from the source; run the stage again")
+                          f"verification failed: {why}", hint)
 
     def _dst_stat(self, entry):
         path = fsutil.full(self.dst, self.plan.rel(entry))
@@ -101,14 +169,13 @@ class Verifier:
 
     def _handle(self, idx, send):
         task = self.tasks[idx]
-        if task[0] == "R":
-            _, i, off, n = task
-            f = self.files[i]
-            if off == 0:
+        if isinstance(task, tk.Range):
+            f = self.files[task.index]
+            if task.off == 0:
                 self._check_meta(f, self._dst_stat(f))
-            self._compare(f, off, n)
-            return (1 if off + n >= f.size else 0, n)
-        files = self.files[task[1]:task[2]]
+            self._compare(f, task.off, task.length)
+            return tk.Done(1 if task.off + task.length >= f.size else 0, task.length)
+        files = self.files[task.start:task.end]
         nbytes = 0
         cache = {}
         try:
@@ -130,7 +197,7 @@ class Verifier:
         finally:
             for fd in cache.values():
                 os.close(fd)
-        return (len(files), nbytes)
+        return tk.Done(len(files), nbytes)
 
     def check_file(self, f):
         """Check the copy of file F's size, mtime and mode (raise StageError
@@ -148,13 +215,24 @@ class Verifier:
             raise self._mismatch(f, f"size {st.st_size}, expected {f.size}")
         if st.st_mtime_ns != f.mtime:
             raise self._mismatch(f, "modification time differs from the source")
-        want = f.mode & 0o7777
-        if stat.S_IMODE(st.st_mode) != want:
-            why = f"mode {stat.S_IMODE(st.st_mode):04o}, expected {want:04o}"
-            if want & stat.S_ISGID and want & stat.S_ISVTX:
-                why += (" (the destination file system does not keep setgid and sticky "
-                        "together on a file: GlusterFS, the parallel RAM disk, cannot)")
-            raise self._mismatch(f, why)
+        if not fsutil.has_mode(st, f.mode):
+            raise self._mode_not_kept(f, stat.S_IMODE(st.st_mode), f.mode & 0o7777)
+
+    def _mode_not_kept(self, f, got, want):
+        """The error for a copy whose mode is not the one the copy set on
+        it: the destination file system keeps other bits, and running the
+        stage again would set them again, to the same end."""
+        why = f"mode {got:04o}, expected {want:04o}"
+        if want & stat.S_ISGID and want & stat.S_ISVTX:
+            why += (" (the destination file system does not keep setgid and sticky "
+                    "together on a file: GlusterFS, the parallel RAM disk, cannot)")
+        else:
+            lost = [name for bit, name in _BITS if want & bit and not got & bit]
+            why += (": the destination file system did not keep "
+                    + (" and ".join(lost) if lost else "the mode set on it"))
+        return self._mismatch(f, why, "running the stage again would not change it: "
+                              "stage to a file system that keeps these bits, or change "
+                              "the mode in the source")
 
     def _compare(self, f, off, n):
         a = self._digest_src(f, off, n)
@@ -164,45 +242,30 @@ class Verifier:
             raise self._mismatch(f, f"content differs{where} ({content_hash()[0]})")
 
     def _digest_src(self, f, off, n):
-        if f.src is None:
+        if f.src is not None:  # a member of an archive: its logical content
+            fd = os.open(self.plan.archives[f.src[0]], os.O_RDONLY)
             try:
-                sdir = fsutil.open_dir(self.src_root, self.plan.dirs[f.d].rel)
-                try:
-                    fd = os.open(f.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
-                                 dir_fd=sdir)
-                finally:
-                    os.close(sdir)
-            except OSError as exc:
-                raise from_oserror(exc, fsutil.full(self.plan.src, self.plan.rel(f))) from None
-            try:
-                return digest(fd, off, n)
+                return digest_member(fd, f.src, off, n)
             finally:
                 os.close(fd)
-        # member of an archive: hash its logical content
-        ai, aoff, segments = f.src
-        fd = os.open(self.plan.archives[ai], os.O_RDONLY)
         try:
-            if segments is None:
-                return digest(fd, aoff + off, n)
-            return digest_sparse(fd, aoff, segments, off, n)
+            fd = open_in(self.src_root, self.plan.dirs[f.d].rel, f.name)
+        except OSError as exc:
+            raise from_oserror(exc, self.plan.source_path(f)) from None
+        try:
+            return digest(fd, off, n)
         finally:
             os.close(fd)
 
     def _digest_dst(self, f, off, n):
-        path = fsutil.full(self.dst, self.plan.rel(f))
         try:
-            dfd = fsutil.open_dir(self.dst_root, self.plan.dirs[f.d].rel)
-            try:
-                fd = os.open(f.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
-                             dir_fd=dfd)
-            finally:
-                os.close(dfd)
+            fd = open_in(self.dst_root, self.plan.dirs[f.d].rel, f.name)
             try:
                 return digest(fd, off, n)
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise from_oserror(exc, path) from None
+            raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
 
     def _links(self):
         for s in self.plan.symlinks:
@@ -222,6 +285,120 @@ class Verifier:
             if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
                 raise self._mismatch(h, "not a hard link to "
                                      + show(fsutil.full(self.dst, self.plan.rel(h.first))))
+
+
+def check_archive(writer, mode):
+    """Verify the archive tarwrite.TarWriter WRITER has just written: its
+    layout (check_layout); with MODE checksum also the archive read back,
+    each member against the tree (_read_back)."""
+    check_layout(writer)
+    if mode == "checksum":
+        _read_back(writer.plan, writer.final)
+
+
+def check_layout(w):
+    """--verify size of an archive: the file under the final name is the
+    one TarWriter W wrote, with the size of its layout; the layout holds
+    every entry of the tree once, members end to end; the workers wrote
+    every byte they read and read every file's planned size.  (Checked
+    against the layout instead of reading the archive back: what
+    re-reading would find is what the layout put there.)"""
+    try:
+        st = os.stat(w.final, follow_symlinks=False)
+    except OSError as exc:
+        raise from_oserror(exc, w.final) from None
+    # another process replaced the archive or wrote to it: running the
+    # stage again can help; a run made again would lay it out the same
+    if st.st_ino != w.ino:
+        why, hint = "the archive was replaced by another file", "run the stage again"
+    elif st.st_size != w.size:
+        why, hint = f"size {st.st_size}, laid out as {w.size}", "run the stage again"
+    else:
+        why, hint = _layout_differs(w), LAYOUT_WRONG
+    if why:
+        raise StageError(EXIT_VERIFY, w.final, f"verification failed: {why}", hint)
+
+
+def _layout_differs(w):
+    """What is wrong with TarWriter W's layout (check_layout), or None."""
+    plan = w.plan
+    if (w.files_done, w.bytes_done) != (len(plan.files), plan.bytes_total):
+        return (f"{w.files_done} files of {w.bytes_done} bytes written, "
+                f"{len(plan.files)} of {plan.bytes_total} planned")
+    off = members = 0
+    misplaced = None
+    for at, length in w.spans():
+        if at != off and misplaced is None:
+            misplaced = members
+        off += length
+        members += 1
+    if members != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
+                   + len(plan.symlinks) + len(plan.specials)):
+        return "the layout does not hold every entry of the tree"
+    if misplaced is not None:
+        return f"member {show(w.member_path(misplaced))} is not where the layout put it"
+    return None
+
+
+def _read_back(tree, archive):
+    """Check that ARCHIVE lists every file of TREE (a Plan) with its size
+    and mtime, and holds its content.  The source changing since it was
+    archived makes a difference a new run mends."""
+    from . import untar
+
+    back = planmod.new_plan(None)
+    untar.add_archive(back, archive)
+    got = {back.rel(f): f for f in back.files}
+    for h in back.hardlinks:  # a name of the tree may hold a link to the data
+        got[back.rel(h)] = h.first
+    for f in tree.files:
+        g = got.get(tree.rel(f))
+        why = None
+        if g is None:
+            why = "missing from the archive"
+        elif g.size != f.size:
+            why = f"size {g.size} in the archive, {f.size} in the tree"
+        elif g.mtime != f.mtime:
+            why = "modification time differs in the archive"
+        if why:
+            raise StageError(EXIT_VERIFY, fsutil.full(archive, tree.rel(f)),
+                             f"verification failed: {why}", "run the stage again")
+    root = os.open(tree.src, fsutil.DIR_FLAGS)
+    afd = os.open(archive, os.O_RDONLY)
+    try:
+        for f in tree.files:
+            rel = tree.rel(f)
+            fd = open_in(root, tree.dirs[f.d].rel, f.name)
+            try:
+                same = digest(fd, 0, f.size) == digest_member(afd, got[rel].src, 0, f.size)
+            finally:
+                os.close(fd)
+            if not same:
+                raise StageError(EXIT_VERIFY, fsutil.full(archive, rel),
+                                 "verification failed: content differs from the tree",
+                                 "run the stage again")
+    finally:
+        os.close(afd)
+        os.close(root)
+
+
+def open_in(root_fd, rel, name):
+    """Open file NAME of directory REL under ROOT_FD for reading, no link
+    followed, no FIFO waited on."""
+    dfd = fsutil.open_dir(root_fd, rel)
+    try:
+        return os.open(name, READ_FLAGS, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def digest_member(fd, src, off, n):
+    """digest() of [off, off+n) of the content of an archive member whose
+    File.src is SRC, the archive open as FD."""
+    _, aoff, segments = src
+    if segments is None:
+        return digest(fd, aoff + off, n)
+    return digest_sparse(fd, aoff, segments, off, n)
 
 
 def digest(fd, off, n):

@@ -1,11 +1,14 @@
-"""Forked worker processes fed task numbers through a pipe (run), or
-tasks made while they run through a socket (run_stream).
+"""The stager's pool of forked worker processes (not flux_rsa.pool, the
+RSA node pool): workers fed task numbers through a pipe (run), or tasks
+made while they run through a socket (run_stream).  The tasks themselves
+are tasks.py's.
 
 Each worker runs ``handler(task_index, send)`` (run_stream: ``handler(task,
-send)``) for the tasks it pulls; ``send(msg)`` passes MSG to the parent's
-``on_message`` before the task ends (progress).  The parent gets those,
-per-task completion and the first failure.  Fork (not threads): small-file
-copying is Python-bound and the GIL would serialise it.
+send)``) for the tasks it pulls; what it returns (unless None), and what
+it passes to ``send`` before the task ends (progress), go to the parent's
+``on_message``.  The first failure of any worker ends the run.  Fork (not
+threads): small-file copying is Python-bound and the GIL would serialise
+it.
 """
 
 import collections
@@ -23,6 +26,12 @@ _TASK = struct.Struct("=I")
 _HDR = struct.Struct("=I")
 
 
+class _Failed(collections.namedtuple("_Failed", "error")):
+    """What a worker sends when it stops on ERROR (a StageError)."""
+
+    __slots__ = ()
+
+
 class _Worker:
     def __init__(self, pid, rfd):
         self.pid = pid
@@ -34,9 +43,9 @@ class _Worker:
 def run(ntasks, nworkers, handler, on_message, setup=None, poll=None, deaths=None):
     """Run tasks 0..NTASKS-1 on NWORKERS processes.
 
-    ON_MESSAGE(msg) is called in the parent for each message: ('done',
-    task_index, result) when a task ends, and what handlers send.
-    POLL() is called at least once a second.  Raises the first StageError.
+    ON_MESSAGE(result) is called in the parent with what each task
+    returned (unless None) and what handlers send.  POLL() is called at
+    least once a second.  Raises the first StageError.
     DEATHS, a list, gets the signal of each worker that was killed (then
     it may have left a task half done), failure or not.
     """
@@ -92,7 +101,7 @@ def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None,
     and returns a list of tasks (each picklable, at most MESSAGE_MAX bytes
     pickled) or None when there will be no more.  Each task goes to the
     first free worker, which calls HANDLER(task, send); the parent's
-    ON_MESSAGE gets ('done', task, result) as with run().
+    ON_MESSAGE gets its result as with run().
     """
     nworkers = max(1, nworkers)
     task_r, task_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -203,17 +212,17 @@ def _child(task_r, res_w, handler, setup, abort, recv=None):
                     break
                 (idx,) = _TASK.unpack(raw)
             result = handler(idx, send)
-            send(("done", None if recv is not None else idx, result))
+            if result is not None:
+                send(result)
     except StageError as exc:
-        send(("error", exc))
+        send(_Failed(exc))
         code = 1
     except BaseException as exc:  # report, never hang the parent
         import traceback
 
         tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
         try:
-            send(("error", StageError(EXIT_FAILED, None,
-                                      f"internal error in worker: {tb}")))
+            send(_Failed(StageError(EXIT_FAILED, None, f"internal error in worker: {tb}")))
         except OSError:
             pass
         code = 1 if not isinstance(exc, KeyboardInterrupt) else 130
@@ -294,9 +303,9 @@ def _loop(feed, workers, on_message, poll, abort):
                     break
                 msg = pickle.loads(w.buf[4:4 + n])
                 w.buf = w.buf[4 + n:]
-                if msg[0] == "error":
+                if isinstance(msg, _Failed):
                     if error is None:
-                        error = msg[1]
+                        error = msg.error
                         abort[0] = 1
                 elif error is None:
                     on_message(msg)
