@@ -225,6 +225,24 @@ def test_where_the_outputs_stand_for_wait_and_afterstaged():
     assert O.after_staged(plain) is True
 
 
+def test_a_stage_out_writes_into_data_out_from_the_job_end_until_the_outputs_settle():
+    """What the jobtap plugin is told: a job reading that directory then
+    would read a part of the outputs."""
+    rec, _ = booted(job(policy=NO_RETRY))
+    rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6))
+    assert O.writing_into(rec) is None  # still running: nothing is written there yet
+    rec, _ = run(rec, E.Finished(7))
+    assert O.writing_into(rec) == "/p/out"
+    held, _ = run(rec, E.StageEnded(8, 2, False, error="/p/out: Permission denied"))
+    assert O.writing_into(held) == "/p/out"  # a retry would write there again
+    lost, _ = run(held, E.Release(9), E.HolderEnded(10, 1))
+    assert O.writing_into(lost) is None
+    home, _ = run(rec, E.StageEnded(8, 2, True), E.HolderEnded(9, 1))
+    assert O.writing_into(home) is None
+    plain, _ = run(job({}), E.Starting(1), E.Finished(2))
+    assert O.writing_into(plain) is None
+
+
 def test_release_gives_up_a_held_ramdisk_explicitly():
     rec, _ = booted(job(policy=NO_RETRY))
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7), E.StageEnded(8, 2, False))

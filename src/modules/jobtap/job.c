@@ -303,7 +303,7 @@ int rsa_depend_cb (flux_plugin_t *p, const char *topic,
                   "rsa: %s: annotating: %s", job->idf58,
                   flux_plugin_arg_strerror (args));
     tell_submit (job);
-    return 0;
+    return rsa_inputs_wait (job, args);
 }
 
 /* The broker ranks of R (R_lite's idsets joined with commas), or NULL. */

@@ -1,6 +1,6 @@
 /* rpc.c - rsa jobtap plugin: the services it registers under
  * job-manager.rsa (the rsa service's requests: answer, offer, withdraw,
- * post).
+ * post, writers).
  */
 
 #if HAVE_CONFIG_H
@@ -176,12 +176,41 @@ error:
     respond (h, msg, "post", -1, errmsg);
 }
 
+/* job-manager.rsa.writers {writers: {"<id>": data_out}}: the service's
+ * whole table of ended jobs whose stage-out may still write into their
+ * data_out (replaces the one before) */
+static void writers_cb (flux_t *h, flux_msg_handler_t *mh,
+                        const flux_msg_t *msg, void *arg)
+{
+    flux_plugin_t *p = arg;
+    struct rsa_ctx *ctx = rsa_ctx (p);
+    json_t *writers;
+    const char *key;
+    json_t *path;
+
+    if (flux_request_unpack (msg, NULL, "{s:o}", "writers", &writers) < 0) {
+        respond (h, msg, "writers", -1, NULL);
+        return;
+    }
+    json_object_foreach (writers, key, path) {
+        if (!json_is_string (path)) {
+            errno = EPROTO;
+            respond (h, msg, "writers", -1, "writers: each value must be a path");
+            return;
+        }
+    }
+    json_decref (ctx->writers);
+    ctx->writers = json_incref (writers);
+    respond (h, msg, "writers", 0, NULL);
+}
+
 int rsa_services_register (flux_plugin_t *p)
 {
     if (flux_jobtap_service_register (p, "answer", answer_cb, p) < 0
         || flux_jobtap_service_register (p, "post", post_cb, p) < 0
         || flux_jobtap_service_register (p, "offer", offer_cb, p) < 0
-        || flux_jobtap_service_register (p, "withdraw", withdraw_cb, p) < 0)
+        || flux_jobtap_service_register (p, "withdraw", withdraw_cb, p) < 0
+        || flux_jobtap_service_register (p, "writers", writers_cb, p) < 0)
         return -1;
     return 0;
 }

@@ -263,6 +263,7 @@ static void ctx_destroy (void *arg)
         flux_watcher_destroy (ctx->moved_w);
         flux_watcher_destroy (ctx->flush_w);
         json_decref (ctx->events);
+        json_decref (ctx->writers);
         free (ctx);
         errno = saved_errno;
     }
@@ -281,7 +282,8 @@ static struct rsa_ctx *ctx_create (flux_plugin_t *p)
                                                     moved_cb, ctx))
         || !(ctx->flush_w = flux_timer_watcher_create (r, 0., 0.,
                                                        flush_cb, ctx))
-        || !(ctx->events = json_array ())) {
+        || !(ctx->events = json_array ())
+        || !(ctx->writers = json_object ())) {
         ctx_destroy (ctx);
         return NULL;
     }

@@ -4,7 +4,9 @@
  *                 table and the queue-moved hint
  *   job.c         RSA jobs: followed for the service, held at start
  *   rpc.c         job-manager.rsa.{answer,offer,withdraw,post}
- *   afterstaged.c the afterstaged dependency scheme
+ *   afterstaged.c the afterstaged dependency scheme, and the same wait
+ *                 for a job whose data_in another RSA job's stage-out
+ *                 is still writing
  */
 
 #ifndef RSA_JOBTAP_RSA_H
@@ -36,6 +38,9 @@ struct rsa_ctx {
     json_t *events;             /* job events for the service, not sent yet */
     flux_watcher_t *flush_w;    /* sends them at the reactor's next turn */
     bool flush_armed;
+    json_t *writers;            /* {"<id>": data_out} of ended jobs whose
+                                 * stage-out may still write there (the
+                                 * service's job-manager.rsa.writers) */
 };
 
 enum phase { IDLE, HOLDING, DONE };
@@ -84,9 +89,11 @@ void rsa_tell (flux_plugin_t *p, flux_jobid_t id);
 /* rpc.c */
 int rsa_services_register (flux_plugin_t *p);
 
-/* afterstaged.c: job.dependency.afterstaged */
+/* afterstaged.c: job.dependency.afterstaged; from job.state.depend, the
+ * wait of a job whose data_in is another RSA job's data_out */
 int rsa_afterstaged_cb (flux_plugin_t *p, const char *topic,
                         flux_plugin_arg_t *args, void *arg);
+int rsa_inputs_wait (struct rsa_job *job, flux_plugin_arg_t *args);
 
 #endif /* !RSA_JOBTAP_RSA_H */
 

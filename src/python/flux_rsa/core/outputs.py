@@ -65,3 +65,14 @@ def after_staged(rec):
     if rec.job_state is JobState.CANCELED:
         return "it never ran: it has no outputs"
     return True
+
+
+def writing_into(rec):
+    """The directory this job's stage-out may still write into: its
+    ``data_out`` once the job has ended, while its outputs are not settled
+    (moving or HELD); else None.  A job that would read that directory as
+    its inputs must wait for them (the ``afterstaged`` wait): it would see
+    a part of them."""
+    if rec.job_state is not JobState.FINISHED or rec.request.data_out is None:
+        return None
+    return rec.request.data_out if after_staged(rec) is None else None

@@ -29,6 +29,7 @@ from flux_rsa.core.states import RsaState as S
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
+from flux_rsa.service.writers import Writers
 from flux_rsa.service.collector import Collector
 from flux_rsa.service.deckindex import DeckIndex
 from flux_rsa.service.drain import Drains
@@ -78,6 +79,7 @@ class Service:
         self.reconciler = Reconciler(log, self.records, self.pool, self.apply, done=self.arm_flush)
         self.pool_events = PoolEvents(log, self)
         self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
+        self.writers = Writers(h, log)  # data_out still being written, for the plugin
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
         self.starts = {}  # start requests for jobs not seen yet: jobid -> ranks
@@ -100,7 +102,7 @@ class Service:
 
     def stop(self):
         for piece in (self.tick_timer, self.plan_timer, self.reader, self.outbox, self.store.timer, self.timers,
-                      self.intake, self.collector):
+                      self.intake, self.collector, self.writers):
             piece.stop()
 
     def save_now(self):
@@ -126,6 +128,8 @@ class Service:
             self.index.changed(old, new)
             self.store.save(new)
             self.waiters.check(new)
+            if self.replayed:
+                self.writers.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
                 # a job just submitted (INITIAL, nothing happened yet) was
                 # annotated by the jobtap plugin before it told us (a memo
@@ -175,6 +179,7 @@ class Service:
     def caught_up(self):
         self.replayed = True
         self.waiters.replayed(self.records)
+        self.writers.replayed(self.records)
         self.arm_flush()
         self.arm_plan()
 
