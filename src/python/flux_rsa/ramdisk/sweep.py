@@ -2,6 +2,9 @@
 
 Only directories under ROOT carrying our marker are looked at, and only
 those whose holder process no longer runs are removed (unmounted first).
+An empty RAM-disk tmpfs without a
+marker on top (a build stopped between its mount and its marker, or a
+destroy stopped halfway) is unmounted first, showing the marker beneath.
 Kept RAM disks (see ``layout.keep``) are left alone; with ``report_kept``
 each is printed as one JSON line ``{"event": "kept", "path", "jobid",
 "gen", "owner", "bytes", "host"}``; a kept part of a RAM disk over several
@@ -23,6 +26,13 @@ def _part_of(entry, name):
         return True
     rest = entry[len(name) + 1:] if entry.startswith(name + ".") else ""
     return rest[:1].isalpha() and rest[1:].isdigit()
+
+
+def _unmarked_tmpfs(path):
+    """A tmpfs of ours (by its mount source) mounted at ``path``, empty and
+    without a marker on top: nothing in it to lose."""
+    kind, source = sysmount.top_mount(path)
+    return kind == "tmpfs" and source == sysmount.TMPFS_SOURCE and not os.listdir(path)
 
 
 def sweep(root, say=print, report_kept=False, gone=None):
@@ -66,6 +76,11 @@ def _sweep(root, say, report_kept, gone):
         for provider in registry.providers():
             provider.before_sweep(entry.path)
         marker = layout.read_marker(entry.path)
+        if marker is None and _unmarked_tmpfs(entry.path):
+            sysmount.umount(entry.path)
+            say(f"unmounted an empty RAM disk without its marker at {entry.path} (its build "
+                "or destroy was stopped halfway)")
+            marker = layout.read_marker(entry.path)
         if marker is None:
             continue
         if marker.get("kept"):

@@ -36,6 +36,10 @@ def _mount(source, path, fstype, flags, options):
                          flags, options.encode() if options else None)
 
 
+#: the source every RAM-disk tmpfs is mounted with (the mount table's name)
+TMPFS_SOURCE = "flux-rsa"
+
+
 def mount_tmpfs(path, size, mode=0o755):
     """A tmpfs of ``size`` bytes at ``path``, nosuid and nodev: nothing on
     a RAM disk may raise privileges where it is mounted."""
@@ -44,7 +48,7 @@ def mount_tmpfs(path, size, mode=0o755):
                          f"cannot mount a tmpfs at {path}: a tmpfs RAM disk needs root (this runs as uid "
                          f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] "
                          "privilege = \"imp\"), or set [rsa] provider = \"dir\" for a test install")
-    _check(_mount("flux-rsa", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode={mode:04o}"),
+    _check(_mount(TMPFS_SOURCE, path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode={mode:04o}"),
            f"mount tmpfs (size={size})", path)
 
 
@@ -52,7 +56,7 @@ def resize_tmpfs(path, size):
     """Grow (or shrink) the tmpfs at ``path`` to ``size`` bytes."""
     if not mounted(path, "tmpfs"):
         raise MountError(errno.EINVAL, f"cannot resize {path}: no tmpfs is mounted there")
-    _check(_mount("flux-rsa", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={int(size)}"),
+    _check(_mount(TMPFS_SOURCE, path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={int(size)}"),
            f"remount tmpfs (size={size})", path)
 
 
@@ -74,19 +78,26 @@ def _unescape(field):
     return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
 
 
-def fstype(path):
-    """The type of the file system mounted at ``path`` (the topmost), or
-    None when nothing is mounted there."""
-    found = None
+def top_mount(path):
+    """(type, source) of the file system mounted at ``path`` (the
+    topmost), or (None, None) when nothing is mounted there."""
+    found = (None, None)
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
                 fields = line.split()
                 if _unescape(fields[4]) == path:
-                    found = fields[fields.index("-") + 1]
-    except (OSError, ValueError):
+                    dash = fields.index("-")
+                    found = (fields[dash + 1], _unescape(fields[dash + 2]))
+    except (OSError, ValueError, IndexError):
         pass
     return found
+
+
+def fstype(path):
+    """The type of the file system mounted at ``path`` (the topmost), or
+    None when nothing is mounted there."""
+    return top_mount(path)[0]
 
 
 def mounted(path, kind=None):
