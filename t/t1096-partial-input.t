@@ -45,17 +45,13 @@ test_expect_success 'A writes 41 outputs; B (afterok:A) names A'"'"'s data_out a
 	rsa_wait_state $A STAGING_OUT 60 &&
 	flux job wait-event -t 30 $A clean
 '
-# wait until directory $1 holds $2 entries (at most 30 s)
-wait_entries() {
-	for i in $(seq 300); do
-		test $(ls "$1" | wc -l) -eq $2 && return 0
-		sleep 0.1
-	done
-	return 1
+# does directory $1 hold $2 entries?
+holds_entries() {
+	test $(ls "$1" | wc -l) -eq $2
 }
 
 test_expect_success 'while A'"'"'s stage-out has written a part, B waits for A'"'"'s outputs' '
-	wait_entries out 10 &&
+	rsa_wait_for 30 "10 files in out" holds_entries out 10 &&
 	flux jobs -n -o "{state} {dependencies}" $B >deps &&
 	cat deps &&
 	test "$(cat deps)" = "DEPEND afterstaged=$(flux job id --to=f58 $A)"
@@ -100,7 +96,7 @@ test_expect_success 'A4'"'"'s stage-out fails after a part: the job reading its 
 	B4=$(flux submit -N1 --dependency=afterany:$A4 --setattr=rsa.data_in="$PWD/out2" \
 		sh -c "$COUNT" count "$PWD/out2" "$PWD/b4-count") &&
 	rsa_wait_state $A4 HELD 60 &&
-	wait_entries out2 10 &&
+	rsa_wait_for 30 "10 files in out2" holds_entries out2 10 &&
 	flux job wait-event -t 10 $B4 dependency-add &&
 	test "$(flux jobs -n -o {state} $B4)" = DEPEND
 '

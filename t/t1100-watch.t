@@ -28,25 +28,16 @@ screen() {
 		tm capture-pane -p -t "$1"
 	fi
 }
-# run COMMAND... every 0.1s until it succeeds (for 60s at most)
-retry() {
-	_i=0
-	until "$@"; do
-		_i=$((_i + 1))
-		test $_i -le 600 || return 1
-		sleep 0.1
-	done
-}
 shows() {
 	screen "$1" >"$3" && grep -E -q "$2" "$3"
 }
 # wait until the screen of session $1 matches extended regexp $2; keep it in $3
 wait_screen() {
-	retry shows "$@" || { echo "session $1 never showed /$2/:" >&2; cat "$3" >&2; false; }
+	rsa_wait_for 60 "session $1 showing /$2/" shows "$@" || { echo "session $1 never showed /$2/:" >&2; cat "$3" >&2; false; }
 }
 # wait until file $1 has a line matching extended regexp $2
 wait_file() {
-	retry grep -E -q "$2" "$1" || { echo "$1 never had /$2/:" >&2; cat "$1" >&2; false; }
+	rsa_wait_for 60 "$1 having /$2/" grep -E -q "$2" "$1" || { echo "$1 never had /$2/:" >&2; cat "$1" >&2; false; }
 }
 
 test_expect_success 'setup: inputs in four parts, a stage-in script that waits for gates' '

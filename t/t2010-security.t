@@ -271,19 +271,17 @@ test_expect_success "flux rsa pool --shutdown as a guest is refused; the pool ru
 '
 # pool_shows PATTERN / pool_lacks PATTERN: flux rsa pool shows PATTERN
 # (does not), within 10s
+pool_has() {
+	flux rsa pool -n >pool && grep -q "$1" pool
+}
+pool_has_not() {
+	flux rsa pool -n >pool && ! grep -q "$1" pool
+}
 pool_shows() {
-	for _i in $(seq 50); do
-		flux rsa pool -n >pool && grep -q "$1" pool && return 0
-		sleep 0.2
-	done
-	cat pool && return 1
+	rsa_wait_for 10 "flux rsa pool showing /$1/" pool_has "$1" || { cat pool; false; }
 }
 pool_lacks() {
-	for _i in $(seq 50); do
-		flux rsa pool -n >pool && ! grep -q "$1" pool && return 0
-		sleep 0.2
-	done
-	cat pool && return 1
+	rsa_wait_for 10 "flux rsa pool without /$1/" pool_has_not "$1" || { cat pool; false; }
 }
 test_expect_success "only the instance owner can drain or undrain RSA nodes" '
 	echo "flux-rsa: only the instance owner can drain or undrain RSA nodes" >expected &&

@@ -44,16 +44,10 @@ on_nodes() {
 	fi
 }
 
-# helpers for the phases, run inside an instance without sharness:
-# wait_for SECONDS COMMAND...: until COMMAND succeeds (tried every 0.1 s)
-cat >wait_state.sh <<'EOF2'
-wait_for() {
-	_max=$(($1 * 10)); shift
-	_i=0
-	until "$@"; do
-		_i=$((_i + 1)); test $_i -le $_max || return 1; sleep 0.1
-	done
-}
+# helpers for the phases, run inside an instance without sharness (the
+# tests' one wait, rsa_wait_for, first)
+cp "$RSA_SRCDIR/t/rsa-wait.sh" wait_state.sh
+cat >>wait_state.sh <<'EOF2'
 in_state() {
 	test "$(flux rsa status -a -n -o "{rsa_state}" $1)" = $2
 }
@@ -61,7 +55,7 @@ in_state() {
 # then its record
 wait_state() {
 	flux job wait-event -q -t 60 -m state=$2 $1 rsa-state 2>/dev/null || :
-	wait_for 60 in_state $1 $2 || { echo "$1 is not $2" >&2; return 1; }
+	rsa_wait_for 60 "$1 in $2" in_state $1 $2
 }
 given_up() {
 	flux rsa status -a -o json $1 | flux python -c "
@@ -72,7 +66,7 @@ sys.exit(not (r[\"rsa_state\"] == \"HELD\" and not r[\"retry_pending\"]
 }
 # wait_given_up JOBID: HELD with no automatic retry left
 wait_given_up() {
-	wait_for 60 given_up $1 || { echo "$1 is not HELD for good" >&2; return 1; }
+	rsa_wait_for 60 "$1 HELD for good" given_up $1
 }
 EOF2
 

@@ -8,6 +8,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,6 +26,21 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # --- shared helpers and fixtures ---
+
+
+def wait_until(predicate, timeout, what, every=0.05):
+    """The tests' one wait: call ``predicate()`` every ``every`` seconds
+    until it returns something true (returned), failing with ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(every)
+
 
 #: the account RAM disks and stages are made for when the tests run as root
 TEST_USER = "rsa-stage-test"

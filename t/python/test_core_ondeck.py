@@ -4,7 +4,6 @@ order, stopping at the first job that does not fit."""
 import dataclasses
 
 from flux_rsa.core import Policy, admit, parse_request
-from flux_rsa.core import events as E
 from flux_rsa.core.ondeck import Pending, plan, select
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S

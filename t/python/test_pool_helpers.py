@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from conftest import wait_until
 from flux_rsa.ramdisk import gluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,11 +86,12 @@ class Instance:
              f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && '
              'exec cat >/dev/null'],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(urifile):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+        def started():
+            if self.proc.poll() is not None:
                 raise RuntimeError(f"flux start failed: {self.output()}")
-            time.sleep(0.05)
+            return os.path.exists(urifile)
+
+        wait_until(started, 60, "flux start writing its URI")
         self.uri = open(urifile).read().strip()
 
     def output(self):

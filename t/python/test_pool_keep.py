@@ -9,7 +9,6 @@ drained node, with the files the first pool's job wrote - and discards the
 other.  Tests run in file order and share the story's state.
 """
 
-import json
 import os
 import subprocess
 import tempfile

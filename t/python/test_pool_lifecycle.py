@@ -5,13 +5,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from test_pool_helpers import (FLUX, FLUX_PYTHON, PYPATH, Pool, mounts_under, requires_flux,
+from test_pool_helpers import (FLUX, PYPATH, Pool, mounts_under, requires_flux,
                                requires_root)
-from conftest import stop_pool
+from conftest import stop_pool, wait_until
 
 flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
 
@@ -83,7 +82,9 @@ def test_notifications_wait_for_the_service_and_keep_their_order(pool):
     service.close()  # the rsa module is being reloaded
     for gen in (1, 2, 3):
         assert service.call("cancel", jobid=301, gen=gen) == {}
-    time.sleep(1.5)  # the agent has tried and is retrying
+    # the agent has tried and keeps them until the service is back
+    wait_until(lambda: pool.h.rpc("rsa-pool.status", {}, nodeid=service.rank).get()
+               ["notifications_pending"] == 3, 10, "three notifications pending")
     pool.h.service_register("rsa").get()
     service.watcher.start()
     service.wait(lambda: len(service.seen("holder-end", jobid=301)) == 3, timeout=10)

@@ -14,10 +14,10 @@ not make it kill the others.
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
+from conftest import wait_until
 from test_pool_helpers import (FLUX, MiB, PYPATH, Pool, mounts_under, owner_account,
                                requires_flux, requires_root)
 
@@ -119,10 +119,8 @@ def test_a_new_pool_can_be_asked_for_on_the_nodes_that_are_up(pool):
     from flux_rsa.pool import launch
 
     assert str(launch.rsa_nodes(pool.h, pool.policy).nodelist) == "rsa[0-1]"
-    deadline = time.monotonic() + 60
-    while str(launch.rsa_nodes(pool.h, pool.policy, include_down=False).nodelist) != "rsa0":
-        assert time.monotonic() < deadline, "the parent never saw rsa1 go down"
-        time.sleep(0.2)
+    wait_until(lambda: str(launch.rsa_nodes(pool.h, pool.policy, include_down=False).nodelist)
+               == "rsa0", 60, "the parent seeing rsa1 go down", every=0.2)
     up = launch.rsa_nodes(pool.h, pool.policy, include_down=False)
     js = launch.jobspec(pool.policy, up.nnodes, hosts=up.nodelist,
                         env=dict(os.environ, PATH=f"{os.environ['PATH']}:{os.path.dirname(FLUX)}"))

@@ -5,12 +5,11 @@ spread over both nodes, compute-node attach and detach, nothing left."""
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
 from test_pool_helpers import FLUX, MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
-from conftest import freed_status, stop_pool
+from conftest import freed_status, stop_pool, wait_until
 
 from flux_rsa.ramdisk import gluster as glusterfs  # noqa: E402
 
@@ -216,13 +215,9 @@ def test_fs_ports_among_the_ephemeral_ports_are_named_in_the_pool_log():
                               capture_output=True, text=True, timeout=60).stdout
 
     try:
-        out = ""
-        for _ in range(100):  # the shell writes its output to the KVS in batches
-            out = output()
-            if want in out:
-                break
-            time.sleep(0.2)
-        assert want in out, out
+        # the shell writes its output to the KVS in batches
+        out = wait_until(lambda: want in output() and output(), 20, f"{want!r} in the output",
+                         every=0.2)
         assert f"choose ports below {low}" in out
     finally:
         stop_pool(p)

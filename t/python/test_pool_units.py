@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from test_pool_helpers import FLUX_PYTHON, MiB
+from test_pool_helpers import MiB
 
 flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
 

@@ -13,9 +13,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
+
+from conftest import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYPATH = os.path.join(ROOT, "src", "python")
@@ -181,10 +182,7 @@ def test_every_holder_task_runs_create_and_task_0_makes_the_owners_areas(site):
                                                                0o700)
     # the tasks create at the same time: task 0 says built when its own
     # create is done, task 1 may still be running its create
-    deadline = time.monotonic() + 30
-    while not site.recorded("create", 1):
-        assert time.monotonic() < deadline, "task 1 did not run its create in 30 s"
-        time.sleep(0.05)
+    wait_until(lambda: site.recorded("create", 1), 30, "task 1 running its create")
     for index in (0, 1):
         told = site.recorded("create", index)
         assert told == {"RSA_STEP": "create", "RSA_PATH": path, "RSA_NAME": "12.1",
@@ -264,10 +262,7 @@ def test_a_step_that_overruns_is_killed_with_what_it_started(site, monkeypatch):
 
     # the step's group was signalled; the step's own child (not ours to
     # wait for) exits on its own time, which CI once saw still running
-    deadline = time.monotonic() + 10
-    while not gone() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert gone()
+    wait_until(gone, 10, "the step's child exiting", every=0.02)
 
 
 def test_a_script_root_would_run_must_be_root_owned_and_not_writable_by_others(site):

@@ -6,9 +6,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
+
+from conftest import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYPATH = os.path.join(ROOT, "src", "python")
@@ -57,15 +58,14 @@ def built(proc):
 def wait_blocked(proc):
     """Until the command blocks its stop signals (interpreter started):
     they show in SigBlk, or it sleeps in sigwait (which unblocks them)."""
-    for _ in range(2000):
+    def blocking():
         with open(f"/proc/{proc.pid}/status") as f:
             blocked = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
         with open(f"/proc/{proc.pid}/wchan") as f:
             waiting = "sigtimedwait" in f.read()
-        if waiting or blocked & (1 << (signal.SIGTERM - 1)):
-            return
-        time.sleep(0.005)
-    raise AssertionError("hold never blocked SIGTERM")
+        return waiting or blocked & (1 << (signal.SIGTERM - 1))
+
+    wait_until(blocking, 10, "hold blocking SIGTERM", every=0.005)
 
 
 def stop(proc, sig=signal.SIGTERM):

@@ -4,13 +4,13 @@ import os
 import signal
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
 
 from flux_rsa.stage import plan as planmod, tasks as tk
+from conftest import wait_until
 from test_stage_helpers import (PY, PYPATH, allocated, make_tree, nobody_tree, rsync_diff,
                                 stage, tmpfs)
 
@@ -150,12 +150,8 @@ def test_killed_run_resumes_without_recopying(tmp_path):
                              "--workers", "2", "--progress-json"],
                             env=env, stdout=subprocess.PIPE, start_new_session=True)
     # wait until part of the tree is there, then kill everything hard
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        done = [p for p in dst.rglob("f*")] if dst.exists() else []
-        if len(done) > 20:
-            break
-        time.sleep(0.005)
+    wait_until(lambda: dst.exists() and len(list(dst.rglob("f*"))) > 20, 20,
+               "part of the tree copied", every=0.005)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     seen = {}  # final path -> (inode, ctime) of each file complete at the kill

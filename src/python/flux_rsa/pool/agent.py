@@ -326,7 +326,7 @@ class Agent:
         if self.stopping is not None:
             return {}  # the first shutdown's keep list counts
         keep = {(k["jobid"], k["gen"]) for k in p["keep"]}
-        log(f"shutdown asked: releasing every holder and stage"
+        log("shutdown asked: releasing every holder and stage"
             + (f", keeping the RAM disks of {len(keep)} holder(s)" if keep else ""))
         self.stopping = time.monotonic() + WIND_DOWN_TIMEOUT
         for job in self.active():

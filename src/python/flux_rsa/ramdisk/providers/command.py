@@ -43,7 +43,6 @@ caller otherwise.
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 
 from flux_rsa.ramdisk import disks, layout, mounts, signals, sysmount
