@@ -122,10 +122,12 @@ def _stage(r):
     directory a lost mount left behind), switch to the owner, run the
     stager.  A RAM disk spanning nodes must be whole before and after:
     with a brick down the stager would copy the files it can see and call
-    it done.  Where the client that wrote the files shows them stale
-    (a sharded GlusterFS volume), a copy in is verified through a client
-    of its own: the copy runs unverified, then again through the fresh
-    client, which finds every complete file and verifies it."""
+    it done.  Where the client that wrote files shows them stale (a
+    sharded GlusterFS volume), a copy in writes through a client of its
+    own, unverified, then runs again through the RAM disk's own client,
+    which finds every complete file and verifies it: the RAM disk's
+    client (the stage-out's, the admin's) never wrote them, so it shows
+    them as they are."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
@@ -140,11 +142,11 @@ def _stage(r):
     argv = stage_argv(r)
     if (r["DIRECTION"] == "in" and r["MODE"] == "copy" and r.get("VERIFY", "size") != "none"
             and provider.sees_own_writes_late(ramdisk)):
-        unverified = argv[:argv.index("--verify") + 1] + ["none"] + argv[argv.index("--verify") + 2:]
-        code = _forked(lambda: _stager(r, ramdisk, expected, unverified))
+        verify = argv.index("--verify")
+        unverified = argv[:verify + 1] + ["none"] + argv[verify + 2:]
+        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, expected, unverified))
         if code != 0:
             return code
-        return _forked(lambda: _through_fresh_client(provider, r, ramdisk, expected, argv))
     return _stager(r, ramdisk, expected, argv)
 
 
@@ -178,7 +180,7 @@ def _through_fresh_client(provider, r, ramdisk, expected, argv):
         sysmount.private_namespace()
         workdir = provider.mount_fresh(ramdisk)
     except (OSError, gluster.GlusterError) as exc:
-        print(f"{PROG}: cannot verify the stage-in through a client of its own: {exc}",
+        print(f"{PROG}: cannot mount a client of its own for the stage-in: {exc}",
               file=sys.stderr, flush=True)
         return EXIT_FAILED
     try:
