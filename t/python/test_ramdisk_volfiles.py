@@ -61,11 +61,18 @@ def test_the_client_distributes_over_every_brick_with_the_secret():
     while b[below][2]:
         (below,) = b[below][2][:1]
         chain.append(b[below][0])
-    assert chain[:4] == ["performance/md-cache", "performance/open-behind",
-                         "performance/quick-read", "cluster/distribute"]
+    assert chain[:5] == ["performance/md-cache", "performance/open-behind",
+                         "performance/quick-read", "features/shard", "cluster/distribute"]
+    # files cut into pieces spread over the bricks: a volume holds what was reserved
+    assert b["12.3-shard"][1]["shard-block-size"] == "4MB"
     # no write-behind: GlusterFS 10.3's dies on ENOSPC with it (volfiles.client)
     assert "performance/write-behind" not in chain
-    assert "features/shard" not in chain  # whole files per brick (see doc/pool.md)
+
+
+def test_a_one_brick_volume_is_not_sharded():
+    one = volfiles.Volume("5.1", ("rsa0:24100",), "rsa-5-1", "s" * 32)
+    kinds = [kind for kind, _, _ in blocks(volfiles.client(one)).values()]
+    assert "features/shard" not in kinds and "cluster/distribute" in kinds
 
 
 def test_a_volume_travels_as_a_dict():

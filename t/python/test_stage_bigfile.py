@@ -1,10 +1,11 @@
 """How a range of a big file is copied: one decision, checked case by case."""
 
+import errno
 import os
 
 import pytest
 
-from flux_rsa.stage import bigfile, fsutil
+from flux_rsa.stage import bigfile, copyio, fsutil
 from flux_rsa.stage.bigfile import (BUFFERED, CACHED_READ, CHUNK, DIRECT_READ,
                                     DIRECT_WRITE, KERNEL, SPARSE, direct_modes,
                                     one_writer, pieces, range_strategy,
@@ -247,3 +248,27 @@ def test_a_big_file_copied_whole_reports_each_chunk(tmp_path, from_ram):
             c.close()
         assert (mnt / "out" / "big").read_bytes() == data
         assert sorted({b for b in seen if 0 < b < size}) == [CHUNK, 2 * CHUNK, 3 * CHUNK]
+
+
+def test_a_file_system_that_cannot_find_holes_gets_the_whole_range_copied(tmp_path, monkeypatch):
+    """A sharded GlusterFS volume answers SEEK_DATA with EOPNOTSUPP: the
+    sparse copy then copies everything (holes as zeros), rather than fail."""
+    src = tmp_path / "sparse"
+    with open(src, "wb") as f:
+        f.truncate(3 << 20)
+        f.seek(2 << 20)
+        f.write(b"data")
+    real_lseek = os.lseek
+
+    def lseek(fd, pos, how):
+        if how in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real_lseek(fd, pos, how)
+
+    monkeypatch.setattr(os, "lseek", lseek)
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        assert list(copyio.data_segments(fd, 0, 3 << 20)) == [(0, 3 << 20)]
+        assert list(copyio.data_segments(fd, 1 << 20, 3 << 20)) == [(1 << 20, 2 << 20)]
+    finally:
+        os.close(fd)

@@ -17,9 +17,10 @@ the caller may run (``trust.scripts``: the site's, checked).
 
 import json
 import os
+import shutil
 import sys
 
-from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry
+from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
 from flux_rsa.ramdisk.holder import hold
 from flux_rsa.ramdisk.layout import ProviderError
 from flux_rsa.ramdisk.providers import command
@@ -121,18 +122,39 @@ def _stage(r):
     directory a lost mount left behind), switch to the owner, run the
     stager.  A RAM disk spanning nodes must be whole before and after:
     with a brick down the stager would copy the files it can see and call
-    it done."""
-    from flux_rsa.stage import cli, identity
-    from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
+    it done.  Where the client that wrote files shows them stale (a
+    sharded GlusterFS volume), a copy in writes through a client of its
+    own, unverified, then runs again through the RAM disk's own client,
+    which finds every complete file and verifies it: the RAM disk's
+    client (the stage-out's, the admin's) never wrote them, so it shows
+    them as they are."""
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
     try:
         marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
-        expected = registry.get(marker.get("provider")).expected_bytes(ramdisk)
+        provider = registry.get(marker.get("provider"))
+        expected = provider.expected_bytes(ramdisk)
     except (layout.RamdiskError, registry.UnknownProvider) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
+    argv = stage_argv(r)
+    if (r["DIRECTION"] == "in" and r["MODE"] == "copy" and r.get("VERIFY", "size") != "none"
+            and provider.sees_own_writes_late(ramdisk)):
+        verify = argv.index("--verify")
+        unverified = argv[:verify + 1] + ["none"] + argv[verify + 2:]
+        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, expected, unverified))
+        if code != 0:
+            return code
+    return _stager(r, ramdisk, expected, argv)
+
+
+def _stager(r, ramdisk, expected, argv):
+    """Become the owner for good and run the stager with ``argv``."""
+    from flux_rsa.stage import cli, identity
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
+
     try:
         identity.become(r["OWNER"])  # before any user path is touched
     except StageError as exc:
@@ -140,12 +162,49 @@ def _stage(r):
         return exc.code
     try:
         gluster.check_whole(ramdisk, expected)
-        code = cli.main(stage_argv(r))
+        code = cli.main(argv)
         gluster.check_whole(ramdisk, expected)
     except (OSError, gluster.GlusterError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     return code
+
+
+def _through_fresh_client(provider, r, ramdisk, expected, argv):
+    """In a mount namespace of this process alone, mount a new client of
+    the RAM disk over it, run the stager there as the owner, unmount."""
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+
+    workdir = None
+    try:
+        sysmount.private_namespace()
+        workdir = provider.mount_fresh(ramdisk)
+    except (OSError, gluster.GlusterError) as exc:
+        print(f"{PROG}: cannot mount a client of its own for the stage-in: {exc}",
+              file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    try:
+        return _forked(lambda: _stager(r, ramdisk, expected, argv))
+    finally:
+        sysmount.umount(ramdisk)
+        shutil.rmtree(workdir)
+
+
+def _forked(fn):
+    """Run ``fn()`` in a child process; its return value is the child's
+    exit status, returned here."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = fn()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def _measure(r):

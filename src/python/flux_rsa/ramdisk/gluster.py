@@ -235,10 +235,17 @@ def mount(volume, mountpoint, workdir):
     """Mount ``volume`` at ``mountpoint`` (an existing directory), keeping
     its volume file and log in ``workdir``; return the client's record once
     every brick is connected."""
-    glusterfs = program("glusterfs")
     wait_servers(volume.servers)
     volfile = os.path.join(workdir, "client.vol")
     sysmount.write_private(volfile, volfiles.client(volume))
+    return mount_file(volfile, mountpoint, workdir, volume.name, len(volume.servers))
+
+
+def mount_file(volfile, mountpoint, workdir, name, bricks):
+    """Mount the volume ``name`` of ``bricks`` bricks that ``volfile``
+    describes at ``mountpoint``, its log in ``workdir``; return the
+    client's record once every brick is connected."""
+    glusterfs = program("glusterfs")
     log = os.path.join(workdir, "client.log")
     sysmount.write_private(log, "")
     # nosuid, nodev: nothing on a RAM disk may raise privileges where it is
@@ -246,12 +253,12 @@ def mount(volume, mountpoint, workdir):
     # never look into the mount before every brick took us: an access to a
     # mount whose bricks refused the client hangs
     proc = _start([glusterfs, "-N", "-f", volfile, "-l", log, "--fuse-mountopts=nosuid,nodev",
-                   "--fs-display-name", f"rsa:{volume.name}", "--process-name", "rsa-client",
+                   "--fs-display-name", f"rsa:{name}", "--process-name", "rsa-client",
                    mountpoint],
-                  lambda: mounted(mountpoint) and _count(log, CONNECTED) >= len(volume.servers),
+                  lambda: mounted(mountpoint) and _count(log, CONNECTED) >= bricks,
                   log, exited=f"mounting the volume at {mountpoint} failed",
                   late=f"the volume was not mounted at {mountpoint} with all "
-                       f"{len(volume.servers)} bricks",
+                       f"{bricks} bricks",
                   stopped="stopped before the volume was mounted",
                   undo=lambda: unmount(mountpoint))
     return process_record(proc)

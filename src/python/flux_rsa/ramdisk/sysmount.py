@@ -10,7 +10,10 @@ MS_NOSUID = 2
 MS_NODEV = 4
 MS_REMOUNT = 32
 MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
+CLONE_NEWNS = 0x00020000
 
 
 class MountError(OSError):
@@ -58,6 +61,14 @@ def resize_tmpfs(path, size):
         raise MountError(errno.EINVAL, f"cannot resize {path}: no tmpfs is mounted there")
     _check(_mount(TMPFS_SOURCE, path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={int(size)}"),
            f"remount tmpfs (size={size})", path)
+
+
+def private_namespace():
+    """Move the calling process into a mount namespace of its own, where
+    what it mounts is seen by nobody else and mounts elsewhere do not
+    reach it."""
+    _check(_libc().unshare(CLONE_NEWNS), "unshare", "the mount namespace")
+    _check(_libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make private", "/")
 
 
 def umount(path):

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 BRICK = "brick"
 #: the client's free-space rule: new files go to bricks with more than this free
 MIN_FREE_DISK = "25%"
+#: a file over several bricks is cut into pieces of this size, spread by
+#: the distribute layer like files of their own (None: whole files; only
+#: bench/span sets it, to measure what sharding costs)
+SHARD_BLOCK = "4MB"
 #: a dead brick turns into ENOTCONN after this many seconds (default 42)
 PING_TIMEOUT = 10
 
@@ -118,6 +122,10 @@ def client(volume):
         ])
     below = f"{volume.name}-dht"
     text += _block(below, "cluster/distribute", [("min-free-disk", MIN_FREE_DISK)], clients)
+    if len(volume.servers) > 1 and SHARD_BLOCK is not None:
+        text += _block(f"{volume.name}-shard", "features/shard",
+                       [("shard-block-size", SHARD_BLOCK)], [below])
+        below = f"{volume.name}-shard"
     for cache in ("quick-read", "open-behind", "md-cache"):
         text += _block(f"{volume.name}-{cache}", f"performance/{cache}", subvolumes=[below])
         below = f"{volume.name}-{cache}"

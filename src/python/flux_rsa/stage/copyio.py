@@ -170,13 +170,19 @@ def kernel_copy(sfd, soff, dfd, doff, length):
 
 
 def data_segments(fd, start, end):
-    """Yield (offset, length) of the data (non-hole) parts of [start, end)."""
+    """Yield (offset, length) of the data (non-hole) parts of [start, end);
+    all of it where the file system cannot tell (a sharded GlusterFS
+    volume answers SEEK_DATA with EOPNOTSUPP): its holes are copied as
+    zeros."""
     pos = start
     while pos < end:
         try:
             data = os.lseek(fd, pos, os.SEEK_DATA)
         except OSError as exc:
             if exc.errno == errno.ENXIO:  # only a hole up to EOF
+                return
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                yield pos, end - pos
                 return
             raise
         if data >= end:

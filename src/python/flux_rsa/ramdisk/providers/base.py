@@ -145,6 +145,19 @@ class Provider:
         is whole (checked around every stage), or None."""
         return None
 
+    def sees_own_writes_late(self, ramdisk):
+        """True when the client that wrote files into the RAM disk mounted
+        at ``ramdisk`` may show them with stale attributes (mtimes), so
+        that a stage-in is verified through a client of its own
+        (``mount_fresh``)."""
+        return False
+
+    def mount_fresh(self, ramdisk):
+        """Mount another client of the RAM disk mounted at ``ramdisk`` over
+        it, in the caller's own mount namespace; return the directory of
+        its files, removed by the caller after the unmount."""
+        raise NotImplementedError
+
     # --- on the compute nodes -------------------------------------------
 
     def attach(self, mountpoint, rank, values):

@@ -26,6 +26,7 @@ again, task 0 mounts the namespace again.
 """
 
 import os
+import tempfile
 
 from flux_rsa.ramdisk import disks, gluster, layout, mounts, sysmount, volfiles
 from flux_rsa.ramdisk.providers.base import Provider
@@ -165,11 +166,30 @@ class GlusterFS(Provider):
     def expected_bytes(self, ramdisk):
         if not gluster.mounted(ramdisk):
             return None
+        marker = self._brick0(ramdisk)
+        return None if marker is None else marker["size"] * marker.get("bricks", 1)
+
+    def sees_own_writes_late(self, ramdisk):
+        """A volume of several bricks is sharded, and GlusterFS 10.3's shard
+        layer shows the client that wrote a file the mtime of its last
+        write, not the one set after it (other clients see the right one)."""
+        marker = self._brick0(ramdisk)
+        return marker is not None and marker.get("bricks", 1) > 1
+
+    def mount_fresh(self, ramdisk):
+        """(in brick 0's directory, beside the namespace's own client)"""
+        marker = self._brick0(ramdisk)
+        brick = brick_path(os.path.dirname(ramdisk), os.path.basename(ramdisk), 0)
+        workdir = tempfile.mkdtemp(prefix="fresh-client-", dir=brick)
+        gluster.mount_file(os.path.join(brick, "client.vol"), ramdisk, workdir,
+                           os.path.basename(ramdisk), marker.get("bricks", 1))
+        return workdir
+
+    @staticmethod
+    def _brick0(ramdisk):
         marker = layout.read_marker(brick_path(os.path.dirname(ramdisk),
                                                os.path.basename(ramdisk), 0))
-        if marker is None or marker.get("kind") != "brick":
-            return None
-        return marker["size"] * marker.get("bricks", 1)
+        return marker if marker is not None and marker.get("kind") == "brick" else None
 
     def attach(self, mountpoint, rank, values):
         volume = volfiles.Volume(values["NAME"], values["SERVERS"], values["USER"],
