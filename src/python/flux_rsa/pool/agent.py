@@ -36,11 +36,12 @@ from flux.job import JobID
 
 from flux_rsa.core.config import Policy
 from flux_rsa.pool import graph, jgf, jobspecs, protocol
-from flux_rsa.pool.holders import Holder
+from flux_rsa.pool.holders import Holder, HolderContext
 from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
 from flux_rsa.pool.ports import Ports, PortsExhausted, ephemeral_clash
 from flux_rsa.pool.stages import Discard, Measure, Purge, SimulatedStage, Stage
+from flux_rsa.pool.subjob import Context
 from flux_rsa.privileged import caller
 
 #: ended holders, stages and measures remembered for `list` and repeats
@@ -68,11 +69,12 @@ class Agent:
         self.ports = Ports(*policy.port_range())  # of holders spanning nodes
         self.unusable = None  # why privileged operations cannot run here, or None
         self.environment = dict(os.environ)
-        self.log = log
         self.pool_jobid = int(JobID(h.attr_get("jobid")))
         self.parent_rank = int(parent.attr_get("rank"))
         self.hosts = {}  # pool rank -> host name
         self.nodes = None  # Nodes, once the graph is loaded
+        self.ctx = None  # what subjobs see of the agent, once the nodes are known
+        self.holder_ctx = None
         self.holders = {}  # (jobid, gen) -> Holder
         self.stages = {}  # (jobid, seq) -> Stage
         self.measures = {}  # (jobid, seq) -> Measure
@@ -90,7 +92,12 @@ class Agent:
         t0 = time.monotonic()
         R = graph.load(self.h, self.policy)
         self.hosts = jgf.hosts_by_rank(R)
-        self.nodes = Nodes(self, self.hosts)
+        self.nodes = Nodes(self.h, self.hosts, self.policy.node_granules, log,
+                           self.node_changed)
+        self.ctx = Context(self.h, log, self.hosts, self.notify, self.forget)
+        self.holder_ctx = HolderContext(self.h, log, self.hosts, self.notify, self.forget,
+                                        self.policy, self.nodes, self._sweep_jobspec,
+                                        self.adopted, self._gave_up)
         t_graph = time.monotonic() - t0
         if not self.simulate:
             self.unusable = caller.problem(self.via, conf_builtin_get("confdir"),
@@ -231,6 +238,11 @@ class Agent:
         if isinstance(subjob, Purge):
             self.purges.pop(subjob.key, None)
             return
+        if isinstance(subjob, Discard):
+            self.discards.pop(subjob.key, None)
+            if subjob.failure() is None:
+                self.kept.pop(subjob.key, None)
+            return
         if isinstance(subjob, Holder):
             self.ports.give(subjob.key)
         table = {Holder: self.holders, Stage: self.stages, SimulatedStage: self.stages,
@@ -240,10 +252,19 @@ class Agent:
         while len(ended) > KEEP_ENDED:
             table.pop(ended.popleft(), None)
 
-    def adopted(self, holder):
-        """Holder took over its kept RAM disk (ramdisk-built is going out)."""
-        if holder.adopt is not None:
-            self.kept.pop(holder.adopt, None)
+    def adopted(self, path):
+        """A holder took over the kept RAM disk ``path`` (ramdisk-built is
+        going out)."""
+        self.kept.pop(path, None)
+
+    def _gave_up(self, path):
+        """An adopting holder ended before it took its kept RAM disk over:
+        nobody holds that RAM disk any more, remove it."""
+        if path in self.kept:
+            self.discard_kept(path)
+
+    def _sweep_jobspec(self, ranks, gone):
+        return jobspecs.sweep(self.via, self.policy, self.environment, ranks=ranks, gone=gone)
 
     def discard_kept(self, path):
         """Remove a kept RAM disk an adopting holder gave up before taking it."""
@@ -251,11 +272,6 @@ class Agent:
             self.do_discard(None, {"path": path})
         except protocol.BadRequest as exc:
             log(f"kept RAM disk {path} left in place: {exc}")
-
-    def discarded(self, path, error):
-        self.discards.pop(path, None)
-        if error is None:
-            self.kept.pop(path, None)
 
     def node_changed(self, rank, down):
         host = self.hosts[rank]
@@ -376,7 +392,7 @@ class Agent:
                 js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                      p["userid"], len(self.hosts), self.environment,
                                      rank=self._preferred_rank(p), port=port, secret=secret)
-                self.holders[key] = Holder(self, js, *key, port=port, secret=secret)
+                self.holders[key] = Holder(self.holder_ctx, js, *key, port=port, secret=secret)
         elif holder.done():
             self.notify(protocol.HOLDER_END, jobid=key[0], gen=key[1], error=holder.error(),
                         kept=holder.kept_path())
@@ -426,7 +442,7 @@ class Agent:
         if self.simulate:  # nothing was kept for real: place it as any holder
             js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
                                  p["userid"], len(self.hosts), self.environment)
-            return Holder(self, js, p["jobid"], p["gen"], adopt=path)
+            return Holder(self.holder_ctx, js, p["jobid"], p["gen"], adopt=path)
         kept = self.kept.get(path)
         if kept is None:
             owner = [h for h in self.holders.values()
@@ -459,7 +475,7 @@ class Agent:
                              adopt_ranks=ranks, adopt_bytes=kept["bytes"], port=port,
                              secret=secret)
         # a drained node lends its granules to a one-node adoption only
-        return Holder(self, js, p["jobid"], p["gen"], adopt=path,
+        return Holder(self.holder_ctx, js, p["jobid"], p["gen"], adopt=path,
                       adopt_rank=ranks[0] if len(ranks) == 1 else None,
                       adopt_granules=granules, port=port, secret=secret)
 
@@ -485,11 +501,11 @@ class Agent:
             self._refuse_if_stopping()
             if self.simulate:
                 seconds = p["size"] / self.policy.simulate_rate
-                self.stages[key] = SimulatedStage(self, *key, seconds)
+                self.stages[key] = SimulatedStage(self.ctx, *key, seconds)
                 return {}
             js = jobspecs.stage(self.via, self.policy, p, rank, self.environment,
                                 self.policy.stage_workers)
-            self.stages[key] = Stage(self, js, *key)
+            self.stages[key] = Stage(self.ctx, js, *key)
         elif stage.ended:
             self.notify(protocol.STAGE_END, **stage.end_fields())
         return {}
@@ -517,7 +533,7 @@ class Agent:
         elif p["jobid"] not in self.purges:
             self._refuse_if_stopping()
             js = jobspecs.purge(self.via, self.policy, p, rank, self.environment)
-            self.purges[p["jobid"]] = Purge(self, js, p["jobid"])
+            self.purges[p["jobid"]] = Purge(self.ctx, js, p["jobid"])
         return {}
 
     def do_measure(self, msg, p):
@@ -533,7 +549,7 @@ class Agent:
         elif measure is None:
             self._refuse_if_stopping()
             js = jobspecs.measure(self.via, p, self.environment)
-            self.measures[key] = Measure(self, js, *key)
+            self.measures[key] = Measure(self.ctx, js, *key)
         elif measure.ended:
             self.notify(protocol.MEASURE_END, jobid=key[0], seq=key[1], **measure.outcome())
         return {}
@@ -564,12 +580,14 @@ class Agent:
             if not ranks:
                 raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
             js = jobspecs.discard(self.via, self.policy, path, ranks, self.environment)
-            self.discards[path] = Discard(self, js, path)
+            self.discards[path] = Discard(self.ctx, js, path)
         return {}
 
     def do_drain(self, msg, p):
         rank = self.nodes.rank_of(p["host"])
-        self.nodes.drain(rank, p["reason"], lambda error: self._answer(msg, error))
+        adopting = [(h.key, h.adopt_granules) for h in self.holders.values()
+                    if h.waits_to_adopt_on(rank)]
+        self.nodes.drain(rank, p["reason"], lambda error: self._answer(msg, error), adopting)
         return None
 
     def do_undrain(self, msg, p):

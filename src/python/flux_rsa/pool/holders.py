@@ -21,8 +21,11 @@ over instead of building one.
 A simulated holder (a test-execution job) makes nothing: it reports
 ``ramdisk-built`` with the path it would have made as soon as it starts,
 and ends when it is canceled (or killed, to keep it).
+
+A holder sees of the agent only its ``HolderContext``.
 """
 
+import dataclasses
 import enum
 import json
 import os
@@ -32,9 +35,9 @@ import flux.constants
 import flux.job
 from flux.hostlist import Hostlist
 
-from flux_rsa.pool import holdertable, jgf, jobspecs, protocol
+from flux_rsa.pool import holdertable, jgf, jobspecs
 from flux_rsa.pool.holdertable import State
-from flux_rsa.pool.subjob import Subjob, _ignore
+from flux_rsa.pool.subjob import Context, Subjob, _ignore
 from flux_rsa.ramdisk import signals
 
 CANCEL_REASON = "flux-rsa: reservation released"
@@ -51,11 +54,19 @@ class Asked(enum.Enum):
     KEEP = "keep"  # go, keeping the RAM disk for a later pool (shutdown)
 
 
-class Holder(Subjob):
-    END = protocol.HOLDER_END
-    CANNOT = "no RAM disk can be made"
+@dataclasses.dataclass(frozen=True)
+class HolderContext(Context):
+    """A holder's part of the agent, besides a subjob's."""
 
-    def __init__(self, agent, jobspec, jobid, gen, adopt=None, adopt_rank=None,
+    policy: object  # the site Policy (granule, ramdisk_root, exported)
+    nodes: object  # Nodes: lend, unlend, down
+    sweep_jobspec: object  # sweep_jobspec(ranks, gone): a sweep on those pool ranks
+    took_over: object  # took_over(path): it holds the kept RAM disk path now
+    gave_up: object  # gave_up(path): it ended before taking path over
+
+
+class Holder(Subjob):
+    def __init__(self, ctx, jobspec, jobid, gen, adopt=None, adopt_rank=None,
                  adopt_granules=0, port=None, secret=None):
         self.key = (jobid, gen)
         self.state = State.PENDING  # what the service was told (holdertable)
@@ -74,18 +85,7 @@ class Holder(Subjob):
         # an adopting holder carries a reservation over: first in the queue,
         # so granules lent to it on a drained node go to it and no other
         urgency = None if adopt is None else flux.constants.FLUX_JOB_URGENCY_EXPEDITE
-        super().__init__(agent, jobspec, urgency=urgency)
-
-    @staticmethod
-    def nothing_ran(key, error=None):
-        """holder-end's fields for a holder that never ran."""
-        jobid, gen = key
-        return {"jobid": jobid, "gen": gen, "error": error, "kept": None}
-
-    def end_fields(self):
-        """holder-end's fields (told again to a repeated hold or cancel)."""
-        jobid, gen = self.key
-        return {"jobid": jobid, "gen": gen, "error": self.error(), "kept": self.kept_path()}
+        super().__init__(ctx, jobspec, urgency=urgency)
 
     def done(self):
         """holder-end was sent: nothing more will happen."""
@@ -101,7 +101,7 @@ class Holder(Subjob):
     def granted(self):
         if not self.R:
             return 0
-        return sum(jgf.R_granules(self.R).values()) * self.agent.policy.granule
+        return sum(jgf.R_granules(self.R).values()) * self.ctx.policy.granule
 
     def granted_by_rank(self):
         return jgf.R_granules(self.R) if self.R else {}
@@ -113,7 +113,7 @@ class Holder(Subjob):
         simulation (nothing to attach)."""
         if self.simulated or self.reported is None:
             return None
-        mounted = "servers" in self.reported or self.agent.policy.exported
+        mounted = "servers" in self.reported or self.ctx.policy.exported
         return {**self.reported, "name": jobspecs.ramdisk_name(*self.key),
                 "same_path": not mounted}
 
@@ -125,15 +125,15 @@ class Holder(Subjob):
     def on_event(self, name):
         if name == "start" and self.simulated and self.path is None:
             # it makes nothing: its RAM disk is where it would have made one
-            self.path = self.adopt or os.path.join(self.agent.policy.ramdisk_root,
+            self.path = self.adopt or os.path.join(self.ctx.policy.ramdisk_root,
                                                    jobspecs.ramdisk_name(*self.key))
         if self.adopt is None:
             return
         if name == "priority":  # the scheduler has it now
             self.queued = True
-            self.agent.nodes.lend(self.key, self.adopt_rank, self.adopt_granules)
+            self.ctx.nodes.lend(self.key, self.adopt_rank, self.adopt_granules)
         elif name in ("alloc", "clean"):
-            self.agent.nodes.unlend(self.key)
+            self.ctx.nodes.unlend(self.key)
 
     def on_stdout(self, line):
         try:
@@ -203,7 +203,7 @@ class Holder(Subjob):
 
     def _unreachable_ranks(self):
         lost = self.lost_rank()
-        return {r for r in self._ranks() if r in self.agent.nodes.down or r == lost}
+        return {r for r in self._ranks() if r in self.ctx.nodes.down or r == lost}
 
     def reachable(self):
         """The pool ranks of its nodes a sweep can run on: every node of
@@ -254,30 +254,30 @@ class Holder(Subjob):
 
     def tell(self, kind, **fields):
         jobid, gen = self.key
-        self.agent.notify(kind, jobid=jobid, gen=gen, **fields)
+        self.ctx.notify(kind, jobid=jobid, gen=gen, **fields)
 
     def take_over_kept(self):
-        self.agent.adopted(self)
+        if self.adopt is not None:
+            self.ctx.took_over(self.adopt)
 
     def note_unreachable(self):
         down = self._unreachable_ranks()
         if down:
-            hosts = ",".join(self.agent.hosts.get(r, str(r)) for r in sorted(down))
+            hosts = ",".join(self.ctx.hosts.get(r, str(r)) for r in sorted(down))
             self.unreachable = (f"its node {hosts} is down, so nothing could remove "
                                 "what is left there (a later pool's start-up sweep does)")
 
     def sweep(self):
         gone = os.path.basename(self.path) if self.path else jobspecs.ramdisk_name(*self.key)
-        js = jobspecs.sweep(self.agent.via, self.agent.policy, self.agent.environment,
-                            ranks=self.reachable(), gone=gone)
-        self.sweeper = Sweeper(self.agent, js, self.update)
+        js = self.ctx.sweep_jobspec(self.reachable(), gone)
+        self.sweeper = Sweeper(self.ctx, js, self.update)
 
     def give_up_kept(self):
-        if self.adopt is not None and self.asked is not Asked.KEEP and self.adopt in self.agent.kept:
-            self.agent.discard_kept(self.adopt)
+        if self.adopt is not None and self.asked is not Asked.KEEP:
+            self.ctx.gave_up(self.adopt)
 
     def forget(self):
-        self.agent.forget(self)
+        self.ctx.ended(self)
 
     def describe(self):
         jobid, gen = self.key
@@ -289,9 +289,9 @@ class Holder(Subjob):
 class Sweeper(Subjob):
     """A sweep on a holder's nodes after it died without cleaning up."""
 
-    def __init__(self, agent, jobspec, then):
+    def __init__(self, ctx, jobspec, then):
         self.then = then
-        super().__init__(agent, jobspec)
+        super().__init__(ctx, jobspec)
 
     def update(self):
         if self.ended:
