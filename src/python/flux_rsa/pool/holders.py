@@ -35,7 +35,7 @@ import flux.constants
 import flux.job
 from flux.hostlist import Hostlist
 
-from flux_rsa.pool import holdertable, jgf, jobspecs
+from flux_rsa.pool import holdertable, jgf, jobspecs, protocol
 from flux_rsa.pool.holdertable import State
 from flux_rsa.pool.subjob import Context, Subjob, _ignore
 from flux_rsa.ramdisk import signals
@@ -66,6 +66,9 @@ class HolderContext(Context):
 
 
 class Holder(Subjob):
+    END = protocol.HOLDER_END
+    CANNOT = "no RAM disk can be made"
+
     def __init__(self, ctx, jobspec, jobid, gen, adopt=None, adopt_rank=None,
                  adopt_granules=0, port=None, secret=None):
         self.key = (jobid, gen)
@@ -86,6 +89,17 @@ class Holder(Subjob):
         # so granules lent to it on a drained node go to it and no other
         urgency = None if adopt is None else flux.constants.FLUX_JOB_URGENCY_EXPEDITE
         super().__init__(ctx, jobspec, urgency=urgency)
+
+    @staticmethod
+    def nothing_ran(key, error=None):
+        """holder-end's fields for a holder that never ran."""
+        jobid, gen = key
+        return {"jobid": jobid, "gen": gen, "error": error, "kept": None}
+
+    def end_fields(self):
+        """holder-end's fields (told again to a repeated hold or cancel)."""
+        jobid, gen = self.key
+        return {"jobid": jobid, "gen": gen, "error": self.error(), "kept": self.kept_path()}
 
     def done(self):
         """holder-end was sent: nothing more will happen."""

@@ -8,6 +8,11 @@ Flux exception.  A purge runs ``flux_rsa.ramdisk purge`` there and ends in
 on any pool node and ends in ``measure-end {ok, bytes, files, error}``.  A
 discard runs ``flux_rsa.ramdisk discard`` on a kept RAM disk's node and
 ends in ``discard-end {path, ok, error}``.
+
+Each kind names its end notification (``END``), its fields
+(``end_fields``), those of one that never ran (``nothing_ran``) and why
+none can run where privileged operations cannot (``CANNOT``): the agent
+serves every request for one the same way (``work.Work.serve``).
 """
 
 import json
@@ -39,6 +44,12 @@ class StageReport:
     """What a stage of either kind says: stage-end's fields, `list`'s entry."""
 
     END = protocol.STAGE_END
+    CANNOT = "cannot stage"
+
+    @staticmethod
+    def nothing_ran(key, error):
+        jobid, seq = key
+        return {"jobid": jobid, "seq": seq, "ok": False, "error": error, "reused": None}
 
     def end_fields(self):
         ok, error = self.outcome()
@@ -183,16 +194,24 @@ class PlainEnd(Reporting):
 class Purge(PlainEnd):
     END = protocol.PURGE_END
     FIELD = "jobid"
+    CANNOT = "cannot drop the inputs"
 
 
 class Measure(Reporting):
     END = protocol.MEASURE_END
+    CANNOT = "cannot measure"
 
     def __init__(self, ctx, jobspec, jobid, seq):
         self.key = (jobid, seq)
         self.result = None
         self.stopped = None  # why it was stopped
         super().__init__(ctx, jobspec)
+
+    @staticmethod
+    def nothing_ran(key, error=None):
+        jobid, seq = key
+        return {"jobid": jobid, "seq": seq, "ok": error is None, "bytes": 0, "files": 0,
+                "error": error}
 
     @property
     def state(self):
@@ -237,3 +256,4 @@ class Discard(PlainEnd):
 
     END = protocol.DISCARD_END
     FIELD = "path"
+    CANNOT = "cannot remove it"
