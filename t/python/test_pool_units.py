@@ -373,12 +373,12 @@ def test_port_blocks_never_overlap_and_come_round_the_range():
 
 def ended_holder(nodelist, status, stderr=None, asked=True):
     """A holder of the pool as it is after ``clean`` (nothing submitted)."""
-    from flux_rsa.pool.holders import Holder
+    from flux_rsa.pool.holders import Asked, Holder
 
     h = Holder.__new__(Holder)
     h.simulated, h.started, h.ended = False, True, True
-    h.kept, h.keeping, h.asked = None, False, asked
-    h.sweeper, h.sweep_skipped = None, None
+    h.kept, h.asked = None, Asked.RELEASE if asked else None
+    h.sweeper, h.unreachable = None, None
     h.exception, h.exception_type = "cancel: flux-rsa: reservation released", "cancel"
     h.status, h.stderr = status, stderr
     h.R = {"version": 1, "execution": {"R_lite": [], "nodelist": [nodelist]}}
@@ -389,12 +389,12 @@ def test_a_holder_over_two_nodes_killed_mid_build_is_swept():
     # a cancel in BOOTING: one task died of SIGTERM before it blocked the
     # signals, the shell killed the other mid-build (SIGKILL): the status
     # is 15, the worst by number, and hides what the second task left
-    assert ended_holder("rsa[0-1]", status=15)._needs_sweep()
+    assert ended_holder("rsa[0-1]", status=15).leftovers()
     # one task, killed by SIGTERM before it blocked the signals: nothing built
-    assert not ended_holder("rsa0", status=15)._needs_sweep()
+    assert not ended_holder("rsa0", status=15).leftovers()
     # every task stopped in order
-    assert not ended_holder("rsa[0-1]", status=0)._needs_sweep()
-    assert ended_holder("rsa0", status=9)._needs_sweep()
+    assert not ended_holder("rsa[0-1]", status=0).leftovers()
+    assert ended_holder("rsa0", status=9).leftovers()
 
 
 def test_a_swept_holder_that_was_asked_to_end_reports_no_error():

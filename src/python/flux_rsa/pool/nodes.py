@@ -26,11 +26,12 @@ from flux_rsa.pool import graph, jgf, protocol
 
 
 class Nodes:
-    def __init__(self, agent, hosts):
-        self.agent = agent
-        self.h = agent.h
+    def __init__(self, h, hosts, granules, log, changed):
+        self.h = h
         self.hosts = hosts  # pool rank -> host name (as the parent names it)
-        self.granules = agent.policy.node_granules
+        self.granules = granules  # memory granules per node
+        self.log = log
+        self.changed = changed  # changed(rank, down): a node went down or came up
         self.drained = {}  # rank -> reason
         self.down = set()  # ranks offline
         self.lent = {}  # holder key -> (rank, [memory paths])
@@ -58,17 +59,18 @@ class Nodes:
 
     # --- drain ---
 
-    def drain(self, rank, reason, done):
-        """Drain ``rank``; ``done(error)`` once Fluxion has it (error None)."""
+    def drain(self, rank, reason, done, adopting=()):
+        """Drain ``rank``; ``done(error)`` once Fluxion has it (error None).
+        ``adopting``: (key, granules) of the holders queued to adopt a kept
+        RAM disk there, drained under their feet: lent what they need."""
         already = rank in self.drained
         self.drained[rank] = reason
         if already:
             done(None)
             return
         self._mark(self.paths(rank), "down", done)
-        for holder in list(self.agent.holders.values()):
-            if holder.waits_to_adopt_on(rank):  # drained under its feet
-                self.lend(holder.key, rank, holder.adopt_granules)
+        for key, granules in adopting:
+            self.lend(key, rank, granules)
 
     def undrain(self, rank, done):
         if rank not in self.drained:
@@ -103,7 +105,7 @@ class Nodes:
             self._mark(free, "up", self._logged(f"lending {len(free)} granule(s) of drained "
                                                 f"{self.hosts[rank]} to an adopting holder"))
         except Exception as exc:
-            self.agent.log(f"lending granules of {self.hosts.get(rank)}: {exc!r}")
+            self.log(f"lending granules of {self.hosts.get(rank)}: {exc!r}")
 
     def unlend(self, key):
         """The adopting holder ``key`` was allocated (or is gone)."""
@@ -114,7 +116,7 @@ class Nodes:
     def _logged(self, what):
         def done(error):
             if error:
-                self.agent.log(f"{what}: {error}")
+                self.log(f"{what}: {error}")
         return done
 
     def _mark(self, paths, status, done):
@@ -135,7 +137,7 @@ class Nodes:
                 if state["left"] == 0:
                     done(state["error"])
             except Exception as exc:  # never let a callback stop the reactor
-                self.agent.log(f"marking {path} {status}: {exc!r}")
+                self.log(f"marking {path} {status}: {exc!r}")
 
         for path in paths:
             self.h.rpc(f"{graph.RESOURCE}.set_status",
@@ -165,6 +167,6 @@ class Nodes:
                     continue
                 (self.down.add if down else self.down.discard)(rank)
                 if self.history_done:
-                    self.agent.node_changed(rank, down)
+                    self.changed(rank, down)
         except Exception as exc:
-            self.agent.log(f"resource journal: {exc!r}")
+            self.log(f"resource journal: {exc!r}")

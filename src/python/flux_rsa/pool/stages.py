@@ -8,6 +8,11 @@ Flux exception.  A purge runs ``flux_rsa.ramdisk purge`` there and ends in
 on any pool node and ends in ``measure-end {ok, bytes, files, error}``.  A
 discard runs ``flux_rsa.ramdisk discard`` on a kept RAM disk's node and
 ends in ``discard-end {path, ok, error}``.
+
+Each kind names its end notification (``END``), its fields
+(``end_fields``), those of one that never ran (``nothing_ran``) and why
+none can run where privileged operations cannot (``CANNOT``): the agent
+serves every request for one the same way (``work.Work.serve``).
 """
 
 import json
@@ -20,8 +25,31 @@ STOP_REASON = "flux-rsa: stage stopped"
 PROGRESS_INTERVAL = 1.0
 
 
+class Reporting(Subjob):
+    """A subjob whose end is one notification (its class's ``END``, with
+    ``end_fields()``), told once; then the agent is told it ended."""
+
+    def __init__(self, ctx, jobspec):
+        self.end_sent = False
+        super().__init__(ctx, jobspec)
+
+    def update(self):
+        if self.ended and not self.end_sent:
+            self.end_sent = True
+            self.ctx.notify(self.END, **self.end_fields())
+            self.ctx.ended(self)
+
+
 class StageReport:
     """What a stage of either kind says: stage-end's fields, `list`'s entry."""
+
+    END = protocol.STAGE_END
+    CANNOT = "cannot stage"
+
+    @staticmethod
+    def nothing_ran(key, error):
+        jobid, seq = key
+        return {"jobid": jobid, "seq": seq, "ok": False, "error": error, "reused": None}
 
     def end_fields(self):
         ok, error = self.outcome()
@@ -35,17 +63,16 @@ class StageReport:
                 "progress": self.progress, "ok": ok, "error": error}
 
 
-class Stage(Subjob, StageReport):
-    def __init__(self, agent, jobspec, jobid, seq):
+class Stage(Reporting, StageReport):
+    def __init__(self, ctx, jobspec, jobid, seq):
         self.key = (jobid, seq)
         self.stopped = False
         self.progress = None
         self.sent_progress = None
         self.last_sent = 0.0
         self.timer = None
-        self.end_sent = False
         self.reused = None  # the replica the stager copied from, if any
-        super().__init__(agent, jobspec)
+        super().__init__(ctx, jobspec)
 
     @property
     def state(self):
@@ -91,7 +118,7 @@ class Stage(Subjob, StageReport):
         self.last_sent = time.monotonic()
         self.sent_progress = self.progress
         jobid, seq = self.key
-        self.agent.notify(protocol.STAGE_PROGRESS, jobid=jobid, seq=seq, progress=self.progress)
+        self.ctx.notify(protocol.STAGE_PROGRESS, jobid=jobid, seq=seq, progress=self.progress)
 
     def _timer(self, *args):
         try:
@@ -99,16 +126,13 @@ class Stage(Subjob, StageReport):
             self.timer = None
             self._send_progress()
         except Exception as exc:
-            self.agent.log(f"{self.name}: {exc!r}")
+            self.ctx.log(f"{self.name}: {exc!r}")
 
     def update(self):
-        if self.ended and not self.end_sent:
-            if self.timer is not None:
-                self.timer.stop()
-                self.timer = None
-            self.end_sent = True
-            self.agent.notify(protocol.STAGE_END, **self.end_fields())
-            self.agent.forget(self)
+        if self.ended and self.timer is not None:
+            self.timer.stop()
+            self.timer = None
+        super().update()
 
 
 class SimulatedStage(StageReport):
@@ -118,15 +142,15 @@ class SimulatedStage(StageReport):
     a timer keeps the pool's own overhead out of benchmarks run on a
     machine far smaller than the RSA nodes they model."""
 
-    def __init__(self, agent, jobid, seq, seconds):
-        self.agent = agent
+    def __init__(self, ctx, jobid, seq, seconds):
+        self.ctx = ctx
         self.key = (jobid, seq)
         self.reused = None
         self.progress = None
         self.stopped = False
         self.ended = False
         self.subjob_id = None  # no subjob
-        self.timer = agent.h.timer_watcher_create(max(0.0, seconds), self._done)
+        self.timer = ctx.h.timer_watcher_create(max(0.0, seconds), self._done)
         self.timer.start()
 
     @property
@@ -148,31 +172,46 @@ class SimulatedStage(StageReport):
             return
         self.ended = True
         self.timer.stop()
-        self.agent.notify(protocol.STAGE_END, **self.end_fields())
-        self.agent.forget(self)
+        self.ctx.notify(self.END, **self.end_fields())
+        self.ctx.ended(self)
 
 
-class Purge(Subjob):
-    def __init__(self, agent, jobspec, jobid):
-        self.key = jobid
-        self.end_sent = False
-        super().__init__(agent, jobspec)
+class PlainEnd(Reporting):
+    """A subjob whose end says whether it worked: ``{FIELD: key, ok, error}``."""
 
-    def update(self):
-        if self.ended and not self.end_sent:
-            self.end_sent = True
-            error = self.failure()
-            self.agent.notify(protocol.PURGE_END, jobid=self.key, ok=error is None, error=error)
-            self.agent.forget(self)
+    def __init__(self, ctx, jobspec, key):
+        self.key = key
+        super().__init__(ctx, jobspec)
+
+    @classmethod
+    def nothing_ran(cls, key, error=None):
+        return {cls.FIELD: key, "ok": error is None, "error": error}
+
+    def end_fields(self):
+        return self.nothing_ran(self.key, self.failure())
 
 
-class Measure(Subjob):
-    def __init__(self, agent, jobspec, jobid, seq):
+class Purge(PlainEnd):
+    END = protocol.PURGE_END
+    FIELD = "jobid"
+    CANNOT = "cannot drop the inputs"
+
+
+class Measure(Reporting):
+    END = protocol.MEASURE_END
+    CANNOT = "cannot measure"
+
+    def __init__(self, ctx, jobspec, jobid, seq):
         self.key = (jobid, seq)
         self.result = None
         self.stopped = None  # why it was stopped
-        self.end_sent = False
-        super().__init__(agent, jobspec)
+        super().__init__(ctx, jobspec)
+
+    @staticmethod
+    def nothing_ran(key, error=None):
+        jobid, seq = key
+        return {"jobid": jobid, "seq": seq, "ok": error is None, "bytes": 0, "files": 0,
+                "error": error}
 
     @property
     def state(self):
@@ -193,7 +232,7 @@ class Measure(Subjob):
             self.result = msg
 
     def outcome(self):
-        """measure-end's fields."""
+        """measure-end's fields but the key."""
         why = self.failure()
         if why is None and self.result is None:
             why = f"{self.name} printed no result"
@@ -202,27 +241,19 @@ class Measure(Subjob):
         return {"ok": True, "bytes": self.result["bytes"], "files": self.result.get("files", 0),
                 "error": None}
 
-    def update(self):
-        if self.ended and not self.end_sent:
-            self.end_sent = True
-            jobid, seq = self.key
-            self.agent.notify(protocol.MEASURE_END, jobid=jobid, seq=seq, **self.outcome())
-            self.agent.forget(self)
+    def end_fields(self):
+        jobid, seq = self.key
+        return {"jobid": jobid, "seq": seq, **self.outcome()}
 
     def describe(self):
         jobid, seq = self.key
         return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": self.jobid}
 
 
-class Discard(Subjob):
-    def __init__(self, agent, jobspec, path):
-        self.key = path
-        self.end_sent = False
-        super().__init__(agent, jobspec)
+class Discard(PlainEnd):
+    """Removes a kept RAM disk (its key is the path); the agent forgets
+    that RAM disk when it is gone."""
 
-    def update(self):
-        if self.ended and not self.end_sent:
-            self.end_sent = True
-            error = self.failure()
-            self.agent.discarded(self.key, error)
-            self.agent.notify(protocol.DISCARD_END, path=self.key, ok=error is None, error=error)
+    END = protocol.DISCARD_END
+    FIELD = "path"
+    CANNOT = "cannot remove it"

@@ -1,17 +1,22 @@
 """One subjob of the pool, followed from submission to ``clean``.
 
 A Subjob submits its jobspec, follows the job's eventlog and its output,
-and keeps what the agent reports: the job's R, whether it started, its
-fatal exception, its exit status, lines on stdout (``on_stdout``) and the
-last line on stderr.  ``ended`` comes once, after ``clean`` *and* the end
+and keeps what Flux reports: the job's R, whether it started, its fatal
+exception, its exit status, lines on stdout (``on_stdout``) and the last
+line on stderr.  ``ended`` comes once, after ``clean`` *and* the end
 of the output (so the last stderr line is known), and subclasses turn
 these facts into notifications in ``update``.  Every callback is guarded:
 an exception is logged, never allowed to stop the agent's reactor.
 
 A simulated subjob (a test-execution job, see ``jobspecs``) runs no shell
 and has no output: only its eventlog is followed.
+
+A subjob sees of the agent only its ``Context``: the pool instance, the
+log, the nodes' names, the notifications to the service and whom to tell
+that its end went out.
 """
 
+import dataclasses
 import os
 import re
 
@@ -26,10 +31,21 @@ OUTPUT_GRACE = 5.0
 _LOST = re.compile(r"node failure on .*\(rank (\d+)\)")
 
 
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """All a subjob may use of the agent."""
+
+    h: object  # the pool instance
+    log: object  # log(text): a line in the agent's log
+    hosts: dict  # pool rank -> host name (to name a lost node)
+    notify: object  # notify(kind, **fields): to the service, in order
+    ended: object  # ended(subjob): its end notification went out
+
+
 class Subjob:
-    def __init__(self, agent, jobspec, urgency=None):
-        self.agent = agent
-        self.h = agent.h
+    def __init__(self, ctx, jobspec, urgency=None):
+        self.ctx = ctx
+        self.h = ctx.h
         self.simulated = jobspecs.simulated(jobspec)
         self.jobid = None
         self.R = None
@@ -94,7 +110,7 @@ class Subjob:
             return None
         lost = self.lost_rank()
         if lost is not None:
-            host = self.agent.hosts.get(lost, f"pool rank {lost}")
+            host = self.ctx.hosts.get(lost, f"pool rank {lost}")
             return (f"{self.name} lost RSA node {host}: its Flux broker failed or the node "
                     f"went down ({self.exception})")
         if self.stderr and self.exception_type in (None, "exec"):
@@ -121,7 +137,7 @@ class Subjob:
         try:
             step(future)
         except Exception as exc:  # an escaped exception would stop the reactor
-            self.agent.log(f"{self.name}: {exc!r}")
+            self.ctx.log(f"{self.name}: {exc!r}")
 
     def _submitted(self, future):
         try:
@@ -222,7 +238,7 @@ class Subjob:
             self._output_done = True
             self._changed()
         except Exception as exc:
-            self.agent.log(f"{self.name}: {exc!r}")
+            self.ctx.log(f"{self.name}: {exc!r}")
 
     def _changed(self):
         if self._clean and self._output_done and not self._want_R and not self.ended:
