@@ -133,3 +133,18 @@ def test_shutdown_keep_in_simulation_reports_the_kept_path():
         if pool.instance.proc.poll() is None:
             pool.shutdown()
         pool.cleanup()
+
+
+def test_shutdown_while_a_simulated_stage_runs_winds_the_pool_down():
+    pool = Pool(simulate_rate=RATE)  # its own: shutting down ends it
+    try:
+        node = hold(pool, 761)["nodes"]
+        pool.service.wait_for("ramdisk-built", jobid=761)
+        stage(pool, 761, 1, 64 * RATE, node)  # a minute of simulated stage-in
+        result, rc = pool.shutdown()
+        assert (result.returncode, rc) == (0, 0), pool.instance.output()
+        assert pool.service.seen("holder-end", jobid=761)
+    finally:
+        if pool.instance.proc.poll() is None:
+            pool.shutdown()
+        pool.cleanup()

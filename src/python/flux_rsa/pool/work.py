@@ -285,7 +285,7 @@ class Work:
                         self.log(f"holder {job.key[0]}.{job.key[1]} has no RAM disk yet: "
                                  "nothing to keep, releasing it")
                     job.release()
-            elif isinstance(job, Stage):
+            elif isinstance(job, (Stage, SimulatedStage)):
                 job.stop()
             elif isinstance(job, Measure):
                 job.stop("pool shutting down")
