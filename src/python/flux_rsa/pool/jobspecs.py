@@ -228,7 +228,6 @@ def simulated(jobspec):
     return "test" in jobspec.jobspec["attributes"]["system"].get("exec", {})
 
 
-
 def _jobspec(task, name, environment, nodes=1, memory=None, rank=None):
     """``rank``: the pool rank (or an idset of ranks, one per node) to run on."""
     command, variables = task
