@@ -4,7 +4,7 @@ import pytest
 
 from flux_rsa.core import IllegalEvent, Policy, accepts, admit, parse_request, process
 from flux_rsa.core import actions as A
-from flux_rsa.core import outputs as O
+from flux_rsa.core import outputs as Out
 from flux_rsa.core import events as E
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
@@ -205,24 +205,24 @@ def test_failed_stage_out_holds_the_ramdisk_until_retry():
 def test_where_the_outputs_stand_for_wait_and_afterstaged():
     rec, _ = booted(job(policy=NO_RETRY))
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6))
-    assert O.outputs(rec) == (O.MOVING, None) and O.after_staged(rec) is None
+    assert Out.outputs(rec) == (Out.MOVING, None) and Out.after_staged(rec) is None
     rec, _ = run(rec, E.Finished(7))
-    assert O.outputs(rec)[0] == O.MOVING and O.after_staged(rec) is None
+    assert Out.outputs(rec)[0] == Out.MOVING and Out.after_staged(rec) is None
     held, _ = run(rec, E.StageEnded(8, 2, False, error="/p/out: Permission denied"))
-    assert O.outputs(held) == (O.HELD, "/p/out: Permission denied") and O.after_staged(held) is None
+    assert Out.outputs(held) == (Out.HELD, "/p/out: Permission denied") and Out.after_staged(held) is None
     gone, _ = run(held, E.Release(9), E.HolderEnded(10, 1))
-    assert O.outputs(gone)[0] == O.LOST
-    assert O.after_staged(gone) == "its outputs were never staged out (/p/out: Permission denied)"
+    assert Out.outputs(gone)[0] == Out.LOST
+    assert Out.after_staged(gone) == "its outputs were never staged out (/p/out: Permission denied)"
     home, _ = run(rec, E.StageEnded(8, 2, True))
-    assert O.outputs(home)[0] == O.MOVING  # outputs home, RAM disk not yet gone
+    assert Out.outputs(home)[0] == Out.MOVING  # outputs home, RAM disk not yet gone
     home, _ = run(home, E.HolderEnded(9, 1))
-    assert O.outputs(home) == (O.HOME, "outputs staged out to /p/out") and O.after_staged(home) is True
+    assert Out.outputs(home) == (Out.HOME, "outputs staged out to /p/out") and Out.after_staged(home) is True
     never, _ = run(job(), E.OnDeck(1), E.Canceled(2), E.HolderEnded(3, 1))
-    assert O.outputs(never)[0] == O.NONE and O.after_staged(never) == "it never ran: it has no outputs"
+    assert Out.outputs(never)[0] == Out.NONE and Out.after_staged(never) == "it never ran: it has no outputs"
     plain, _ = run(job({}), E.Starting(1))
-    assert O.outputs(plain)[0] == O.NONE and O.after_staged(plain) is None  # still running
+    assert Out.outputs(plain)[0] == Out.NONE and Out.after_staged(plain) is None  # still running
     plain, _ = run(plain, E.Finished(2))
-    assert O.after_staged(plain) is True
+    assert Out.after_staged(plain) is True
 
 
 def test_a_stage_out_writes_into_data_out_from_the_job_end_until_the_outputs_settle():
@@ -230,17 +230,17 @@ def test_a_stage_out_writes_into_data_out_from_the_job_end_until_the_outputs_set
     would read a part of the outputs."""
     rec, _ = booted(job(policy=NO_RETRY))
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6))
-    assert O.writing_into(rec) is None  # still running: nothing is written there yet
+    assert Out.writing_into(rec) is None  # still running: nothing is written there yet
     rec, _ = run(rec, E.Finished(7))
-    assert O.writing_into(rec) == "/p/out"
+    assert Out.writing_into(rec) == "/p/out"
     held, _ = run(rec, E.StageEnded(8, 2, False, error="/p/out: Permission denied"))
-    assert O.writing_into(held) == "/p/out"  # a retry would write there again
+    assert Out.writing_into(held) == "/p/out"  # a retry would write there again
     lost, _ = run(held, E.Release(9), E.HolderEnded(10, 1))
-    assert O.writing_into(lost) is None
+    assert Out.writing_into(lost) is None
     home, _ = run(rec, E.StageEnded(8, 2, True), E.HolderEnded(9, 1))
-    assert O.writing_into(home) is None
+    assert Out.writing_into(home) is None
     plain, _ = run(job({}), E.Starting(1), E.Finished(2))
-    assert O.writing_into(plain) is None
+    assert Out.writing_into(plain) is None
 
 
 def test_release_gives_up_a_held_ramdisk_explicitly():

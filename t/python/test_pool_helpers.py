@@ -86,6 +86,7 @@ class Instance:
              f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && '
              'exec cat >/dev/null'],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
         def started():
             if self.proc.poll() is not None:
                 raise RuntimeError(f"flux start failed: {self.output()}")

@@ -33,6 +33,7 @@ def parsed(js, owner=0):
     """The request the entry point reads from a subjob (it must accept it)."""
     return request.parse(task(js)[1], owner)
 
+
 POLICY = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
                 provider="tmpfs")
 SPAN = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",

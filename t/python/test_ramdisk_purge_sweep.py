@@ -144,8 +144,6 @@ def test_sweep_unmounts_a_leftover_tmpfs(space):
     assert os.listdir(root) == []
 
 
-
-
 def test_sweep_after_a_holder_job_ended_ends_its_process_too(space):
     """A holder task killed with its job may outlive the job's end for a
     moment (or, orphaned, for good): the sweep after that job waits for it,

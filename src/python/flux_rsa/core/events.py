@@ -189,4 +189,3 @@ class Started(Event):
     """
 
     env: Optional[Env] = None
-

@@ -40,7 +40,6 @@ MODES = ("copy", "tar", "untar", "script")
 VERIFY = ("size", "checksum", "none")
 
 
-
 def stage_mode(direction, method):
     """The stager mode (one of MODES) of a job's stage ``method`` (None:
     copy, "tar", or a script's path) in ``direction`` ("in" or "out")."""
@@ -49,6 +48,7 @@ def stage_mode(direction, method):
     if method == "tar":
         return "untar" if direction == "in" else "tar"
     return "script"
+
 
 class Refused(ValueError):
     """A request the entry point will not carry out; str() is one line."""

@@ -44,6 +44,7 @@ class JobFacts:
     def pending(self):
         return self.state == SCHED and self.priority is not None
 
+
 def count_nodes(jobspec):
     """Nodes a jobspec asks for (1 when it asks for slots only)."""
 

@@ -236,4 +236,3 @@ def _buffer_copy(sfd, dfd, start, end, delta, buf):
 def buffer(size):
     """A page-aligned buffer (usable with O_DIRECT too)."""
     return mmap.mmap(-1, size)
-
