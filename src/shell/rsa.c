@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <jansson.h>
 #include <flux/core.h>
 
@@ -178,20 +179,26 @@ static int bind_paths (struct rsa_shell *rs, flux_jobid_t id, json_t *attrs,
         .data_out = jstr (attrs, "data_out"),
     };
     char why[512];
+    struct timespec t0, t1;
 
     if (!p.in_area && !p.out_area)
         return 0; /* nothing of it is on the RAM disk */
-    if (!(rs->view = view_create (&p, why, sizeof (why)))) {
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    rs->view = view_create (&p, why, sizeof (why));
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    if (!rs->view) {
         shell_die (1, "rsa.paths=bind: cannot show the RAM disk at the job's "
                    "own paths: %s", why);
         return -1;
     }
-    shell_debug ("%s%s%s shown from the RAM disk %s (a mount namespace of "
-                 "this job)",
+    shell_debug ("%s%s%s shown from the RAM disk %s (a %s mount namespace "
+                 "of this job, made in %.3f ms)",
                  p.in_area ? p.data_in : "",
                  p.in_area && p.out_area ? " and " : "",
                  p.out_area ? p.data_out : "",
-                 p.ramdisk);
+                 p.ramdisk,
+                 view_kind (rs->view),
+                 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     if (view_warning (rs->view))
         shell_warn ("%s", view_warning (rs->view));
     if (p.in_area && watch_switch (rs, id) < 0)
