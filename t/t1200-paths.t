@@ -100,7 +100,7 @@ test_expect_success FIO 'after the stage-out, data_out holds what fio wrote, byt
 		sha256sum <out/fio.$r >sum && test_cmp seen/fio.$r.sha256 sum || return 1
 	done
 '
-test_expect_success 'a plain shell job: its real paths, and a working directory under data_out' '
+test_expect_success 'a plain shell job: its real paths, data_in'"'"'s own mode and mtime, a working directory under data_out' '
 	mkdir out2 &&
 	cat >plain.sh <<-\EOF &&
 	#!/bin/sh
@@ -116,7 +116,8 @@ test_expect_success 'a plain shell job: its real paths, and a working directory 
 	test_must_fail test -e out2/written-in-cwd &&
 	flux rsa wait -t 120 $plain &&
 	test_cmp "in/with space.txt" out2/copy &&
-	test "$(cat out2/y) $(cat out2/written-in-cwd)" = "y relative"
+	test "$(cat out2/y) $(cat out2/written-in-cwd)" = "y relative" &&
+	stat -c "%a %Y" in >expect && test_cmp expect seen/in-top
 '
 test_expect_success 'the switch after rsa.delay: data_in shows persistent storage again' '
 	cat >switch.sh <<-\EOF &&

@@ -44,6 +44,12 @@ test_expect_success 'setup: the instance, A'"'"'s inputs, a job script using rea
 	user_dir $A "$T/$A/seen" && user_dir $A "$T/$A/seen2" &&
 	head -c 1000000 /dev/urandom >"$T/$A/in/x" && cp "$T/$A/in/x" "$T/$A/in2/x" &&
 	chown $A: "$T/$A/in/x" "$T/$A/in2/x" &&
+	touch -d "2011-11-11 11:11:11" "$T/$A/in" "$T/$A/in2" &&
+	# a directory others may search, not its group: the submit-time check (as
+	# the instance owner) gets through, A'"'"'s group does not
+	user_dir $A "$T/$A/private" 701 && user_dir $A "$T/$A/private/in" 755 &&
+	echo secret >"$T/$A/private/in/s" && chown $A: "$T/$A/private/in/s" &&
+	touch -d "2012-12-12 12:12:12" "$T/$A/private/in" &&
 	cat >"$T/job.sh" <<-\EOF &&
 	#!/bin/sh
 	# job.sh IN OUT SEEN: an unmodified program: its paths from its command line
@@ -55,6 +61,7 @@ test_expect_success 'setup: the instance, A'"'"'s inputs, a job script using rea
 	cat /proc/self/uid_map >"$seen/uid_map.$r"
 	stat -c %U /etc/passwd >"$seen/root-shows-as.$r"
 	id -u >"$seen/uid.$r"
+	stat -c "%a %U %G %Y" "$in" >"$seen/in-top.$r"
 	echo ready >"$seen/ready.$r"
 	while ! test -e "$seen/go"; do sleep 0.1; done
 	EOF
@@ -85,6 +92,8 @@ test_expect_success 'both run as A, with the RAM disk at their own paths, in a u
 	done &&
 	test "$(cat "$T/$A/seen2/uid_map.1" | tr -s " " | sed "s/^ //")" = "$uid $uid 1" &&
 	test "$(cat "$T/$A/seen/root-shows-as.0")" = nobody &&
+	stat -c "%a %U %G %Y" "$T/$A/in" >expect && test_cmp expect "$T/$A/seen/in-top.0" &&
+	stat -c "%a %U %G %Y" "$T/$A/in2" >expect && test_cmp expect "$T/$A/seen2/in-top.1" &&
 	flux rsa status -o "{paths}" -n $one $two >paths &&
 	printf "in=ramdisk,out=ramdisk\nin=ramdisk,out=ramdisk\n" >expect && test_cmp expect paths
 '
@@ -110,22 +119,25 @@ test_expect_success 'the jobs end; their outputs come home byte-identical and ow
 	test "$(cat "$T/$A/out2/y.1")" = "written by rank 1" &&
 	test -z "$(find "$T/$A/out" "$T/$A/out2" ! -user $A)"
 '
-test_expect_success 'the switch: after flux rsa release-input, data_in shows persistent storage' '
+test_expect_success 'data_in under a directory closed to its group: its top shows only owner bits, then persistent storage' '
 	cat >"$T/switch.sh" <<-\EOF &&
 	#!/bin/sh
 	in=$1 seen=$2
 	findmnt -n -o FSTYPE --mountpoint "$in" >"$seen/before" || echo none >"$seen/before"
+	stat -c "%a %Y" "$in" >"$seen/before-top"
 	flux rsa release-input >/dev/null
 	findmnt -n -o FSTYPE --mountpoint "$in" >"$seen/after" || echo none >"$seen/after"
-	stat -c "%a" "$in" >"$seen/after-mode"
+	stat -c "%a %Y" "$in" >"$seen/after-top"
 	EOF
 	chmod 755 "$T/switch.sh" && user_dir $A "$T/$A/seen3" &&
-	s=$(mu_as $A flux submit -N1 --setattr=rsa.data_in="$T/$A/in" --setattr=rsa.data_out="$T/$A/out" \
-		--setattr=rsa.on_late=wait "$T/switch.sh" "$T/$A/in" "$T/$A/seen3") &&
+	s=$(mu_as $A flux submit -N1 --setattr=rsa.data_in="$T/$A/private/in" --setattr=rsa.data_out="$T/$A/out" \
+		--setattr=rsa.on_late=wait "$T/switch.sh" "$T/$A/private/in" "$T/$A/seen3") &&
 	mu_as $A flux rsa wait -t 120 $s &&
 	test "$(cat "$T/$A/seen3/before")" = fuse.glusterfs &&
 	test "$(cat "$T/$A/seen3/after")" = none &&
-	test "$(cat "$T/$A/seen3/after-mode")" = 750
+	mtime=$(stat -c %Y "$T/$A/private/in") &&
+	test "$(cat "$T/$A/seen3/before-top")" = "700 $mtime" &&
+	test "$(cat "$T/$A/seen3/after-top")" = "755 $mtime"
 '
 test_expect_success 'nothing of the jobs is left on any node: no mount, process or namespace' '
 	rsa_at_rest $one 90 && rsa_at_rest $two 90 && rsa_at_rest $s 90 &&

@@ -201,6 +201,9 @@ static int bind_paths (struct rsa_shell *rs, flux_jobid_t id, json_t *attrs,
                  (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     if (view_warning (rs->view))
         shell_warn ("%s", view_warning (rs->view));
+    if (view_top_note (rs->view))
+        shell_debug ("%s shows its top directory with %s", p.data_in,
+                     view_top_note (rs->view));
     if (p.in_area && watch_switch (rs, id) < 0)
         return -1;
     return 0;

@@ -25,6 +25,17 @@
  *  3. A bind mount of each area over its target, checked afterwards (the
  *     target's path now shows the area's directory).  A working directory
  *     under a target is entered again through the new mount.
+ *
+ * The staged inputs' top directory is the RAM disk's in/ area, private to
+ * the job's user (0700) and as old as the stage-in.  So that data_in's
+ * path shows the persistent directory as it is, in/ is given data_in's
+ * mtime, its group (when the user may: a member of it), and its mode when
+ * that opens nothing persistent storage keeps closed: data_in is reached
+ * through directories everyone may search (its mode then protects it
+ * alike on both); else only data_in's owner bits (in/ stays closed to
+ * others on the RSA and compute nodes, as data_in's parents keep it on
+ * persistent storage).  Its owner is the job's user (only root could
+ * change it).
  */
 
 #if HAVE_CONFIG_H
@@ -69,6 +80,7 @@ struct view {
     struct area out;
     const char *kind;
     char *warning;
+    char *top_note;         /* how in/'s top differs from data_in's, or NULL */
 };
 
 static void say (char *why, size_t len, const char *fmt, ...)
@@ -245,6 +257,80 @@ static int area_reopen (struct area *a, char *why, size_t len)
         return -1;
     }
     return 0;
+}
+
+/* Can everyone search every directory above path (a real path)? */
+static int public_above (const char *path)
+{
+    char *copy = strdup (path);
+    char *slash;
+    struct stat st;
+    int ok = copy != NULL;
+
+    while (ok && (slash = strrchr (copy, '/'))) {
+        if (slash == copy)
+            slash[1] = '\0'; /* "/" itself */
+        else
+            *slash = '\0';
+        if (stat (copy, &st) < 0 || (st.st_mode & 0011) != 0011)
+            ok = 0;
+        if (!strcmp (copy, "/"))
+            break;
+    }
+    free (copy);
+    return ok;
+}
+
+/* Give the in/ area (the staged copy's top) data_in's mtime, group and
+ * mode as far as that exposes nothing (see the opening comment).  What
+ * cannot be matched is noted, not fatal.
+ */
+static void match_top (struct view *v, const char *src, const char *data_in)
+{
+    struct stat want, have;
+    struct timespec times[2];
+    mode_t mode;
+    int fd;
+    char note[512] = "";
+
+    if (stat (data_in, &want) < 0
+        || (fd = open (src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return;
+    if (fstat (fd, &have) < 0)
+        goto out;
+    if (have.st_uid != want.st_uid || have.st_gid != want.st_gid) {
+        if (fchown (fd, want.st_uid, want.st_gid) < 0
+            && want.st_gid != have.st_gid)
+            (void)fchown (fd, (uid_t)-1, want.st_gid);
+        (void)fstat (fd, &have);
+    }
+    mode = want.st_mode & 07777;
+    if (!v->in.real || !public_above (v->in.real)) {
+        mode &= 07700;
+        if (mode != (want.st_mode & 07777))
+            snprintf (note, sizeof (note), "mode %04o, not %04o (a directory "
+                      "above it is closed to others)", (unsigned)mode,
+                      (unsigned)(want.st_mode & 07777));
+    }
+    else if (have.st_gid != want.st_gid) {
+        mode = (mode & ~(mode_t)0070) | ((mode & 0007) << 3);
+        snprintf (note, sizeof (note), "group %ju, not %ju", (uintmax_t)have.st_gid,
+                  (uintmax_t)want.st_gid);
+    }
+    if (have.st_uid != want.st_uid) {
+        size_t n = strlen (note);
+        snprintf (note + n, sizeof (note) - n, "%sowner %ju, not %ju",
+                  n ? ", " : "", (uintmax_t)have.st_uid, (uintmax_t)want.st_uid);
+    }
+    times[0] = want.st_atim;
+    times[1] = want.st_mtim;
+    if (fchmod (fd, mode) < 0 || futimens (fd, times) < 0)
+        snprintf (note, sizeof (note), "its mode and mtime could not be set: %s",
+                  strerror (errno));
+    if (note[0])
+        v->top_note = strdup (note);
+out:
+    close (fd);
 }
 
 static int write_file (const char *path, const char *text)
@@ -434,8 +520,11 @@ struct view *view_create (const struct view_paths *p, char *why, size_t len)
         || (p->in_area && area_open (&v->in, p->ramdisk, "in", p->in_area,
                                      p->data_in, dev, why, len) < 0)
         || (p->out_area && area_open (&v->out, p->ramdisk, "out", p->out_area,
-                                      p->data_out, dev, why, len) < 0)
-        || enter_namespace (v, why, len) < 0
+                                      p->data_out, dev, why, len) < 0))
+        goto error;
+    if (p->in_area)
+        match_top (v, p->in_area, p->data_in);
+    if (enter_namespace (v, why, len) < 0
         || area_bind (&v->in, why, len) < 0
         || area_bind (&v->out, why, len) < 0)
         goto error;
@@ -467,6 +556,11 @@ const char *view_warning (struct view *v)
     return v ? v->warning : NULL;
 }
 
+const char *view_top_note (struct view *v)
+{
+    return v ? v->top_note : NULL;
+}
+
 const char *view_kind (struct view *v)
 {
     return v ? v->kind : NULL;
@@ -479,6 +573,7 @@ void view_destroy (struct view *v)
         area_clear (&v->in);
         area_clear (&v->out);
         free (v->warning);
+        free (v->top_note);
         free (v);
         errno = saved_errno;
     }

@@ -32,6 +32,11 @@ int view_release_input (struct view *v);
 /* Something the job should know (e.g. its working directory), or NULL. */
 const char *view_warning (struct view *v);
 
+/* How data_in's top directory, as the job sees it, differs from the
+ * persistent one (mode, group, owner), or NULL when it does not.
+ */
+const char *view_top_note (struct view *v);
+
 /* "user" when the namespace is inside a user namespace of the job's
  * user, "plain" when the shell could make it directly.
  */
