@@ -139,8 +139,21 @@ test_expect_success 'data_in under a directory closed to its group: its top show
 	test "$(cat "$T/$A/seen3/before-top")" = "700 $mtime" &&
 	test "$(cat "$T/$A/seen3/after-top")" = "755 $mtime"
 '
+test_expect_success 'the flux run steps of A'"'"'s flux batch job see data_out on the RAM disk' '
+	user_dir $A "$T/$A/out5" &&
+	cat >"$T/batch.sh" <<-\EOF &&
+	#!/bin/sh
+	flux run -N2 -n2 sh -c "findmnt -n -o FSTYPE --mountpoint \"\$1\" >\"\$1/step.\$FLUX_TASK_RANK\"" step "$1"
+	EOF
+	chmod 755 "$T/batch.sh" &&
+	bt=$(mu_as $A flux batch -N2 --setattr=rsa.data_out="$T/$A/out5" --setattr=rsa.capacity=8M \
+		--setattr=rsa.on_late=wait --output="$T/$A/batch.out" "$T/batch.sh" "$T/$A/out5") &&
+	mu_as $A flux rsa wait -t 120 $bt &&
+	test "$(cat "$T/$A/out5/step.0") $(cat "$T/$A/out5/step.1")" = "fuse.glusterfs fuse.glusterfs" &&
+	test -z "$(find "$T/$A/out5" ! -user $A)"
+'
 test_expect_success 'nothing of the jobs is left on any node: no mount, process or namespace' '
-	rsa_at_rest $one 90 && rsa_at_rest $two 90 && rsa_at_rest $s 90 &&
+	rsa_at_rest $one 90 && rsa_at_rest $two 90 && rsa_at_rest $s 90 && rsa_at_rest $bt 90 &&
 	rsa_nothing_left &&
 	test -z "$(pgrep -u $A)" &&
 	! lsns -n -o USER -t user | grep -qx $A &&
