@@ -242,8 +242,21 @@ test_expect_success IOR 'IOR in a flux batch job: two flux run -n4 steps, file p
 	grep "^read " seen7/read.txt &&
 	(cd out7 && sha256sum ior.dat.*) >sums && test_cmp seen7/sums sums
 '
+test_expect_success 'a view that cannot be made fails the job, saying why and what to do' '
+	mkdir gone out8 && echo x >gone/x &&
+	blocker=$(rsa_hold_compute) &&
+	nov=$(flux submit -N1 -n1 --setattr=rsa.data_in="$PWD/gone" --setattr=rsa.data_out="$PWD/out8" \
+		echo ran) &&
+	rsa_wait_state $nov READY 90 &&
+	mv gone gone.moved &&
+	flux cancel $blocker &&
+	test_must_fail flux job attach $nov 2>attach.err &&
+	grep "rsa.data_in $PWD/gone: No such file or directory" attach.err &&
+	grep "submit with --setattr=rsa.paths=env" attach.err &&
+	flux job eventlog $nov | grep "exception.*rsa.paths=bind: cannot show the RAM disk"
+'
 test_expect_success 'nothing is left: no mount at the jobs'"'"' paths, no RAM disk, no job' '
-	for id in $fio $plain $sw $late $feat $mv6 $batch $ior; do
+	for id in $fio $plain $sw $late $feat $mv6 $batch $ior $nov; do
 		rsa_at_rest $id 120 || return 1
 	done &&
 	test -z "$(mounted_at "$PWD/in" "$PWD/out" "$PWD/out2" "$PWD/out3" "$PWD/out4" \

@@ -188,7 +188,9 @@ static int bind_paths (struct rsa_shell *rs, flux_jobid_t id, json_t *attrs,
     clock_gettime (CLOCK_MONOTONIC, &t1);
     if (!rs->view) {
         shell_die (1, "rsa.paths=bind: cannot show the RAM disk at the job's "
-                   "own paths: %s", why);
+                   "own paths: %s (or submit with --setattr=rsa.paths=env: "
+                   "the job then finds its RAM disk through RSA_DATA_IN and "
+                   "RSA_DATA_OUT only)", why);
         return -1;
     }
     shell_debug ("%s%s%s shown from the RAM disk %s (a %s mount namespace "

@@ -60,8 +60,6 @@
 #include "view.h"
 
 #define MARKER ".rsa-ramdisk"
-#define FIX " (or submit with --setattr=rsa.paths=env: the job then finds " \
-            "its RAM disk through RSA_DATA_IN and RSA_DATA_OUT only)"
 
 struct area {
     const char *key;        /* "rsa.data_in" */
@@ -380,13 +378,13 @@ static void userns_refused (int e, char *why, size_t len)
     switch (e) {
         case EINVAL:
             say (why, len, "a user namespace cannot be made: the job shell "
-                 "runs %d threads (it must be single-threaded)" FIX, threads ());
+                 "runs %d threads (it must be single-threaded)", threads ());
             break;
         case ENOSPC:
             read_line ("/proc/sys/user/max_user_namespaces", max, sizeof (max));
             say (why, len, "a user namespace cannot be made: none are left "
                  "(sysctl user.max_user_namespaces is %s; the site must raise "
-                 "it)" FIX, max);
+                 "it)", max);
             break;
         case EPERM:
         case EACCES:
@@ -394,10 +392,10 @@ static void userns_refused (int e, char *why, size_t len)
                  "not let users make them (%s: sysctl "
                  "kernel.unprivileged_userns_clone, "
                  "kernel.apparmor_restrict_unprivileged_userns, or a security "
-                 "policy)" FIX, strerror (e));
+                 "policy)", strerror (e));
             break;
         default:
-            say (why, len, "a user namespace cannot be made: %s" FIX,
+            say (why, len, "a user namespace cannot be made: %s",
                  strerror (e));
     }
 }
@@ -414,7 +412,7 @@ static int enter_namespace (struct view *v, char *why, size_t len)
     if (unshare (CLONE_NEWNS) == 0)
         v->kind = "plain";
     else if (errno != EPERM) {
-        say (why, len, "a mount namespace cannot be made: %s" FIX,
+        say (why, len, "a mount namespace cannot be made: %s",
              strerror (errno));
         return -1;
     }
