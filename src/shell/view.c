@@ -202,8 +202,14 @@ static int area_open (struct area *a, const char *ramdisk, const char *name,
     }
     if ((a->src_fd = open (src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0
         || fstat (a->src_fd, &a->src_st) < 0) {
-        say (why, len, "the RAM disk's %s area %s: %s", name, src,
-             strerror (errno));
+        struct stat st;
+        int e = errno;
+        if (lstat (src, &st) == 0 && S_ISLNK (st.st_mode))
+            say (why, len, "the RAM disk's %s area %s is a symbolic link (not "
+                 "followed)", name, src);
+        else
+            say (why, len, "the RAM disk's %s area %s: %s", name, src,
+                 strerror (e));
         return -1;
     }
     if (a->src_st.st_uid != getuid () || a->src_st.st_dev != dev) {
