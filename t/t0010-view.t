@@ -59,6 +59,23 @@ test_expect_success 'as another user: a user namespace mapping only that user' '
 	test "$(cat "$RD/rd/out/w")" = written && ! test -e pout/w &&
 	chown -R root pin pout
 '
+test_expect_success 'data_in with an ACL: its top shows only the owner bits (mode bits do not say all)' '
+	ramdisk 0 && chmod 755 pin &&
+	py=${PYTHON:-python3} &&
+	$py -c "
+import os, struct, sys
+# user::rwx user:nobody:--- group::r-x mask::r-x other::r-x
+entries = [(1, 7, 0xffffffff), (2, 0, int(sys.argv[2])), (4, 5, 0xffffffff),
+           (0x10, 5, 0xffffffff), (0x20, 5, 0xffffffff)]
+acl = struct.pack(\"<I\", 2) + b\"\".join(struct.pack(\"<HHI\", *e) for e in entries)
+os.setxattr(sys.argv[1], \"system.posix_acl_access\", acl)
+" pin $NOBODY &&
+	view stat -c %a pin >out &&
+	grep "^top: mode 0700, not 0755 (a directory above it is closed to others, or has an ACL)" out &&
+	grep -x 700 out &&
+	$py -c "import os, sys; os.removexattr(sys.argv[1], \"system.posix_acl_access\")" pin &&
+	chmod 750 pin
+'
 test_expect_success 'the RAM disk of another job is refused' '
 	ramdisk 0 43 &&
 	test_must_fail view true >out &&

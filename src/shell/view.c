@@ -31,8 +31,9 @@
  * path shows the persistent directory as it is, in/ is given data_in's
  * mtime, its group (when the user may: a member of it), and its mode when
  * that opens nothing persistent storage keeps closed: data_in is reached
- * through directories everyone may search (its mode then protects it
- * alike on both); else only data_in's owner bits (in/ stays closed to
+ * through directories everyone may search, none of them (nor data_in)
+ * with an access control list (its mode then protects it alike on both);
+ * else only data_in's owner bits (in/ stays closed to
  * others on the RSA and compute nodes, as data_in's parents keep it on
  * persistent storage).  Its owner is the job's user (only root could
  * change it).
@@ -54,6 +55,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <jansson.h>
 
@@ -263,20 +265,30 @@ static int area_reopen (struct area *a, char *why, size_t len)
     return 0;
 }
 
-/* Can everyone search every directory above path (a real path)? */
+/* Does path carry an access control list (its mode bits may not say all)? */
+static int has_acl (const char *path)
+{
+    return getxattr (path, "system.posix_acl_access", NULL, 0) >= 0
+           || getxattr (path, "system.nfs4_acl", NULL, 0) >= 0;
+}
+
+/* Can everyone search every directory above path (a real path), and do
+ * mode bits alone say who may use it?
+ */
 static int public_above (const char *path)
 {
     char *copy = strdup (path);
     char *slash;
     struct stat st;
-    int ok = copy != NULL;
+    int ok = copy != NULL && !has_acl (path);
 
     while (ok && (slash = strrchr (copy, '/'))) {
         if (slash == copy)
             slash[1] = '\0'; /* "/" itself */
         else
             *slash = '\0';
-        if (stat (copy, &st) < 0 || (st.st_mode & 0011) != 0011)
+        if (stat (copy, &st) < 0 || (st.st_mode & 0011) != 0011
+            || has_acl (copy))
             ok = 0;
         if (!strcmp (copy, "/"))
             break;
@@ -313,7 +325,7 @@ static void match_top (struct view *v, const char *src, const char *data_in)
         mode &= 07700;
         if (mode != (want.st_mode & 07777))
             snprintf (note, sizeof (note), "mode %04o, not %04o (a directory "
-                      "above it is closed to others)", (unsigned)mode,
+                      "above it is closed to others, or has an ACL)", (unsigned)mode,
                       (unsigned)(want.st_mode & 07777));
     }
     else if (have.st_gid != want.st_gid) {
