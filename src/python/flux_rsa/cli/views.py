@@ -34,7 +34,7 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "long": {
-                "description": "default plus owner, paths, what the job sees at them, restages and where it is attached",
+                "description": "default plus owner, paths, what the job saw at them, restages, where attached",
                 "format": (
                     "{id.f58:>12} {user:<8.8} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
                     "{progress:>18} {restages:>3} {data_in} -> {data_out} {paths} {attached} {note}"
