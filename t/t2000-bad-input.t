@@ -32,7 +32,7 @@ OUT='an absolute path to a directory to stage out to'
 METHOD='"copy", "tar", or the absolute path of an executable script'
 DELAY='how long the inputs stay after start: seconds or a duration such as "90s", "5m", "2h", at most "30d"'
 SIZE='a RAM-disk size with a unit, such as "512M", "16G" or "2T"; K, M, G, T, P count in powers of 1024'
-KNOWN='known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify'
+KNOWN='known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths'
 TABLE='(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)'
 CAN_READ='(must be an existing directory you can read)'
 CAN_WRITE='(must be an existing directory you can write)'
@@ -269,6 +269,9 @@ rsa.on_late: 'never' is not allowed ("ignore" to start on data_in, or "wait" to 
 EOF
 submit 'unknown verify' --setattr=rsa.verify=md5 <<EOF
 rsa.verify: 'md5' is not allowed ("size" or "checksum")
+EOF
+submit 'unknown paths' --setattr=rsa.paths=overlay <<EOF
+rsa.paths: 'overlay' is not allowed ("bind" (the job sees the RAM disk at data_in's and data_out's own paths) or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it))
 EOF
 
 # --- what never reaches the validator: job-ingest refuses the JSON ---------

@@ -95,7 +95,7 @@ assert p[\"mode\"] == \"imp\" and p[\"error\"] is None, p
 test_expect_success 'setup: each user has data of their own' '
 	for u in $MU_A $MU_B; do
 		user_dir $u "$T/$u" &&
-		rsa_make_tree "$T/$u/in" && mkdir "$T/$u/out" &&
+		rsa_make_tree "$T/$u/in" && chmod 750 "$T/$u/in" && mkdir "$T/$u/out" &&
 		echo "$u private" >"$T/$u/in/private.txt" && chmod 600 "$T/$u/in/private.txt" &&
 		chown -R $u: "$T/$u" || return 1
 	done &&
@@ -132,6 +132,7 @@ test_expect_success 'their RAM disks are tmpfs mounts whose areas belong to them
 	test "$(owner_on $a "$ra/in/private.txt")" = $MU_A
 '
 test_expect_success 'B cannot read A'"'"'s RAM disk, see A'"'"'s record, retry or release A'"'"'s job' '
+	test_must_fail runuser -u $MU_B -- ls "$T/$MU_A/in" &&
 	test_must_fail rsa_on_ramdisk $a runuser -u $MU_B -- ls "$ra/in" 2>ls.err &&
 	grep "Permission denied" ls.err &&
 	test_must_fail rsa_on_ramdisk $a runuser -u $MU_B -- cat "$ra/in/private.txt" &&

@@ -25,7 +25,7 @@ import flux.job
 import flux.util
 from flux.job import JobID
 
-from flux_rsa.cli import demo, timeline, views, watch
+from flux_rsa.cli import demo, paths, timeline, views, watch
 
 LOGGER = logging.getLogger("flux-rsa")
 
@@ -162,7 +162,18 @@ def cmd_release_input(args):
     jobid = args.jobid or os.environ.get("FLUX_JOB_ID")
     if jobid is None:
         raise SystemExit("flux-rsa: release-input: give a JOBID or run it inside the job (FLUX_JOB_ID is not set)")
-    rec = rpc(flux.Flux(), "rsa.release-input", {"id": int(JobID(jobid))})
+    h = flux.Flux()
+    inside = JobID(jobid) == JobID(os.environ.get("FLUX_JOB_ID", 0)) and os.environ.get("RSA_DATA_IN")
+    shown = False
+    if inside:  # this job's own data_in may show the inputs (rsa.paths=bind)
+        before = records(h, [JobID(jobid)])
+        shown = bool(before) and paths.shows_inputs(before[0], os.environ["RSA_DATA_IN"])
+    rec = rpc(h, "rsa.release-input", {"id": int(JobID(jobid))})
+    if shown:
+        data_in = before[0]["request"]["data_in"]
+        if not paths.wait_inputs_gone(data_in, os.environ["RSA_DATA_IN"]):
+            LOGGER.warning(f"{data_in} still shows the inputs on the RAM disk: the job shell did not "
+                           "remove its mount there (see the job's output)")
     print(f"{JobID(jobid).f58}: inputs released ({rec['rsa_state']})")
 
 

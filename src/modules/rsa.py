@@ -17,6 +17,7 @@ from flux_rsa.core import BadConfig, Policy
 from flux_rsa.core import events as E
 from flux_rsa.service.pool_start import start_pool
 from flux_rsa.service.service import Service
+from flux_rsa.service.userns import job_namespaces
 
 
 def _owner(msg):
@@ -26,12 +27,17 @@ def _owner(msg):
 class RsaModule(BrokerModule):
     def __init__(self, h, *args):
         super().__init__(h, *args)
+        # [rsa] paths = "auto": may job shells make their mount namespace here?
+        self.userns, why = job_namespaces()
         try:
             policy = Policy.from_config(h.conf_get("rsa", default={}, update=True),
-                                        imp=h.conf_get("exec.imp", default=""))
+                                        imp=h.conf_get("exec.imp", default=""), userns=self.userns)
         except BadConfig as exc:
             self.log.error(f"rsa: {exc}")
             raise
+        if why and policy.paths == "auto":
+            self.log.warning(f"rsa: jobs get rsa.paths=env unless they ask: job shells cannot make "
+                             f"a user namespace on this node ({why})")
         self.service = Service(h, self.log, policy, launch_pool=start_pool)
         self.service.start()
 
@@ -115,7 +121,8 @@ class RsaModule(BrokerModule):
             conf = msg.payload.get("conf", msg.payload) if isinstance(msg.payload, dict) else {}
             try:
                 self.service.policy = Policy.from_config(conf.get("rsa", {}),
-                                                         imp=conf.get("exec", {}).get("imp", ""))
+                                                         imp=conf.get("exec", {}).get("imp", ""),
+                                                         userns=self.userns)
             except BadConfig as exc:
                 raise OSError(errno.EINVAL, str(exc)) from None
             return {}

@@ -1,4 +1,4 @@
-/* rsa.c - flux-rsa job shell plugin: give the job its RSA environment.
+/* rsa.c - flux-rsa job shell plugin: where the job finds its RAM disk.
  *
  * For a job that asked for RSA (attributes.system.rsa), read the job's
  * "rsa-ready" event (posted by the rsa jobtap plugin before the job is
@@ -14,18 +14,45 @@
  * within the timeout (shell option rsa.timeout, default 30s; the jobtap
  * plugin is probably not loaded) the job gets its persistent directories
  * and a warning.
+ *
+ * When rsa-ready says paths "bind" (rsa.paths, see core/paths.py), the
+ * job's tasks on this node also see the RAM disk at the job's own paths:
+ * before the first task starts, the shell moves itself (and so every task
+ * it will start) into a mount namespace of its own (view.c):
+ *
+ *   - the staged inputs are bind-mounted over the job's rsa.data_in when
+ *     they were staged in time, the output area over rsa.data_out;
+ *   - when the inputs are released (the "rsa-input-released" event:
+ *     rsa.delay elapsed, or flux rsa release-input), the shell unmounts
+ *     data_in there: the path shows persistent storage again;
+ *   - the namespace ends with the job's last process on the node.
+ *
+ * If the view cannot be made the job fails, saying why: a job that asked
+ * for its paths must not write to persistent storage behind its RAM disk.
  */
 
 #if HAVE_CONFIG_H
 #include "config.h"
 #endif
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <jansson.h>
 #include <flux/core.h>
 
 #define FLUX_SHELL_PLUGIN_NAME "rsa"
 #include <flux/shell.h>
+
+#include "view.h"
+
+#define SWITCH_EVENT "rsa-input-released"
+
+struct rsa_shell {
+    flux_shell_t *shell;
+    struct view *view;          /* the job's paths on this node, or NULL */
+    flux_future_t *watch;       /* the eventlog, for the switch */
+};
 
 static const char *jstr (json_t *o, const char *key)
 {
@@ -89,10 +116,106 @@ static int wait_ready (flux_t *h, flux_jobid_t id, double timeout,
     return rc;
 }
 
+/* An entry of the job's eventlog while tasks run: at the switch, data_in
+ * shows persistent storage again.  The watch ends with the shell.
+ */
+static void switch_cb (flux_future_t *f, void *arg)
+{
+    struct rsa_shell *rs = arg;
+    const char *entry;
+    json_t *o;
+    const char *name;
+
+    if (flux_job_event_watch_get (f, &entry) < 0) {
+        if (errno != ENODATA)
+            shell_log_errno ("watching the eventlog for %s: data_in keeps "
+                             "showing the RAM disk", SWITCH_EVENT);
+        return;
+    }
+    o = json_loads (entry, 0, NULL);
+    name = jstr (o, "name");
+    if (name && !strcmp (name, SWITCH_EVENT) && rs->view) {
+        if (view_release_input (rs->view) < 0)
+            shell_log_errno ("inputs released, but data_in still shows them");
+    }
+    json_decref (o);
+    flux_future_reset (f);
+}
+
+static int watch_switch (struct rsa_shell *rs, flux_jobid_t id)
+{
+    flux_t *h = flux_shell_get_flux (rs->shell);
+
+    if (!(rs->watch = flux_job_event_watch (h, id, "eventlog", 0))
+        || flux_future_then (rs->watch, -1., switch_cb, rs) < 0)
+        return shell_log_errno ("watching the eventlog for %s", SWITCH_EVENT);
+    return 0;
+}
+
+static void rsa_shell_destroy (void *arg)
+{
+    struct rsa_shell *rs = arg;
+    if (rs) {
+        int saved_errno = errno;
+        flux_future_destroy (rs->watch);
+        view_destroy (rs->view);
+        free (rs);
+        errno = saved_errno;
+    }
+}
+
+/* rsa-ready said "bind": show the RAM disk at the job's own paths. */
+static int bind_paths (struct rsa_shell *rs, flux_jobid_t id, json_t *attrs,
+                       json_t *env)
+{
+    struct view_paths p = {
+        .jobid = id,
+        .ramdisk = jstr (env, "ramdisk"),
+        .in_area = json_is_true (json_object_get (env, "staged_in"))
+                   ? jstr (env, "data_in") : NULL,
+        .out_area = json_is_true (json_object_get (env, "out_on_ramdisk"))
+                    ? jstr (env, "data_out") : NULL,
+        .data_in = jstr (attrs, "data_in"),
+        .data_out = jstr (attrs, "data_out"),
+    };
+    char why[512];
+    struct timespec t0, t1;
+
+    if (!p.in_area && !p.out_area)
+        return 0; /* nothing of it is on the RAM disk */
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    rs->view = view_create (&p, why, sizeof (why));
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    if (!rs->view) {
+        shell_die (1, "rsa.paths=bind: cannot show the RAM disk at the job's "
+                   "own paths: %s (or submit with --setattr=rsa.paths=env: "
+                   "the job then finds its RAM disk through RSA_DATA_IN and "
+                   "RSA_DATA_OUT only)", why);
+        return -1;
+    }
+    shell_debug ("%s%s%s shown from the RAM disk %s (a %s mount namespace "
+                 "of this job, made in %.3f ms)",
+                 p.in_area ? p.data_in : "",
+                 p.in_area && p.out_area ? " and " : "",
+                 p.out_area ? p.data_out : "",
+                 p.ramdisk,
+                 view_kind (rs->view),
+                 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    if (view_warning (rs->view))
+        shell_warn ("%s", view_warning (rs->view));
+    if (view_top_note (rs->view))
+        shell_debug ("%s shows its top directory with %s", p.data_in,
+                     view_top_note (rs->view));
+    if (p.in_area && watch_switch (rs, id) < 0)
+        return -1;
+    return 0;
+}
+
 static int init_cb (flux_plugin_t *p, const char *topic,
                     flux_plugin_arg_t *args, void *arg)
 {
     flux_shell_t *shell = flux_plugin_get_shell (p);
+    struct rsa_shell *rs;
     flux_jobid_t id;
     json_t *attrs = NULL;
     json_t *env = NULL;
@@ -122,7 +245,17 @@ static int init_cb (flux_plugin_t *p, const char *topic,
                          "data_in", jstr (attrs, "data_in"),
                          "data_out", jstr (attrs, "data_out"));
     }
+    if (!(rs = calloc (1, sizeof (*rs)))
+        || flux_shell_aux_set (shell, "rsa", rs, rsa_shell_destroy) < 0) {
+        free (rs);
+        json_decref (env);
+        return shell_log_errno ("out of memory");
+    }
+    rs->shell = shell;
     rc = apply_env (shell, env);
+    if (rc == 0 && jstr (env, "paths") && !strcmp (jstr (env, "paths"), "bind")
+        && !jstr (env, "fallback"))
+        rc = bind_paths (rs, id, attrs, env);
     json_decref (env);
     return rc;
 }

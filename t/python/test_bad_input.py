@@ -32,7 +32,9 @@ DELAY = 'how long the inputs stay after start: seconds or a duration such as "90
 SIZE = 'a RAM-disk size with a unit, such as "512M", "16G" or "2T"; K, M, G, T, P count in powers of 1024'
 ON_LATE = '"ignore" to start on data_in, or "wait" to hold the job for its inputs'
 VERIFY = '"size" or "checksum"'
-KNOWN = "known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify"
+PATHS = ('"bind" (the job sees the RAM disk at data_in\'s and data_out\'s own paths) '
+         'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)')
+KNOWN = "known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths"
 TABLE = "(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)"
 CAN_READ = "(must be an existing directory you can read)"
 CAN_WRITE = "(must be an existing directory you can write)"
@@ -148,12 +150,18 @@ CATALOG = [
     ("bad on_late", {"data_in": "{t}/in", "on_late": "never"}, f"rsa.on_late: 'never' is not allowed ({ON_LATE})"),
     ("on_late is true", {"data_in": "{t}/in", "on_late": True}, f"rsa.on_late: true is not allowed ({ON_LATE})"),
     ("bad verify", {"data_in": "{t}/in", "verify": "md5"}, f"rsa.verify: 'md5' is not allowed ({VERIFY})"),
+    ("bad paths", {"data_in": "{t}/in", "paths": "overlay"}, f"rsa.paths: 'overlay' is not allowed ({PATHS})"),
+    ("paths=bind with data_in inside data_out", {"data_in": "{t}/out/in", "data_out": "{t}/out", "paths": "bind"},
+     "rsa.paths: 'bind' cannot be done: rsa.data_in is inside rsa.data_out (the output area shown at "
+     f"data_out would hide it); use rsa.paths=env ({PATHS})"),
     # keys that mean nothing without others: refused, never ignored
     ("delay alone", {"delay": 5},
      "rsa.delay: 5 needs rsa.data_in and rsa.data_out too "
      "(the staged inputs are dropped after the delay to make room for outputs)"),
     ("delay without data_out", {"data_in": "{t}/in", "delay": "5m"},
      "rsa.delay: '5m' needs rsa.data_out too (the staged inputs are dropped after the delay to make room for outputs)"),
+    ("paths alone", {"paths": "env"},
+     "rsa.paths: 'env' needs rsa.data_in or rsa.data_out too (they are the paths it is about)"),
     ("verify alone", {"verify": "checksum"},
      "rsa.verify: 'checksum' needs rsa.data_in or rsa.data_out too (it checks what is staged)"),
     ("on_late alone", {"on_late": "wait"},

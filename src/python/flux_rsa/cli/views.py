@@ -11,6 +11,7 @@ import flux.util
 from flux.job import JobID
 
 from flux_rsa.core import outputs
+from flux_rsa.core.paths import seen as job_paths
 from flux_rsa.core.record import Record, Request
 from flux_rsa.core.states import ENDED, JobState, RsaState
 from flux_rsa.core.units import format_size
@@ -33,11 +34,15 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "long": {
-                "description": "default plus owner, paths, restages and where it is attached",
+                "description": "default plus owner, paths, what the job saw at them, restages, where attached",
                 "format": (
                     "{id.f58:>12} {user:<8.8} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
-                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {attached} {note}"
+                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {paths} {attached} {note}"
                 ),
+            },
+            "paths": {
+                "description": "what the job sees at its own data_in and data_out (rsa.paths)",
+                "format": "{id.f58:>12} {job_state:<9} {rsa_state:<11} {paths:<22} {data_in} -> {data_out}",
             },
             "progress": {
                 "description": "staging jobs: how far, how fast, how long still",
@@ -104,6 +109,7 @@ class StatusFormat(flux.util.OutputFormat):
         "data_out": "DATA_OUT",
         "ramdisk": "RAMDISK",
         "attached": "ATTACHED",
+        "paths": "PATHS",
         "note": "NOTE",
         "error": "ERROR",
         "t_submit": "SUBMIT",
@@ -175,6 +181,7 @@ class RsaJob:
         self.data_out = req.get("data_out") or "-"
         self.ramdisk = rec.get("ramdisk") or "-"
         self.attached = attached(rec, hosts)
+        self.paths = job_paths(rec)
         self.error = rec.get("error") or ""
         self.t = Times(self.record)
         self.t_submit = self.t.t0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import jsonschema
 
+from flux_rsa.core import paths as job_paths
 from flux_rsa.core.units import parse_duration, parse_size
 from flux_rsa.ramdisk import registry
 
@@ -30,6 +31,9 @@ SCHEMA = {
         "min-nodes": {"type": "integer", "minimum": 1, "description": "smallest job (nodes) that gets a RAM disk"},
         "delay": DURATION,
         "on-late": {"enum": ["ignore", "wait"], "description": '"ignore" or "wait"'},
+        "paths": {"enum": list(job_paths.SITE_MODES),
+                  "description": '"auto" (bind where job shells may make a user namespace, '
+                                 'else env), "bind" or "env"'},
         "late-timeout": DURATION,
         "lock-in": {"type": "boolean", "description": "true or false"},
         "lookahead": DURATION,
@@ -92,6 +96,8 @@ class Policy:
     min_nodes: int = 1
     delay: float = 300.0  # thesis DEFAULT_DELAY
     on_late: str = "ignore"  # thesis behaviour: start on data_in
+    paths: str = "auto"  # rsa.paths of jobs that do not say (core.paths)
+    userns: bool = True  # may job shells here make a user namespace? (the service looks; not an [rsa] key)
     late_timeout: float = 600.0
     lock_in: bool = True
     lookahead: float = 900.0
@@ -129,9 +135,11 @@ class Policy:
     max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
 
     @classmethod
-    def from_config(cls, table, imp=""):
+    def from_config(cls, table, imp="", userns=True):
         """The policy of an ``[rsa]`` table; ``imp`` is the instance's
-        ``[exec] imp`` (the IMP privileged operations may go through)."""
+        ``[exec] imp`` (the IMP privileged operations may go through);
+        ``userns`` says whether job shells may make a user namespace here
+        (what ``[rsa] paths = "auto"`` follows)."""
         table = {} if table is None else table
         error = jsonschema.exceptions.best_match(_checker().iter_errors(table))
         if error is not None:
@@ -144,7 +152,7 @@ class Policy:
             elif SCHEMA["properties"][key] is DURATION:
                 value = _checked(parse_duration, value, key)
             values[name] = value
-        policy = cls(**values, imp=imp or "")
+        policy = cls(**values, imp=imp or "", userns=bool(userns))
         if policy.granule <= 0:
             raise BadConfig(f"[rsa] granule: {table.get('granule')!r} must be larger than 0 (e.g. \"1G\")")
         low, _, high = policy.fs_ports.partition("-")
@@ -194,7 +202,14 @@ class Policy:
             script = request.stage_in not in (None, "tar")
             on_late = "wait" if script or request.scratch else self.on_late
         delay = self.delay if request.delay is None else request.delay
-        return dataclasses.replace(request, on_late=on_late, delay=delay)
+        paths = job_paths.resolve(request.paths, self.paths, self.userns,
+                                  request.data_in, request.data_out)
+        return dataclasses.replace(request, on_late=on_late, delay=delay, paths=paths)
+
+    @property
+    def default_paths(self):
+        """rsa.paths of a job that does not say (paths it can show)."""
+        return job_paths.resolve(None, self.paths, self.userns, "/in", "/out")
 
     @property
     def caps(self):

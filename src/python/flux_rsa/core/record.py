@@ -26,6 +26,7 @@ class Request:
     capacity: Optional[int] = None  # bytes; None: derived from the job size
     on_late: Optional[str] = None  # "ignore" | "wait"; None: site default
     verify: str = "size"  # "size" | "checksum"
+    paths: Optional[str] = None  # "bind" | "env"; None: site default (paths.py)
 
     @property
     def wants_rsa(self):
@@ -62,6 +63,10 @@ class Env:
     staged_in: bool = False  # data_in points at staged inputs on the RAM disk
     out_on_ramdisk: bool = False  # data_out points at the RAM disk
     scratch: bool = False  # a RAM disk to work in, nothing staged either way
+    #: "bind": the job's own data_in/data_out paths show what is on the RAM
+    #: disk (staged_in, out_on_ramdisk), in a mount namespace of the job;
+    #: "env": only RSA_* say where; None: nothing of it is on the RAM disk
+    paths: Optional[str] = None
 
     @property
     def on_ramdisk(self):

@@ -22,6 +22,7 @@ import re
 
 import jsonschema
 
+from flux_rsa.core.paths import bind_blocker
 from flux_rsa.core.record import Request
 from flux_rsa.core.units import parse_duration, parse_size
 
@@ -39,6 +40,8 @@ KEYS = {
     "capacity": 'a RAM-disk size with a unit, such as "512M", "16G" or "2T"; K, M, G, T, P count in powers of 1024',
     "on_late": '"ignore" to start on data_in, or "wait" to hold the job for its inputs',
     "verify": '"size" or "checksum"',
+    "paths": ('"bind" (the job sees the RAM disk at data_in\'s and data_out\'s own paths) '
+              'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)'),
 }
 
 _PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH, "pattern": "^/"}
@@ -64,6 +67,7 @@ SCHEMA = {
         "capacity": {"type": ["number", "string"], "maxLength": MAX_TEXT},
         "on_late": {"enum": ["ignore", "wait"]},
         "verify": {"enum": ["size", "checksum"]},
+        "paths": {"enum": ["bind", "env"]},
     },
 }
 
@@ -262,8 +266,13 @@ def parse_request(attrs):
         capacity=_capacity(get("capacity")) if get("capacity") is not None else None,
         on_late=get("on_late"),
         verify=get("verify", "size"),
+        paths=get("paths"),
     )
     _check_needs(attrs, request)
+    if request.paths == "bind":
+        why = bind_blocker(request.data_in, request.data_out)
+        if why:
+            _refuse("paths", "bind", f"cannot be done: {why}; use rsa.paths=env")
     return request
 
 
@@ -276,6 +285,7 @@ NEEDS = {
               "the staged inputs are dropped after the delay to make room for outputs"),
     "verify": ("any", ("data_in", "data_out"), "it checks what is staged"),
     "on_late": ("any", ("data_in", "data_out", "capacity"), "without them the job gets no RAM disk"),
+    "paths": ("any", ("data_in", "data_out"), "they are the paths it is about"),
 }
 
 

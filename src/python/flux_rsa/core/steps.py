@@ -37,6 +37,7 @@ def start_env(rec):
         staged_in=staged,
         out_on_ramdisk=on_ramdisk_out,
         scratch=req.scratch,
+        paths=req.paths if staged or on_ramdisk_out else None,
     )
 
 

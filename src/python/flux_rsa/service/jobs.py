@@ -83,6 +83,7 @@ def env_from_context(context):
         staged_in=bool(context.get("staged_in")),
         out_on_ramdisk=bool(context.get("out_on_ramdisk")),
         scratch=bool(context.get("scratch")),
+        paths=context.get("paths"),
     )
 
 
