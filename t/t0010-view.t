@@ -79,7 +79,7 @@ os.setxattr(sys.argv[1], \"system.posix_acl_access\", acl)
 test_expect_success 'the RAM disk of another job is refused' '
 	ramdisk 0 43 &&
 	test_must_fail view true >out &&
-	grep "refused: the RAM disk $RD/rd is not this job.s (its marker names job another)" out
+	grep "refused: the RAM disk $RD/rd is not this job.s (its marker names another job)" out
 '
 test_expect_success 'a RAM disk of another user is refused' '
 	ramdisk $NOBODY &&

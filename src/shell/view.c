@@ -162,8 +162,9 @@ static int check_marker (const char *ramdisk, uint64_t jobid, dev_t *dev,
     if (!json_is_integer (json_object_get (m, "jobid"))
         || (uint64_t)json_integer_value (json_object_get (m, "jobid")) != jobid) {
         say (why, len, "the RAM disk %s is not this job's (its marker names "
-             "job %s)", ramdisk,
-             json_is_integer (json_object_get (m, "jobid")) ? "another" : "none");
+             "%s)", ramdisk,
+             json_is_integer (json_object_get (m, "jobid")) ? "another job"
+                                                            : "no job");
         goto out;
     }
     if (!json_is_integer (json_object_get (m, "owner"))
