@@ -160,3 +160,8 @@ mu_as() {
 		FLUX_EXEC_PATH_PREPEND="$RSA_SRCDIR/src/cmd" \
 		PYTHONPATH="$RSA_SRCDIR/src/python" "$@")
 }
+
+# mu_user_dir USER DIR [MODE]: DIR (made if missing) belongs to USER, mode MODE (755)
+mu_user_dir() {
+	mkdir -p "$2" && chown "$1:" "$2" && chmod ${3:-755} "$2"
+}

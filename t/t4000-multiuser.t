@@ -35,10 +35,6 @@ stage-retries = 0
 EOF
 chmod 644 conf/rsa.toml
 
-# as user $1: a directory of theirs
-user_dir() {
-	mkdir -p "$2" && chown "$1:" "$2" && chmod ${3:-755} "$2"
-}
 # the instance's RAM disks still mounted, on any node
 mounted() {
 	rsa_on_nodes findmnt -n -l -o TARGET | grep -F -e "$ROOTDIR/" -e "$MOUNTDIR/"
@@ -94,12 +90,12 @@ assert p[\"mode\"] == \"imp\" and p[\"error\"] is None, p
 '
 test_expect_success 'setup: each user has data of their own' '
 	for u in $MU_A $MU_B; do
-		user_dir $u "$T/$u" &&
+		mu_user_dir $u "$T/$u" &&
 		rsa_make_tree "$T/$u/in" && chmod 750 "$T/$u/in" && mkdir "$T/$u/out" &&
 		echo "$u private" >"$T/$u/in/private.txt" && chmod 600 "$T/$u/in/private.txt" &&
 		chown -R $u: "$T/$u" || return 1
 	done &&
-	user_dir $MU_B "$T/$MU_B/secret" 700 &&
+	mu_user_dir $MU_B "$T/$MU_B/secret" 700 &&
 	echo "b secret" >"$T/$MU_B/secret/s.txt" && chown $MU_B: "$T/$MU_B/secret/s.txt" &&
 	ln -s "$T/$MU_B/secret/s.txt" "$T/$MU_A/in/b-secret" &&
 	ln -s /etc "$T/$MU_A/in/etc" &&
@@ -206,7 +202,7 @@ test_expect_success 'as a user, the instance owner does only what that user sign
 	test_must_fail imp_run RSA_OP=measure RSA_OWNER=$ua RSA_PATH="$T/$MU_A" \
 		RSA_J="$(cat a.J)" 2>path.err &&
 	grep "RSA_PATH=.$T/$MU_A.: not the rsa.data_in .$T/$MU_A/in. uid $ua signed" path.err &&
-	user_dir $MU_A "$T/$MU_A/elsewhere" &&
+	mu_user_dir $MU_A "$T/$MU_A/elsewhere" &&
 	mkdir -p "$ROOTDIR/99.1/out" &&
 	test_must_fail imp_run RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=out RSA_MODE=copy \
 		RSA_SRC="$ROOTDIR/99.1/out" RSA_DST="$T/$MU_A/elsewhere" RSA_OWNER=$ua \
@@ -241,7 +237,7 @@ test_expect_success 'nor stage out as the user what the instance owner put on a 
 	rm -r "$ROOTDIR/98.1"
 '
 test_expect_success GLUSTERFS 'A'"'"'s RAM disk over both RSA nodes: bricks and mounts through the IMP, as A'"'"'s' '
-	user_dir $MU_A "$T/$MU_A/out5" &&
+	mu_user_dir $MU_A "$T/$MU_A/out5" &&
 	g=$(mu_as $MU_A flux submit -N2 --setattr=rsa.data_out="$T/$MU_A/out5" \
 		--setattr=rsa.capacity=128M --setattr=rsa.on_late=wait \
 		sh -c "id -u >\"\$RSA_DATA_OUT/uid.\$FLUX_TASK_RANK\";
@@ -272,7 +268,7 @@ test_expect_success 'cancel in STAGING_IN: nothing is left' '
 '
 test_expect_success 'a stage-out cannot be cancelled away: the outputs still come home' '
 	gout=$(rsa_gate_out gateout) && chmod 755 gateout.sh &&
-	user_dir $MU_A "$T/$MU_A/out3" &&
+	mu_user_dir $MU_A "$T/$MU_A/out3" &&
 	e=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_out="$T/$MU_A/out3" \
 		--setattr=rsa.stage_out="$gout" --setattr=rsa.on_late=wait \
 		sh -c "echo done >\"\$RSA_DATA_OUT/result\"") &&
@@ -285,7 +281,7 @@ test_expect_success 'a stage-out cannot be cancelled away: the outputs still com
 	rsa_at_rest $e 90 && rsa_nothing_left && test -z "$(mounted)"
 '
 test_expect_success 'the module reloads while A'"'"'s job is INUSE_OUT: outputs complete' '
-	user_dir $MU_A "$T/$MU_A/out4" &&
+	mu_user_dir $MU_A "$T/$MU_A/out4" &&
 	f=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
 		--setattr=rsa.data_out="$T/$MU_A/out4" --setattr=rsa.on_late=wait \
 		sh -c "cp -a \"\$RSA_DATA_IN/.\" \"\$RSA_DATA_OUT/\" && flux rsa release-input &&

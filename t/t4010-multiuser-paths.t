@@ -27,9 +27,6 @@ stage-retries = 0
 EOF
 chmod 644 conf/rsa.toml
 
-user_dir() {
-	mkdir -p "$2" && chown "$1:" "$2" && chmod ${3:-755} "$2"
-}
 mounted_at() {
 	rsa_on_nodes findmnt -n -l -o TARGET | grep -F -x -e "$1" -e "$2"
 }
@@ -38,16 +35,16 @@ test_expect_success 'setup: the instance, A'"'"'s inputs, a job script using rea
 	mu_setup "$T/conf" &&
 	mu_start --config "$T/conf" &&
 	rsa_wait_pool 90 &&
-	A=$MU_A && user_dir $A "$T/$A" &&
-	user_dir $A "$T/$A/in" 750 && user_dir $A "$T/$A/out" &&
-	user_dir $A "$T/$A/in2" 750 && user_dir $A "$T/$A/out2" &&
-	user_dir $A "$T/$A/seen" && user_dir $A "$T/$A/seen2" &&
+	A=$MU_A && mu_user_dir $A "$T/$A" &&
+	mu_user_dir $A "$T/$A/in" 750 && mu_user_dir $A "$T/$A/out" &&
+	mu_user_dir $A "$T/$A/in2" 750 && mu_user_dir $A "$T/$A/out2" &&
+	mu_user_dir $A "$T/$A/seen" && mu_user_dir $A "$T/$A/seen2" &&
 	head -c 1000000 /dev/urandom >"$T/$A/in/x" && cp "$T/$A/in/x" "$T/$A/in2/x" &&
 	chown $A: "$T/$A/in/x" "$T/$A/in2/x" &&
 	touch -d "2011-11-11 11:11:11" "$T/$A/in" "$T/$A/in2" &&
 	# a directory others may search, not its group: the submit-time check (as
 	# the instance owner) gets through, A'"'"'s group does not
-	user_dir $A "$T/$A/private" 701 && user_dir $A "$T/$A/private/in" 755 &&
+	mu_user_dir $A "$T/$A/private" 701 && mu_user_dir $A "$T/$A/private/in" 755 &&
 	echo secret >"$T/$A/private/in/s" && chown $A: "$T/$A/private/in/s" &&
 	touch -d "2012-12-12 12:12:12" "$T/$A/private/in" &&
 	cat >"$T/job.sh" <<-\EOF &&
@@ -129,7 +126,7 @@ test_expect_success 'data_in under a directory closed to its group: its top show
 	findmnt -n -o FSTYPE --mountpoint "$in" >"$seen/after" || echo none >"$seen/after"
 	stat -c "%a %Y" "$in" >"$seen/after-top"
 	EOF
-	chmod 755 "$T/switch.sh" && user_dir $A "$T/$A/seen3" &&
+	chmod 755 "$T/switch.sh" && mu_user_dir $A "$T/$A/seen3" &&
 	s=$(mu_as $A flux submit -N1 --setattr=rsa.data_in="$T/$A/private/in" --setattr=rsa.data_out="$T/$A/out" \
 		--setattr=rsa.on_late=wait "$T/switch.sh" "$T/$A/private/in" "$T/$A/seen3") &&
 	mu_as $A flux rsa wait -t 120 $s &&
@@ -140,7 +137,7 @@ test_expect_success 'data_in under a directory closed to its group: its top show
 	test "$(cat "$T/$A/seen3/after-top")" = "755 $mtime"
 '
 test_expect_success 'the flux run steps of A'"'"'s flux batch job see data_out on the RAM disk' '
-	user_dir $A "$T/$A/out5" &&
+	mu_user_dir $A "$T/$A/out5" &&
 	cat >"$T/batch.sh" <<-\EOF &&
 	#!/bin/sh
 	flux run -N2 -n2 sh -c "findmnt -n -o FSTYPE --mountpoint \"\$1\" >\"\$1/step.\$FLUX_TASK_RANK\"" step "$1"

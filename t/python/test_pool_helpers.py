@@ -256,6 +256,39 @@ class Pool:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+class Lives:
+    """The lives of one instance (its content store in a state directory)
+    and the pool launched in each, for tests that keep RAM disks across a
+    restart; ``close`` leaves nothing behind, kept or not."""
+
+    def __init__(self, **policy):
+        self.workdir = tempfile.mkdtemp(prefix="rsa-pool-test-")
+        os.chmod(self.workdir, 0o755)
+        self.statedir = os.path.join(self.workdir, "state")
+        self.owner = owner_account()
+        self.policy = policy
+        self.pool = None
+
+    def start(self):
+        """Start (or restart) the instance and launch a pool in it."""
+        self.pool = Pool(statedir=self.statedir, workdir=self.workdir, **self.policy)
+        return self.pool
+
+    def close(self):
+        if self.pool is not None and self.pool.instance.proc.poll() is None:
+            self.pool.shutdown()
+        root = os.path.join(self.workdir, "ramdisks")
+        for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+            # whatever a failed test left, kept or not: unmounted and removed
+            subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "discard",
+                            os.path.join(root, name)], capture_output=True,
+                           env=dict(os.environ, PYTHONPATH=PYPATH))
+        for record in gluster.processes_in(self.workdir):
+            gluster.stop_process(record)
+        if self.pool is not None:
+            self.pool.cleanup()
+
+
 def mounts_under(path):
     with open("/proc/mounts") as f:
         return [line.split()[1] for line in f if line.split()[1].startswith(path)]

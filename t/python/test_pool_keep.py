@@ -11,47 +11,19 @@ other.  Tests run in file order and share the story's state.
 
 import os
 import subprocess
-import tempfile
 
 import pytest
 
-from test_pool_helpers import (FLUX, MiB, PYPATH, Pool, mounts_under, owner_account,
-                               requires_flux, requires_root)
+from test_pool_helpers import FLUX, Lives, MiB, mounts_under, requires_flux, requires_root
 from conftest import ramdisk_marker
 
 pytestmark = [requires_flux, requires_root]
 
 
-class Story:
-    def __init__(self):
-        self.workdir = tempfile.mkdtemp(prefix="rsa-pool-test-")
-        os.chmod(self.workdir, 0o755)
-        self.statedir = os.path.join(self.workdir, "state")
-        self.owner = owner_account()
-        self.pool = None
-        self.paths = {}  # jobid -> RAM disk path
-
-    def start(self):
-        """Start (or restart) the instance and launch a pool in it."""
-        self.pool = Pool(statedir=self.statedir, workdir=self.workdir)
-        return self.pool
-
-    def close(self):
-        if self.pool is not None and self.pool.instance.proc.poll() is None:
-            self.pool.shutdown()
-        root = os.path.join(self.workdir, "ramdisks")
-        for name in os.listdir(root) if os.path.isdir(root) else []:
-            # whatever a failed test left, kept or not: unmounted and removed
-            subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "discard",
-                            os.path.join(root, name)], capture_output=True,
-                           env=dict(os.environ, PYTHONPATH=PYPATH))
-        if self.pool is not None:
-            self.pool.cleanup()
-
-
 @pytest.fixture(scope="module")
 def story():
-    s = Story()
+    s = Lives()
+    s.paths = {}  # jobid -> RAM disk path
     yield s
     s.close()
 

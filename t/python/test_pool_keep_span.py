@@ -8,11 +8,10 @@ run in file order and share the story's state."""
 
 import os
 import subprocess
-import tempfile
 
 import pytest
 
-from test_pool_helpers import MiB, PYPATH, Pool, mounts_under, owner_account, requires_flux, requires_root
+from test_pool_helpers import PYPATH, Lives, MiB, mounts_under, requires_flux, requires_root
 
 from flux_rsa.ramdisk import gluster
 
@@ -22,36 +21,10 @@ pytestmark = [requires_flux, requires_root,
                                         "glusterfs-client): no RAM disk over several nodes")]
 
 
-class Story:
-    def __init__(self):
-        self.workdir = tempfile.mkdtemp(prefix="rsa-pool-test-")
-        os.chmod(self.workdir, 0o755)
-        self.statedir = os.path.join(self.workdir, "state")
-        self.owner = owner_account()
-        self.pool = None
-        self.path = None
-
-    def start(self):
-        self.pool = Pool(statedir=self.statedir, workdir=self.workdir, provider="glusterfs")
-        return self.pool
-
-    def close(self):
-        if self.pool is not None and self.pool.instance.proc.poll() is None:
-            self.pool.shutdown()
-        root = os.path.join(self.workdir, "ramdisks")
-        for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-            subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "discard",
-                            os.path.join(root, name)], capture_output=True,
-                           env=dict(os.environ, PYTHONPATH=PYPATH))
-        for record in gluster.processes_in(self.workdir):
-            gluster.stop_process(record)
-        if self.pool is not None:
-            self.pool.cleanup()
-
-
 @pytest.fixture(scope="module")
 def story():
-    s = Story()
+    s = Lives(provider="glusterfs")
+    s.path = None  # the RAM disk over both nodes
     yield s
     s.close()
 

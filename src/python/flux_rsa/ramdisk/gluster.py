@@ -24,7 +24,7 @@ import subprocess
 import time
 import uuid
 
-from flux_rsa.ramdisk import signals, sysmount, volfiles
+from flux_rsa.ramdisk import mounts, signals, sysmount, volfiles
 from flux_rsa.ramdisk.layout import starttime
 
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -262,6 +262,15 @@ def mount_file(volfile, mountpoint, workdir, name, bricks):
                   stopped="stopped before the volume was mounted",
                   undo=lambda: unmount(mountpoint))
     return process_record(proc)
+
+
+def attach(mountpoint, rank, values, provider):
+    """A compute node's attach of a volume (the RSA_OP=attach values NAME,
+    SERVERS, USER, SECRET) at ``mountpoint`` for job rank ``rank``: one
+    client shared by the job's ranks on the node (``mounts.attach``)."""
+    volume = volfiles.Volume(values["NAME"], values["SERVERS"], values["USER"], values["SECRET"])
+    mounts.attach(mountpoint, rank, {"provider": provider},
+                  lambda workdir: mount(volume, mountpoint, workdir))
 
 
 def _count(path, text):

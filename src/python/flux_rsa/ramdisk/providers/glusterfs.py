@@ -28,7 +28,7 @@ again, task 0 mounts the namespace again.
 import os
 import tempfile
 
-from flux_rsa.ramdisk import disks, gluster, layout, mounts, sysmount, volfiles
+from flux_rsa.ramdisk import disks, gluster, layout, sysmount, volfiles
 from flux_rsa.ramdisk.providers.base import Provider
 
 BRICK = "brick"
@@ -192,10 +192,7 @@ class GlusterFS(Provider):
         return marker if marker is not None and marker.get("kind") == "brick" else None
 
     def attach(self, mountpoint, rank, values):
-        volume = volfiles.Volume(values["NAME"], values["SERVERS"], values["USER"],
-                                 values["SECRET"])
-        mounts.attach(mountpoint, rank, {"provider": self.name},
-                      lambda workdir: gluster.mount(volume, mountpoint, workdir))
+        gluster.attach(mountpoint, rank, values, self.name)
 
     def detach(self, mountpoint, how, rank):
         gluster.unmount(mountpoint)

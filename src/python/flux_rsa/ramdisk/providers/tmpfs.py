@@ -20,7 +20,7 @@ tmpfs stays; an adopting holder grows it if need be and serves it again.
 
 import os
 
-from flux_rsa.ramdisk import disks, gluster, layout, mounts, sysmount, volfiles
+from flux_rsa.ramdisk import disks, gluster, layout, sysmount, volfiles
 from flux_rsa.ramdisk.providers.base import Provider, ProviderError
 
 SERVER_DIR = ".srv"
@@ -109,10 +109,7 @@ class Tmpfs(Provider):
     def attach(self, mountpoint, rank, values):
         if values.get("SERVERS") is None:
             return  # [rsa] attach = "site": the site shows it here
-        volume = volfiles.Volume(values["NAME"], values["SERVERS"], values["USER"],
-                                 values["SECRET"])
-        mounts.attach(mountpoint, rank, {"provider": self.name},
-                      lambda workdir: gluster.mount(volume, mountpoint, workdir))
+        gluster.attach(mountpoint, rank, values, self.name)
 
     def detach(self, mountpoint, how, rank):
         gluster.unmount(mountpoint)
