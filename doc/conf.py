@@ -13,15 +13,27 @@ man_show_urls = False
 
 #: (source without .rst, page name, one-line description, authors, section)
 man_pages = [
-    ("man1/flux-rsa", "flux-rsa",
-     "the RAMDISK Storage Accelerator: RSA state of jobs, live view, timeline, pool",
-     [author], 1),
-    ("man5/flux-config-rsa", "flux-config-rsa",
-     "configuration of the RAMDISK Storage Accelerator ([rsa] table)",
-     [author], 5),
-    ("man7/flux-rsa-attributes", "flux-rsa-attributes",
-     "job attributes that ask for a RAM disk on the RSA nodes (rsa.*)",
-     [author], 7),
+    (
+        "man1/flux-rsa",
+        "flux-rsa",
+        "the RAMDISK Storage Accelerator: RSA state of jobs, live view, timeline, pool",
+        [author],
+        1,
+    ),
+    (
+        "man5/flux-config-rsa",
+        "flux-config-rsa",
+        "configuration of the RAMDISK Storage Accelerator ([rsa] table)",
+        [author],
+        5,
+    ),
+    (
+        "man7/flux-rsa-attributes",
+        "flux-rsa-attributes",
+        "job attributes that ask for a RAM disk on the RSA nodes (rsa.*)",
+        [author],
+        7,
+    ),
 ]
 
 

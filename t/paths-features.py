@@ -33,17 +33,25 @@ def main(din, dout, tmp):
     out = {}
     write(os.path.join(tmp, "from-tmp"))
     # rename(2) and link(2) across the mount boundary
-    out["rename-tmp-to-out"] = outcome(lambda: os.rename(os.path.join(tmp, "from-tmp"),
-                                                         os.path.join(dout, "moved")))
-    out["link-tmp-to-out"] = outcome(lambda: os.link(os.path.join(tmp, "from-tmp"),
-                                                     os.path.join(dout, "linked")))
+    out["rename-tmp-to-out"] = outcome(
+        lambda: os.rename(os.path.join(tmp, "from-tmp"), os.path.join(dout, "moved"))
+    )
+    out["link-tmp-to-out"] = outcome(
+        lambda: os.link(os.path.join(tmp, "from-tmp"), os.path.join(dout, "linked"))
+    )
     write(os.path.join(din, "made-in-data-in"))
-    out["rename-in-to-out"] = outcome(lambda: os.rename(os.path.join(din, "made-in-data-in"),
-                                                        os.path.join(dout, "from-in")))
+    out["rename-in-to-out"] = outcome(
+        lambda: os.rename(
+            os.path.join(din, "made-in-data-in"), os.path.join(dout, "from-in")
+        )
+    )
     write(os.path.join(dout, "a"))
-    out["rename-within-out"] = outcome(lambda: os.rename(os.path.join(dout, "a"),
-                                                         os.path.join(dout, "b")))
-    out["link-within-out"] = outcome(lambda: os.link(os.path.join(dout, "b"), os.path.join(dout, "c")))
+    out["rename-within-out"] = outcome(
+        lambda: os.rename(os.path.join(dout, "a"), os.path.join(dout, "b"))
+    )
+    out["link-within-out"] = outcome(
+        lambda: os.link(os.path.join(dout, "b"), os.path.join(dout, "c"))
+    )
 
     # a shared writable mapping, read back with read(2)
     def mapped():
@@ -51,7 +59,9 @@ def main(din, dout, tmp):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, 1 << 20)
-            m = mmap.mmap(fd, 1 << 20, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            m = mmap.mmap(
+                fd, 1 << 20, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
             m[4096:4100] = b"RSA!"
             m.flush()
             m.close()
@@ -61,6 +71,7 @@ def main(din, dout, tmp):
             f.seek(4096)
             if f.read(4) != b"RSA!":
                 raise OSError(errno.EIO, "mapped bytes not read back")
+
     out["mmap-shared-write"] = outcome(mapped)
 
     # POSIX record locks: a second process is refused a conflicting lock
@@ -68,8 +79,11 @@ def main(din, dout, tmp):
         path = os.path.join(dout, f"lock.{kind}")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            take = (lambda f: fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)) if kind == "fcntl" \
+            take = (
+                (lambda f: fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB))
+                if kind == "fcntl"
                 else (lambda f: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB))
+            )
             take(fd)
             pid = os.fork()
             if pid == 0:
@@ -78,13 +92,21 @@ def main(din, dout, tmp):
                     take(fd2)
                     os._exit(0)  # got a lock it should not have
                 except OSError as exc:
-                    os._exit(1 if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) else 2)
+                    os._exit(
+                        1
+                        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
+                        else 2
+                    )
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
             if code != 1:
-                raise OSError(errno.ENOLCK, f"the second lock was {'granted' if code == 0 else 'refused oddly'}")
+                raise OSError(
+                    errno.ENOLCK,
+                    f"the second lock was {'granted' if code == 0 else 'refused oddly'}",
+                )
         finally:
             os.close(fd)
+
     out["fcntl-lock-conflict"] = outcome(lambda: locks("fcntl"))
     out["flock-conflict"] = outcome(lambda: locks("flock"))
 
@@ -105,6 +127,7 @@ def main(din, dout, tmp):
                 raise OSError(errno.EIO, "O_DIRECT bytes not read back")
         finally:
             os.close(fd)
+
     out["o-direct"] = outcome(direct)
 
     # a sparse file: 64 MiB apparent, one byte at the end; its hole found
@@ -118,6 +141,7 @@ def main(din, dout, tmp):
             raise OSError(errno.EIO, "wrong size")
         if st.st_blocks * 512 >= 32 << 20:
             raise OSError(errno.EFBIG, "the hole takes space")
+
     out["sparse-file"] = outcome(sparse)
 
     def seek_hole():
@@ -127,6 +151,7 @@ def main(din, dout, tmp):
                 raise OSError(errno.ENXIO, "SEEK_DATA finds no hole")
         finally:
             os.close(fd)
+
     out["seek-data-hole"] = outcome(seek_hole)
     for name, result in out.items():
         print(name, result)

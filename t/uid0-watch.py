@@ -61,7 +61,9 @@ def main():
                 parent = procs[parent][0]
             if pid not in theirs and parent not in theirs:
                 continue  # not started by that user
-            if comm in ALLOWED or (comm in ENGINE and started_by_entry_point(pid, procs)):
+            if comm in ALLOWED or (
+                comm in ENGINE and started_by_entry_point(pid, procs)
+            ):
                 seen[comm] = seen.get(comm, 0) + 1
             else:
                 line = f"pid {pid} {comm!r} uids {uids}"

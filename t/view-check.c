@@ -28,7 +28,7 @@ int main (int argc, char **argv)
 
     if (argc < 8) {
         fprintf (stderr, "usage: view-check JOBID RAMDISK IN_AREA OUT_AREA "
-                 "DATA_IN DATA_OUT CMD...\n");
+                         "DATA_IN DATA_OUT CMD...\n");
         return 2;
     }
     p.jobid = strtoull (argv[1], NULL, 10);

@@ -30,14 +30,19 @@ class RsaModule(BrokerModule):
         # [rsa] paths = "auto": may job shells make their mount namespace here?
         self.userns, why = job_namespaces()
         try:
-            policy = Policy.from_config(h.conf_get("rsa", default={}, update=True),
-                                        imp=h.conf_get("exec.imp", default=""), userns=self.userns)
+            policy = Policy.from_config(
+                h.conf_get("rsa", default={}, update=True),
+                imp=h.conf_get("exec.imp", default=""),
+                userns=self.userns,
+            )
         except BadConfig as exc:
             self.log.error(f"rsa: {exc}")
             raise
         if why and policy.paths == "auto":
-            self.log.warning(f"rsa: jobs get rsa.paths=env unless they ask: job shells cannot make "
-                             f"a user namespace on this node ({why})")
+            self.log.warning(
+                f"rsa: jobs get rsa.paths=env unless they ask: job shells cannot make "
+                f"a user namespace on this node ({why})"
+            )
         self.service = Service(h, self.log, policy, launch_pool=start_pool)
         self.service.start()
 
@@ -55,7 +60,9 @@ class RsaModule(BrokerModule):
         try:
             self.handle.respond(msg, fn())
         except OSError as exc:
-            self.handle.respond_error(msg, exc.errno or errno.EINVAL, exc.strerror or str(exc))
+            self.handle.respond_error(
+                msg, exc.errno or errno.EINVAL, exc.strerror or str(exc)
+            )
         except Exception as exc:  # a bad request must never kill the module
             self.log.error(f"rsa: {msg.topic}: {exc!r}")
             self.handle.respond_error(msg, errno.EINVAL, f"{msg.topic}: {exc}")
@@ -118,11 +125,17 @@ class RsaModule(BrokerModule):
     @request_handler("config-reload")
     def config_reload(self, msg):
         def reload():
-            conf = msg.payload.get("conf", msg.payload) if isinstance(msg.payload, dict) else {}
+            conf = (
+                msg.payload.get("conf", msg.payload)
+                if isinstance(msg.payload, dict)
+                else {}
+            )
             try:
-                self.service.policy = Policy.from_config(conf.get("rsa", {}),
-                                                         imp=conf.get("exec", {}).get("imp", ""),
-                                                         userns=self.userns)
+                self.service.policy = Policy.from_config(
+                    conf.get("rsa", {}),
+                    imp=conf.get("exec", {}).get("imp", ""),
+                    userns=self.userns,
+                )
             except BadConfig as exc:
                 raise OSError(errno.EINVAL, str(exc)) from None
             return {}
@@ -139,7 +152,13 @@ class RsaModule(BrokerModule):
     def status(self, msg):
         jobids = [int(j) for j in msg.payload.get("jobids", [])]
         caller = {"userid": msg.userid, "owner": _owner(msg)}
-        self._reply(msg, lambda: {"jobs": self.service.status(jobids, msg.userid, _owner(msg)), "caller": caller})
+        self._reply(
+            msg,
+            lambda: {
+                "jobs": self.service.status(jobids, msg.userid, _owner(msg)),
+                "caller": caller,
+            },
+        )
 
     @request_handler("pool", allow_guest=True)
     def pool(self, msg):
@@ -155,7 +174,11 @@ class RsaModule(BrokerModule):
                 status["ready"] = True
                 self.handle.respond(msg, status)
             except OSError as exc:
-                self.handle.respond_error(msg, exc.errno or errno.EIO, f"the RSA pool did not answer: {exc.strerror}")
+                self.handle.respond_error(
+                    msg,
+                    exc.errno or errno.EIO,
+                    f"the RSA pool did not answer: {exc.strerror}",
+                )
 
         link.rpc("status").then(answered)
 
@@ -178,20 +201,31 @@ class RsaModule(BrokerModule):
                 f.get_info()
                 self.handle.respond(msg, {"stopped": True, "jobid": jobid})
             except OSError as exc:
-                self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
+                self.handle.respond_error(
+                    msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
+                )
 
         try:
             keep = self.service.keep_list()
             if keep:
-                self.log.info(f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home")
+                self.log.info(
+                    f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
+                )
             launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
         except OSError as exc:
-            self.handle.respond_error(msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}")
+            self.handle.respond_error(
+                msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
+            )
 
     @request_handler("drain")
     def drain(self, msg):
         p = msg.payload
-        self._reply(msg, lambda: self.service.drain(p["host"], p.get("reason"), undrain=bool(p.get("undrain"))))
+        self._reply(
+            msg,
+            lambda: self.service.drain(
+                p["host"], p.get("reason"), undrain=bool(p.get("undrain"))
+            ),
+        )
 
     @request_handler("release-input", allow_guest=True)
     def release_input(self, msg):
@@ -210,5 +244,7 @@ class RsaModule(BrokerModule):
 
         self._reply(
             msg,
-            lambda: self.service.request(int(msg.payload["id"]), make(time.time()), msg.userid, _owner(msg)),
+            lambda: self.service.request(
+                int(msg.payload["id"]), make(time.time()), msg.userid, _owner(msg)
+            ),
         )

@@ -50,8 +50,8 @@
 
 struct rsa_shell {
     flux_shell_t *shell;
-    struct view *view;          /* the job's paths on this node, or NULL */
-    flux_future_t *watch;       /* the eventlog, for the switch */
+    struct view *view;    /* the job's paths on this node, or NULL */
+    flux_future_t *watch; /* the eventlog, for the switch */
 };
 
 static const char *jstr (json_t *o, const char *key)
@@ -63,7 +63,8 @@ static const char *jstr (json_t *o, const char *key)
 static int setenv_opt (flux_shell_t *shell, const char *name, const char *val)
 {
     if (!val)
-        return flux_shell_unsetenv (shell, name) < 0 && errno != ENOENT ? -1 : 0;
+        return flux_shell_unsetenv (shell, name) < 0 && errno != ENOENT ? -1
+                                                                        : 0;
     return flux_shell_setenvf (shell, 1, name, "%s", val);
 }
 
@@ -129,7 +130,8 @@ static void switch_cb (flux_future_t *f, void *arg)
     if (flux_job_event_watch_get (f, &entry) < 0) {
         if (errno != ENODATA)
             shell_log_errno ("watching the eventlog for %s: data_in keeps "
-                             "showing the RAM disk", SWITCH_EVENT);
+                             "showing the RAM disk",
+                             SWITCH_EVENT);
         return;
     }
     o = json_loads (entry, 0, NULL);
@@ -172,9 +174,11 @@ static int bind_paths (struct rsa_shell *rs, flux_jobid_t id, json_t *attrs,
         .jobid = id,
         .ramdisk = jstr (env, "ramdisk"),
         .in_area = json_is_true (json_object_get (env, "staged_in"))
-                   ? jstr (env, "data_in") : NULL,
+                       ? jstr (env, "data_in")
+                       : NULL,
         .out_area = json_is_true (json_object_get (env, "out_on_ramdisk"))
-                    ? jstr (env, "data_out") : NULL,
+                        ? jstr (env, "data_out")
+                        : NULL,
         .data_in = jstr (attrs, "data_in"),
         .data_out = jstr (attrs, "data_out"),
     };
@@ -187,20 +191,20 @@ static int bind_paths (struct rsa_shell *rs, flux_jobid_t id, json_t *attrs,
     rs->view = view_create (&p, why, sizeof (why));
     clock_gettime (CLOCK_MONOTONIC, &t1);
     if (!rs->view) {
-        shell_die (1, "rsa.paths=bind: cannot show the RAM disk at the job's "
+        shell_die (1,
+                   "rsa.paths=bind: cannot show the RAM disk at the job's "
                    "own paths: %s (or submit with --setattr=rsa.paths=env: "
                    "the job then finds its RAM disk through RSA_DATA_IN and "
-                   "RSA_DATA_OUT only)", why);
+                   "RSA_DATA_OUT only)",
+                   why);
         return -1;
     }
-    shell_debug ("%s%s%s shown from the RAM disk %s (a %s mount namespace "
-                 "of this job, made in %.3f ms)",
-                 p.in_area ? p.data_in : "",
-                 p.in_area && p.out_area ? " and " : "",
-                 p.out_area ? p.data_out : "",
-                 p.ramdisk,
-                 view_kind (rs->view),
-                 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    shell_debug (
+        "%s%s%s shown from the RAM disk %s (a %s mount namespace "
+        "of this job, made in %.3f ms)",
+        p.in_area ? p.data_in : "", p.in_area && p.out_area ? " and " : "",
+        p.out_area ? p.data_out : "", p.ramdisk, view_kind (rs->view),
+        (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     if (view_warning (rs->view))
         shell_warn ("%s", view_warning (rs->view));
     if (view_top_note (rs->view))
@@ -222,17 +226,15 @@ static int init_cb (flux_plugin_t *p, const char *topic,
     double timeout = 30.;
     int rc;
 
-    if (flux_shell_info_unpack (shell,
-                                "{s:I s:{s?{s?{s?o}}}}",
-                                "jobid", &id,
-                                "jobspec",
-                                  "attributes",
-                                    "system",
-                                      "rsa", &attrs) < 0)
+    if (flux_shell_info_unpack (shell, "{s:I s:{s?{s?{s?o}}}}", "jobid", &id,
+                                "jobspec", "attributes", "system", "rsa",
+                                &attrs)
+        < 0)
         return shell_log_errno ("reading jobspec");
     if (!json_is_object (attrs))
         return 0;
-    if (flux_shell_getopt_unpack (shell, "rsa", "{s?F}", "timeout", &timeout) < 0)
+    if (flux_shell_getopt_unpack (shell, "rsa", "{s?F}", "timeout", &timeout)
+        < 0)
         return shell_log_errno ("shell option rsa.timeout must be seconds");
     rc = wait_ready (flux_shell_get_flux (shell), id, timeout, &env);
     if (rc == 0)
@@ -241,8 +243,7 @@ static int init_cb (flux_plugin_t *p, const char *topic,
         shell_warn ("no rsa-ready event within %gs (is the rsa jobtap plugin "
                     "loaded?): using rsa.data_in/rsa.data_out directly",
                     timeout);
-        env = json_pack ("{s:s? s:s?}",
-                         "data_in", jstr (attrs, "data_in"),
+        env = json_pack ("{s:s? s:s?}", "data_in", jstr (attrs, "data_in"),
                          "data_out", jstr (attrs, "data_out"));
     }
     if (!(rs = calloc (1, sizeof (*rs)))

@@ -64,10 +64,10 @@
 #define MARKER ".rsa-ramdisk"
 
 struct area {
-    const char *key;        /* "rsa.data_in" */
-    char *target;           /* the job's own path */
-    char *real;             /* the target's real path, before the mount */
-    char *source;           /* the RAM disk's area */
+    const char *key; /* "rsa.data_in" */
+    char *target;    /* the job's own path */
+    char *real;      /* the target's real path, before the mount */
+    char *source;    /* the RAM disk's area */
     int src_fd;
     int tgt_fd;
     struct stat src_st;
@@ -80,7 +80,7 @@ struct view {
     struct area out;
     const char *kind;
     char *warning;
-    char *top_note;         /* how in/'s top differs from data_in's, or NULL */
+    char *top_note; /* how in/'s top differs from data_in's, or NULL */
 };
 
 static void say (char *why, size_t len, const char *fmt, ...)
@@ -150,32 +150,38 @@ static int check_marker (const char *ramdisk, uint64_t jobid, dev_t *dev,
     }
     *dev = st.st_dev;
     if ((fd = openat (dfd, MARKER, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-        say (why, len, "the RAM disk %s has no readable %s marker: %s",
-             ramdisk, MARKER, strerror (errno));
+        say (why, len, "the RAM disk %s has no readable %s marker: %s", ramdisk,
+             MARKER, strerror (errno));
         goto out;
     }
     if (!(m = json_loadfd (fd, 0, &jerr)) || !json_is_object (m)) {
-        say (why, len, "the RAM disk's marker %s/%s is not valid: %s",
-             ramdisk, MARKER, m ? "not an object" : jerr.text);
+        say (why, len, "the RAM disk's marker %s/%s is not valid: %s", ramdisk,
+             MARKER, m ? "not an object" : jerr.text);
         goto out;
     }
     if (!json_is_integer (json_object_get (m, "jobid"))
-        || (uint64_t)json_integer_value (json_object_get (m, "jobid")) != jobid) {
-        say (why, len, "the RAM disk %s is not this job's (its marker names "
-             "%s)", ramdisk,
+        || (uint64_t)json_integer_value (json_object_get (m, "jobid"))
+               != jobid) {
+        say (why, len,
+             "the RAM disk %s is not this job's (its marker names "
+             "%s)",
+             ramdisk,
              json_is_integer (json_object_get (m, "jobid")) ? "another job"
                                                             : "no job");
         goto out;
     }
     if (!json_is_integer (json_object_get (m, "owner"))
-        || json_integer_value (json_object_get (m, "owner")) != (json_int_t)getuid ()) {
-        say (why, len, "the RAM disk %s does not belong to uid %ju",
-             ramdisk, (uintmax_t)getuid ());
+        || json_integer_value (json_object_get (m, "owner"))
+               != (json_int_t)getuid ()) {
+        say (why, len, "the RAM disk %s does not belong to uid %ju", ramdisk,
+             (uintmax_t)getuid ());
         goto out;
     }
     if (!json_is_true (json_object_get (m, "mounted"))) {
-        say (why, len, "%s is not the RAM disk, only the directory it is "
-             "mounted on (not mounted on this node)", ramdisk);
+        say (why, len,
+             "%s is not the RAM disk, only the directory it is "
+             "mounted on (not mounted on this node)",
+             ramdisk);
         goto out;
     }
     rc = 0;
@@ -192,8 +198,8 @@ out:
  * (target) it is to be shown at.
  */
 static int area_open (struct area *a, const char *ramdisk, const char *name,
-                      const char *src, const char *target, dev_t dev,
-                      char *why, size_t len)
+                      const char *src, const char *target, dev_t dev, char *why,
+                      size_t len)
 {
     size_t n = strlen (ramdisk);
 
@@ -203,21 +209,26 @@ static int area_open (struct area *a, const char *ramdisk, const char *name,
              ramdisk);
         return -1;
     }
-    if ((a->src_fd = open (src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0
+    if ((a->src_fd = open (src, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
+            < 0
         || fstat (a->src_fd, &a->src_st) < 0) {
         struct stat st;
         int e = errno;
         if (lstat (src, &st) == 0 && S_ISLNK (st.st_mode))
-            say (why, len, "the RAM disk's %s area %s is a symbolic link (not "
-                 "followed)", name, src);
+            say (why, len,
+                 "the RAM disk's %s area %s is a symbolic link (not "
+                 "followed)",
+                 name, src);
         else
             say (why, len, "the RAM disk's %s area %s: %s", name, src,
                  strerror (e));
         return -1;
     }
     if (a->src_st.st_uid != getuid () || a->src_st.st_dev != dev) {
-        say (why, len, "the RAM disk's %s area %s is not a directory of uid "
-             "%ju on the RAM disk", name, src, (uintmax_t)getuid ());
+        say (why, len,
+             "the RAM disk's %s area %s is not a directory of uid "
+             "%ju on the RAM disk",
+             name, src, (uintmax_t)getuid ());
         return -1;
     }
     if (!target || target[0] != '/') {
@@ -228,8 +239,10 @@ static int area_open (struct area *a, const char *ramdisk, const char *name,
     if ((a->tgt_fd = open (target, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0
         || fstat (a->tgt_fd, &a->tgt_st) < 0
         || !(a->real = realpath (target, NULL))) {
-        say (why, len, "%s %s: %s (it must be an existing directory on this "
-             "node)", a->key, target, strerror (errno));
+        say (why, len,
+             "%s %s: %s (it must be an existing directory on this "
+             "node)",
+             a->key, target, strerror (errno));
         return -1;
     }
     if (a->tgt_st.st_dev == dev) {
@@ -254,13 +267,16 @@ static int area_reopen (struct area *a, char *why, size_t len)
 
     if (!a->source)
         return 0; /* not shown */
-    if ((a->src_fd = open (a->source, O_PATH | O_DIRECTORY | O_NOFOLLOW
-                                      | O_CLOEXEC)) < 0
+    if ((a->src_fd =
+             open (a->source, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
+            < 0
         || fstat (a->src_fd, &st) < 0 || !same_file (&st, &a->src_st)
         || (a->tgt_fd = open (a->target, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0
         || fstat (a->tgt_fd, &st) < 0 || !same_file (&st, &a->tgt_st)) {
-        say (why, len, "%s %s or the RAM disk's area %s changed while the "
-             "job's mounts were made", a->key, a->target, a->source);
+        say (why, len,
+             "%s %s or the RAM disk's area %s changed while the "
+             "job's mounts were made",
+             a->key, a->target, a->source);
         return -1;
     }
     return 0;
@@ -311,7 +327,8 @@ static void match_top (struct view *v, const char *src, const char *data_in)
     char note[512] = "";
 
     if (stat (data_in, &want) < 0
-        || (fd = open (src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        || (fd = open (src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
+               < 0)
         return;
     if (fstat (fd, &have) < 0)
         goto out;
@@ -325,25 +342,27 @@ static void match_top (struct view *v, const char *src, const char *data_in)
     if (!v->in.real || !public_above (v->in.real)) {
         mode &= 07700;
         if (mode != (want.st_mode & 07777))
-            snprintf (note, sizeof (note), "mode %04o, not %04o (a directory "
-                      "above it is closed to others, or has an ACL)", (unsigned)mode,
-                      (unsigned)(want.st_mode & 07777));
+            snprintf (note, sizeof (note),
+                      "mode %04o, not %04o (a directory "
+                      "above it is closed to others, or has an ACL)",
+                      (unsigned)mode, (unsigned)(want.st_mode & 07777));
     }
     else if (have.st_gid != want.st_gid) {
         mode = (mode & ~(mode_t)0070) | ((mode & 0007) << 3);
-        snprintf (note, sizeof (note), "group %ju, not %ju", (uintmax_t)have.st_gid,
-                  (uintmax_t)want.st_gid);
+        snprintf (note, sizeof (note), "group %ju, not %ju",
+                  (uintmax_t)have.st_gid, (uintmax_t)want.st_gid);
     }
     if (have.st_uid != want.st_uid) {
         size_t n = strlen (note);
         snprintf (note + n, sizeof (note) - n, "%sowner %ju, not %ju",
-                  n ? ", " : "", (uintmax_t)have.st_uid, (uintmax_t)want.st_uid);
+                  n ? ", " : "", (uintmax_t)have.st_uid,
+                  (uintmax_t)want.st_uid);
     }
     times[0] = want.st_atim;
     times[1] = want.st_mtim;
     if (fchmod (fd, mode) < 0 || futimens (fd, times) < 0)
-        snprintf (note, sizeof (note), "its mode and mtime could not be set: %s",
-                  strerror (errno));
+        snprintf (note, sizeof (note),
+                  "its mode and mtime could not be set: %s", strerror (errno));
     if (note[0])
         v->top_note = strdup (note);
 out:
@@ -395,27 +414,32 @@ static void userns_refused (int e, char *why, size_t len)
     char max[64];
 
     switch (e) {
-        case EINVAL:
-            say (why, len, "a user namespace cannot be made: the job shell "
-                 "runs %d threads (it must be single-threaded)", threads ());
-            break;
-        case ENOSPC:
-            read_line ("/proc/sys/user/max_user_namespaces", max, sizeof (max));
-            say (why, len, "a user namespace cannot be made: none are left "
-                 "(sysctl user.max_user_namespaces is %s; the site must raise "
-                 "it)", max);
-            break;
-        case EPERM:
-        case EACCES:
-            say (why, len, "a user namespace cannot be made: this node does "
-                 "not let users make them (%s: sysctl "
-                 "kernel.unprivileged_userns_clone, "
-                 "kernel.apparmor_restrict_unprivileged_userns, or a security "
-                 "policy)", strerror (e));
-            break;
-        default:
-            say (why, len, "a user namespace cannot be made: %s",
-                 strerror (e));
+    case EINVAL:
+        say (why, len,
+             "a user namespace cannot be made: the job shell "
+             "runs %d threads (it must be single-threaded)",
+             threads ());
+        break;
+    case ENOSPC:
+        read_line ("/proc/sys/user/max_user_namespaces", max, sizeof (max));
+        say (why, len,
+             "a user namespace cannot be made: none are left "
+             "(sysctl user.max_user_namespaces is %s; the site must raise "
+             "it)",
+             max);
+        break;
+    case EPERM:
+    case EACCES:
+        say (why, len,
+             "a user namespace cannot be made: this node does "
+             "not let users make them (%s: sysctl "
+             "kernel.unprivileged_userns_clone, "
+             "kernel.apparmor_restrict_unprivileged_userns, or a security "
+             "policy)",
+             strerror (e));
+        break;
+    default:
+        say (why, len, "a user namespace cannot be made: %s", strerror (e));
     }
 }
 
@@ -441,16 +465,19 @@ static int enter_namespace (struct view *v, char *why, size_t len)
             return -1;
         }
         if (write_file ("/proc/self/setgroups", "deny") < 0) {
-            say (why, len, "writing /proc/self/setgroups: %s", strerror (errno));
+            say (why, len, "writing /proc/self/setgroups: %s",
+                 strerror (errno));
             return -1;
         }
-        snprintf (map, sizeof (map), "%ju %ju 1", (uintmax_t)uid, (uintmax_t)uid);
+        snprintf (map, sizeof (map), "%ju %ju 1", (uintmax_t)uid,
+                  (uintmax_t)uid);
         if (write_file ("/proc/self/uid_map", map) < 0) {
             say (why, len, "writing /proc/self/uid_map '%s': %s", map,
                  strerror (errno));
             return -1;
         }
-        snprintf (map, sizeof (map), "%ju %ju 1", (uintmax_t)gid, (uintmax_t)gid);
+        snprintf (map, sizeof (map), "%ju %ju 1", (uintmax_t)gid,
+                  (uintmax_t)gid);
         if (write_file ("/proc/self/gid_map", map) < 0) {
             say (why, len, "writing /proc/self/gid_map '%s': %s", map,
                  strerror (errno));
@@ -484,8 +511,10 @@ static int area_bind (struct area *a, char *why, size_t len)
     }
     a->mounted = 1;
     if (stat (a->target, &st) < 0 || !same_file (&st, &a->src_st)) {
-        say (why, len, "after the bind mount, %s %s does not show the RAM "
-             "disk", a->key, a->target);
+        say (why, len,
+             "after the bind mount, %s %s does not show the RAM "
+             "disk",
+             a->key, a->target);
         return -1;
     }
     return 0;
@@ -497,7 +526,7 @@ static int area_bind (struct area *a, char *why, size_t len)
 static void enter_cwd_again (struct view *v)
 {
     char cwd[PATH_MAX];
-    struct area *areas[] = { &v->in, &v->out };
+    struct area *areas[] = {&v->in, &v->out};
 
     if (!getcwd (cwd, sizeof (cwd)))
         return;
@@ -507,10 +536,12 @@ static void enter_cwd_again (struct view *v)
             continue;
         if (chdir (cwd) < 0) {
             char msg[PATH_MAX + 256];
-            snprintf (msg, sizeof (msg), "the working directory %s is under "
+            snprintf (msg, sizeof (msg),
+                      "the working directory %s is under "
                       "%s %s, but the RAM disk has no such directory: tasks "
                       "start in the directory on persistent storage, which "
-                      "no path shows", cwd, a->key, a->target);
+                      "no path shows",
+                      cwd, a->key, a->target);
             free (v->warning);
             v->warning = strdup (msg);
         }
@@ -534,15 +565,18 @@ struct view *view_create (const struct view_paths *p, char *why, size_t len)
         goto error;
     }
     if (check_marker (p->ramdisk, p->jobid, &dev, why, len) < 0
-        || (p->in_area && area_open (&v->in, p->ramdisk, "in", p->in_area,
-                                     p->data_in, dev, why, len) < 0)
-        || (p->out_area && area_open (&v->out, p->ramdisk, "out", p->out_area,
-                                      p->data_out, dev, why, len) < 0))
+        || (p->in_area
+            && area_open (&v->in, p->ramdisk, "in", p->in_area, p->data_in, dev,
+                          why, len)
+                   < 0)
+        || (p->out_area
+            && area_open (&v->out, p->ramdisk, "out", p->out_area, p->data_out,
+                          dev, why, len)
+                   < 0))
         goto error;
     if (p->in_area)
         match_top (v, p->in_area, p->data_in);
-    if (enter_namespace (v, why, len) < 0
-        || area_bind (&v->in, why, len) < 0
+    if (enter_namespace (v, why, len) < 0 || area_bind (&v->in, why, len) < 0
         || area_bind (&v->out, why, len) < 0)
         goto error;
     enter_cwd_again (v);

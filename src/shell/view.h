@@ -7,12 +7,12 @@
 #include <stdint.h>
 
 struct view_paths {
-    uint64_t jobid;         /* the job (its RAM disk's marker names it) */
-    const char *ramdisk;    /* the RAM disk as attached on this node */
-    const char *in_area;    /* staged inputs on it, or NULL: not shown */
-    const char *out_area;   /* its output area, or NULL: not shown */
-    const char *data_in;    /* the job's own rsa.data_in */
-    const char *data_out;   /* the job's own rsa.data_out */
+    uint64_t jobid;       /* the job (its RAM disk's marker names it) */
+    const char *ramdisk;  /* the RAM disk as attached on this node */
+    const char *in_area;  /* staged inputs on it, or NULL: not shown */
+    const char *out_area; /* its output area, or NULL: not shown */
+    const char *data_in;  /* the job's own rsa.data_in */
+    const char *data_out; /* the job's own rsa.data_out */
 };
 
 struct view;

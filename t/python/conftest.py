@@ -13,13 +13,19 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "python"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "python")
+)
 
 
 def pytest_terminal_summary(terminalreporter):
     reasons = collections.Counter()
     for report in terminalreporter.stats.get("skipped", []):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = (
+            report.longrepr[2]
+            if isinstance(report.longrepr, tuple)
+            else str(report.longrepr)
+        )
         reasons[reason.removeprefix("Skipped: ")] += 1
     for reason, count in reasons.most_common():
         terminalreporter.write_line(f"flux-rsa: SKIPPED {count} test(s): {reason}")
@@ -55,7 +61,9 @@ def owner():
     try:
         return pwd.getpwnam(TEST_USER)
     except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", TEST_USER], check=True)
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/bin/sh", TEST_USER], check=True
+        )
         return pwd.getpwnam(TEST_USER)
 
 
@@ -86,7 +94,9 @@ def freed_status(pool, timeout=30.0):
     try:
         pool.service.poll(freed, timeout, every=0.05)
     except AssertionError:
-        raise AssertionError(f"still reserved after {timeout}s: {status['nodes']}") from None
+        raise AssertionError(
+            f"still reserved after {timeout}s: {status['nodes']}"
+        ) from None
     return status
 
 

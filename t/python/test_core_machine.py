@@ -2,16 +2,22 @@
 
 import pytest
 
-from flux_rsa.core import IllegalEvent, Policy, accepts, admit, parse_request, process
+from flux_rsa.core import IllegalEvent, Policy, accepts
 from flux_rsa.core import actions as A
-from flux_rsa.core import outputs as Out
+from flux_rsa.core import admit
 from flux_rsa.core import events as E
+from flux_rsa.core import outputs as Out
+from flux_rsa.core import parse_request, process
 from flux_rsa.core.states import JobState as J
-from flux_rsa.core.states import RsaState as S
 from flux_rsa.core.states import Measure, Offer
+from flux_rsa.core.states import RsaState as S
 
-POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "delay": 30})
-NO_RETRY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "stage-retries": 0})
+POLICY = Policy.from_config(
+    {"proportion": 1, "node-capacity": "64M", "granule": "4M", "delay": 30}
+)
+NO_RETRY = Policy.from_config(
+    {"proportion": 1, "node-capacity": "64M", "granule": "4M", "stage-retries": 0}
+)
 BOTH = {"data_in": "/p/in", "data_out": "/p/out"}
 
 
@@ -24,8 +30,14 @@ def run(rec, *events, deadlines=False):
     (without the deadline timers every in-flight state sets, unless asked)."""
     out = []
     for i, ev in enumerate(events, start=1):
-        rec, acts = process(rec, ev if ev.t else type(ev)(**{**ev.__dict__, "t": float(i)}))
-        out.extend(a for a in acts if deadlines or not (isinstance(a, A.StartTimer) and a.name == "timeout"))
+        rec, acts = process(
+            rec, ev if ev.t else type(ev)(**{**ev.__dict__, "t": float(i)})
+        )
+        out.extend(
+            a
+            for a in acts
+            if deadlines or not (isinstance(a, A.StartTimer) and a.name == "timeout")
+        )
     return rec, out
 
 
@@ -34,12 +46,21 @@ def kinds(actions):
 
 
 def booted(rec, gen=1):
-    return run(rec, E.OnDeck(1), E.HolderAllocated(2, gen, ("rsa0",), rec.need), E.HolderStarted(3, gen), E.RamdiskBuilt(4, gen, "/rd/7"))
+    return run(
+        rec,
+        E.OnDeck(1),
+        E.HolderAllocated(2, gen, ("rsa0",), rec.need),
+        E.HolderStarted(3, gen),
+        E.RamdiskBuilt(4, gen, "/rd/7"),
+    )
 
 
 def test_job_without_attributes_is_ineligible_and_untouched():
     rec = job({})
-    assert rec.rsa_state is S.INELIGIBLE and rec.reason == "no rsa.data_in, rsa.data_out or rsa.capacity"
+    assert (
+        rec.rsa_state is S.INELIGIBLE
+        and rec.reason == "no rsa.data_in, rsa.data_out or rsa.capacity"
+    )
     rec, acts = run(rec, E.OnDeck(1), E.Starting(2))
     assert kinds(acts) == ["ReplyStart"] and acts[0].env.ramdisk is None
     rec, acts = run(rec, E.Finished(3))
@@ -66,20 +87,44 @@ def test_thesis_happy_path_stages_in_then_out_then_tears_down():
     assert rec.rsa_state is S.READY and "LockIn" in kinds(acts)
     rec, acts = run(rec, E.Starting(6))
     env = acts[0].env
-    assert (env.ramdisk, env.data_in, env.data_out, env.staged_in) == ("/rd/7", "/rd/7/in", "/rd/7/out", True)
+    assert (env.ramdisk, env.data_in, env.data_out, env.staged_in) == (
+        "/rd/7",
+        "/rd/7/in",
+        "/rd/7/out",
+        True,
+    )
     assert rec.rsa_state is S.INUSE_IN
     assert [a.seconds for a in acts if isinstance(a, A.StartTimer)] == [30]
     rec, acts = run(rec, E.InputReleased(7, why="delay"))
     assert rec.rsa_state is S.INUSE_OUT and kinds(acts)[0] == "PurgeInput"
     rec, acts = run(rec, E.Finished(8))
     out = acts[0]
-    assert rec.rsa_state is S.STAGING_OUT and (out.src, out.dst) == ("/rd/7/out", "/p/out")
+    assert rec.rsa_state is S.STAGING_OUT and (out.src, out.dst) == (
+        "/rd/7/out",
+        "/p/out",
+    )
     rec, acts = run(rec, E.StageEnded(9, 2, True))
     assert rec.rsa_state is S.TEARDOWN and rec.output_home is True
     assert kinds(acts) == ["PostEvent", "CancelHolder"]
     rec, acts = run(rec, E.HolderEnded(10, 1))
     assert rec.rsa_state is S.DESTROYED and rec.final and acts == []
-    assert list(rec.times()) == [s.value for s in (S.INITIAL, S.REQUESTED, S.ASSIGNED, S.BOOTING, S.BOOTED, S.STAGING_IN, S.READY, S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.TEARDOWN, S.DESTROYED)]
+    assert list(rec.times()) == [
+        s.value
+        for s in (
+            S.INITIAL,
+            S.REQUESTED,
+            S.ASSIGNED,
+            S.BOOTING,
+            S.BOOTED,
+            S.STAGING_IN,
+            S.READY,
+            S.INUSE_IN,
+            S.INUSE_OUT,
+            S.STAGING_OUT,
+            S.TEARDOWN,
+            S.DESTROYED,
+        )
+    ]
 
 
 def test_demoted_during_stage_in_stops_releases_and_restages_when_on_deck_again():
@@ -93,7 +138,12 @@ def test_demoted_during_stage_in_stops_releases_and_restages_when_on_deck_again(
     assert rec.rsa_state is S.INITIAL and rec.nodes == () and rec.ramdisk is None
     rec, acts = run(rec, E.OnDeck(9))
     assert rec.rsa_state is S.REQUESTED and acts[0].gen == 2
-    rec, acts = run(rec, E.HolderAllocated(10, 2, ("rsa1",), rec.need), E.HolderStarted(11, 2), E.RamdiskBuilt(12, 2, "/rd/7b"))
+    rec, acts = run(
+        rec,
+        E.HolderAllocated(10, 2, ("rsa1",), rec.need),
+        E.HolderStarted(11, 2),
+        E.RamdiskBuilt(12, 2, "/rd/7b"),
+    )
     assert rec.rsa_state is S.STAGING_IN and rec.restages == 1
 
 
@@ -108,7 +158,12 @@ def test_demoted_job_keeps_its_data_until_revoked():
 def test_late_holder_events_after_a_cancel_are_absorbed():
     rec, _ = run(job(), E.OnDeck(1), E.Demoted(2), E.Revoke(3))
     assert rec.rsa_state is S.TEARDOWN
-    rec, acts = run(rec, E.HolderAllocated(4, 1, ("rsa0",), 1), E.HolderStarted(5, 1), E.RamdiskBuilt(6, 1, "/rd/x"))
+    rec, acts = run(
+        rec,
+        E.HolderAllocated(4, 1, ("rsa0",), 1),
+        E.HolderStarted(5, 1),
+        E.RamdiskBuilt(6, 1, "/rd/x"),
+    )
     assert rec.rsa_state is S.TEARDOWN and acts == []
     rec, _ = run(rec, E.HolderEnded(7, 1))
     assert rec.rsa_state is S.INITIAL
@@ -166,12 +221,23 @@ SCRATCH = {"capacity": "16M"}
 
 def test_capacity_alone_gives_a_scratch_ramdisk_nothing_staged_either_way():
     rec = job(SCRATCH)
-    assert rec.rsa_state is S.INITIAL and rec.need == 16 << 20 and rec.request.on_late == "wait"
+    assert (
+        rec.rsa_state is S.INITIAL
+        and rec.need == 16 << 20
+        and rec.request.on_late == "wait"
+    )
     rec, acts = booted(rec)
-    assert rec.rsa_state is S.READY and not any(isinstance(a, A.StartStage) for a in acts)
+    assert rec.rsa_state is S.READY and not any(
+        isinstance(a, A.StartStage) for a in acts
+    )
     rec, acts = run(rec, E.Starting(5))
     env = [a for a in acts if isinstance(a, A.ReplyStart)][0].env
-    assert (env.ramdisk, env.data_in, env.data_out, env.scratch) == ("/rd/7", None, None, True)
+    assert (env.ramdisk, env.data_in, env.data_out, env.scratch) == (
+        "/rd/7",
+        None,
+        None,
+        True,
+    )
     assert rec.rsa_state is S.INUSE_OUT and kinds(acts) == ["StartTimer", "ReplyStart"]
     rec, acts = run(rec, E.Finished(6))
     assert rec.rsa_state is S.TEARDOWN and kinds(acts) == ["CancelHolder"]
@@ -209,18 +275,32 @@ def test_where_the_outputs_stand_for_wait_and_afterstaged():
     rec, _ = run(rec, E.Finished(7))
     assert Out.outputs(rec)[0] == Out.MOVING and Out.after_staged(rec) is None
     held, _ = run(rec, E.StageEnded(8, 2, False, error="/p/out: Permission denied"))
-    assert Out.outputs(held) == (Out.HELD, "/p/out: Permission denied") and Out.after_staged(held) is None
+    assert (
+        Out.outputs(held) == (Out.HELD, "/p/out: Permission denied")
+        and Out.after_staged(held) is None
+    )
     gone, _ = run(held, E.Release(9), E.HolderEnded(10, 1))
     assert Out.outputs(gone)[0] == Out.LOST
-    assert Out.after_staged(gone) == "its outputs were never staged out (/p/out: Permission denied)"
+    assert (
+        Out.after_staged(gone)
+        == "its outputs were never staged out (/p/out: Permission denied)"
+    )
     home, _ = run(rec, E.StageEnded(8, 2, True))
     assert Out.outputs(home)[0] == Out.MOVING  # outputs home, RAM disk not yet gone
     home, _ = run(home, E.HolderEnded(9, 1))
-    assert Out.outputs(home) == (Out.HOME, "outputs staged out to /p/out") and Out.after_staged(home) is True
+    assert (
+        Out.outputs(home) == (Out.HOME, "outputs staged out to /p/out")
+        and Out.after_staged(home) is True
+    )
     never, _ = run(job(), E.OnDeck(1), E.Canceled(2), E.HolderEnded(3, 1))
-    assert Out.outputs(never)[0] == Out.NONE and Out.after_staged(never) == "it never ran: it has no outputs"
+    assert (
+        Out.outputs(never)[0] == Out.NONE
+        and Out.after_staged(never) == "it never ran: it has no outputs"
+    )
     plain, _ = run(job({}), E.Starting(1))
-    assert Out.outputs(plain)[0] == Out.NONE and Out.after_staged(plain) is None  # still running
+    assert (
+        Out.outputs(plain)[0] == Out.NONE and Out.after_staged(plain) is None
+    )  # still running
     plain, _ = run(plain, E.Finished(2))
     assert Out.after_staged(plain) is True
 
@@ -245,7 +325,13 @@ def test_a_stage_out_writes_into_data_out_from_the_job_end_until_the_outputs_set
 
 def test_release_gives_up_a_held_ramdisk_explicitly():
     rec, _ = booted(job(policy=NO_RETRY))
-    rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7), E.StageEnded(8, 2, False))
+    rec, _ = run(
+        rec,
+        E.StageEnded(5, 1, True),
+        E.Starting(6),
+        E.Finished(7),
+        E.StageEnded(8, 2, False),
+    )
     rec, acts = run(rec, E.Release(9))
     assert rec.rsa_state is S.TEARDOWN and kinds(acts) == ["PostEvent", "CancelHolder"]
 
@@ -270,7 +356,13 @@ def test_retry_is_refused_outside_held():
 )
 def test_cancel_while_pending_cleans_up_from_every_state(steps, state):
     rec = job()
-    events = [E.OnDeck(1), E.HolderAllocated(2, 1, ("rsa0",), 1), E.HolderStarted(3, 1), E.RamdiskBuilt(4, 1, "/rd/7"), E.StageEnded(5, 1, True)]
+    events = [
+        E.OnDeck(1),
+        E.HolderAllocated(2, 1, ("rsa0",), 1),
+        E.HolderStarted(3, 1),
+        E.RamdiskBuilt(4, 1, "/rd/7"),
+        E.StageEnded(5, 1, True),
+    ]
     rec, _ = run(rec, *events[:steps]) if steps else (rec, [])
     assert rec.rsa_state is state
     rec, acts = run(rec, E.Canceled(10))
@@ -290,7 +382,9 @@ def test_ramdisk_lost_with_output_is_reported_not_hidden():
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6))
     rec, acts = run(rec, E.HolderEnded(7, 1, error="rsa0 went down"))
     assert rec.rsa_state is S.DESTROYED and rec.output_home is False
-    assert "RAM disk lost before its outputs were staged out: rsa0 went down" == rec.error
+    assert (
+        "RAM disk lost before its outputs were staged out: rsa0 went down" == rec.error
+    )
     assert acts[0].name == "error"
 
 
@@ -320,16 +414,26 @@ def test_a_failed_stage_in_is_retried_after_a_back_off_then_gives_up():
     rec, _ = booted(job())
     rec, acts = run(rec, E.StageEnded(5, 1, False, error="killed"))
     assert rec.rsa_state is S.ABORTED and rec.retry_pending
-    assert [(a.name, a.seconds) for a in acts if isinstance(a, A.StartTimer)] == [("retry", 5.0)]
+    assert [(a.name, a.seconds) for a in acts if isinstance(a, A.StartTimer)] == [
+        ("retry", 5.0)
+    ]
     rec, acts = run(rec, E.RetryStage(6))
-    assert rec.rsa_state is S.STAGING_IN and acts[0].seq == 2  # resumes: same paths, new stage
+    assert (
+        rec.rsa_state is S.STAGING_IN and acts[0].seq == 2
+    )  # resumes: same paths, new stage
     for n, (seq, backoff) in enumerate(((2, 10.0), (3, 20.0)), start=7):
         rec, acts = run(rec, E.StageEnded(n, seq, False, error="killed"))
         assert [a.seconds for a in acts if isinstance(a, A.StartTimer)] == [backoff]
         rec, _ = run(rec, E.RetryStage(n + 0.5))
-    rec, acts = run(rec, E.StageEnded(20, 4, False, error="flux-rsa-stage: /p/in/x: Permission denied"))
+    rec, acts = run(
+        rec,
+        E.StageEnded(20, 4, False, error="flux-rsa-stage: /p/in/x: Permission denied"),
+    )
     assert rec.rsa_state is S.ABORTED and rec.failed and not rec.retry_pending
-    assert rec.error == "flux-rsa-stage: /p/in/x: Permission denied (stage-in failed 4 times: the job uses data_in directly)"
+    assert (
+        rec.error
+        == "flux-rsa-stage: /p/in/x: Permission denied (stage-in failed 4 times: the job uses data_in directly)"
+    )
 
 
 def test_a_failed_stage_out_is_retried_and_held_when_retries_run_out():
@@ -337,13 +441,25 @@ def test_a_failed_stage_out_is_retried_and_held_when_retries_run_out():
     rec, _ = run(rec, E.StageEnded(5, 1, True), E.Starting(6), E.Finished(7))
     seq = rec.stage_seq
     for i in range(3):
-        rec, acts = run(rec, E.StageEnded(10 + i, seq, False, error="/p/out: Read-only file system"))
-        assert rec.rsa_state is S.HELD and rec.retry_pending and "CancelHolder" not in kinds(acts)
+        rec, acts = run(
+            rec, E.StageEnded(10 + i, seq, False, error="/p/out: Read-only file system")
+        )
+        assert (
+            rec.rsa_state is S.HELD
+            and rec.retry_pending
+            and "CancelHolder" not in kinds(acts)
+        )
         rec, acts = run(rec, E.RetryStage(10.5 + i))
         assert rec.rsa_state is S.STAGING_OUT
         seq = rec.stage_seq
-    rec, acts = run(rec, E.StageEnded(20, seq, False, error="/p/out: Read-only file system"))
-    assert rec.rsa_state is S.HELD and not rec.retry_pending and "held" in [a.name for a in acts if isinstance(a, A.PostEvent)]
+    rec, acts = run(
+        rec, E.StageEnded(20, seq, False, error="/p/out: Read-only file system")
+    )
+    assert (
+        rec.rsa_state is S.HELD
+        and not rec.retry_pending
+        and "held" in [a.name for a in acts if isinstance(a, A.PostEvent)]
+    )
     rec, acts = run(rec, E.RetryStage(21))  # a stray timer does nothing
     assert rec.rsa_state is S.HELD
     rec, acts = run(rec, E.Retry(22))  # the user fixed it
@@ -353,13 +469,20 @@ def test_a_failed_stage_out_is_retried_and_held_when_retries_run_out():
 def test_every_in_flight_state_has_a_deadline():
     rec, acts = run(job(), E.OnDeck(1.0), deadlines=True)
     timer = [a for a in acts if isinstance(a, A.StartTimer)][0]
-    assert (timer.name, timer.state, timer.since, timer.seconds) == ("timeout", "REQUESTED", 1.0, 600.0)
+    assert (timer.name, timer.state, timer.since, timer.seconds) == (
+        "timeout",
+        "REQUESTED",
+        1.0,
+        600.0,
+    )
 
 
 def test_no_capacity_in_time_gives_the_reservation_up():
     rec, _ = run(job(), E.OnDeck(1.0))
     rec, acts = run(rec, E.Timeout(700.0, "REQUESTED", 1.0))
-    assert rec.rsa_state is S.TEARDOWN and rec.failed and kinds(acts) == ["CancelHolder"]
+    assert (
+        rec.rsa_state is S.TEARDOWN and rec.failed and kinds(acts) == ["CancelHolder"]
+    )
     assert rec.error == "no RAM-disk capacity within 600s ([rsa] holder-timeout)"
 
 
@@ -370,7 +493,9 @@ def test_a_stage_out_that_takes_too_long_is_held_not_destroyed():
     rec, acts = run(rec, E.Timeout(9999.0, "STAGING_OUT", since))
     assert rec.rsa_state is S.HELD and "CancelHolder" not in kinds(acts)
     assert [a.seq for a in acts if isinstance(a, A.StopStage)] == [seq]
-    rec, acts = run(rec, E.StageEnded(10000.0, seq, True))  # the old stage, late: ignored
+    rec, acts = run(
+        rec, E.StageEnded(10000.0, seq, True)
+    )  # the old stage, late: ignored
     assert rec.rsa_state is S.HELD and acts == []
 
 
@@ -386,19 +511,27 @@ def test_a_holder_reported_alive_after_its_end_is_cancelled_again():
     rec, _ = run(rec, E.HolderEnded(3, 1))
     assert rec.rsa_state is S.DESTROYED and rec.final
     rec, acts = run(rec, E.RamdiskBuilt(4, 1, "/rd/late"))
-    assert rec.rsa_state is S.DESTROYED and [(type(a).__name__, a.gen) for a in acts] == [("CancelHolder", 1)]
+    assert rec.rsa_state is S.DESTROYED and [
+        (type(a).__name__, a.gen) for a in acts
+    ] == [("CancelHolder", 1)]
     rec, acts = run(rec, E.HolderEnded(5, 1))
     assert rec.final and acts == []
 
 
 def test_a_holder_of_an_earlier_reservation_is_cancelled():
-    rec, _ = run(job(), E.OnDeck(1), E.Demoted(2), E.Revoke(3), E.HolderEnded(4, 1), E.OnDeck(5))
+    rec, _ = run(
+        job(), E.OnDeck(1), E.Demoted(2), E.Revoke(3), E.HolderEnded(4, 1), E.OnDeck(5)
+    )
     assert rec.gen == 2 and rec.rsa_state is S.REQUESTED
     rec, acts = run(rec, E.HolderAllocated(6, 1, ("rsa0",), 1))
-    assert rec.rsa_state is S.REQUESTED and [(type(a).__name__, a.gen) for a in acts] == [("CancelHolder", 1)]
+    assert rec.rsa_state is S.REQUESTED and [
+        (type(a).__name__, a.gen) for a in acts
+    ] == [("CancelHolder", 1)]
 
 
-HEADROOM = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "headroom": 1.5})
+HEADROOM = Policy.from_config(
+    {"proportion": 1, "node-capacity": "64M", "granule": "4M", "headroom": 1.5}
+)
 
 
 def sized_job(attrs=BOTH):
@@ -417,12 +550,16 @@ def test_headroom_measures_data_in_before_the_job_can_go_on_deck():
     rec, acts = run(rec, E.Measured(2, True, 10 * 2**20))
     assert (rec.measure, rec.input_bytes) == (Measure.NONE, 10 * 2**20)
     assert rec.need == 16 * 2**20  # 15 MiB rounded up to whole 4M granules
-    assert rec.rsa_state is S.REQUESTED and acts[0] == A.RequestCapacity(7, gen=1, need=16 * 2**20, userid=1000)
+    assert rec.rsa_state is S.REQUESTED and acts[0] == A.RequestCapacity(
+        7, gen=1, need=16 * 2**20, userid=1000
+    )
 
 
 def test_headroom_falls_back_to_the_proportion_rule_when_measuring_fails():
     rec, _ = sized_job()
-    rec, acts = run(rec, E.Measured(1, False, 0, "rsa.data_in: /p/in: Permission denied"))
+    rec, acts = run(
+        rec, E.Measured(1, False, 0, "rsa.data_in: /p/in: Permission denied")
+    )
     assert rec.need == 64 * 2**20 and rec.measure is Measure.NONE
     assert "Permission denied" in rec.error and "proportion rule" in rec.error
 
@@ -449,7 +586,11 @@ def test_a_job_staged_while_pending_is_offered_its_start():
     assert offer and offer[0].env.staged_in and offer[0].env.data_in == "/rd/7/in"
     # the job starts with it: job-manager's rsa-ready says so, no Starting
     rec, acts = run(rec, E.Started(6, offer[0].env))
-    assert (rec.job_state, rec.rsa_state, rec.offer) == (J.RUNNING, S.INUSE_IN, Offer.NONE)
+    assert (rec.job_state, rec.rsa_state, rec.offer) == (
+        J.RUNNING,
+        S.INUSE_IN,
+        Offer.NONE,
+    )
 
 
 def test_a_revoked_offer_is_withdrawn_before_the_ramdisk_goes():
@@ -472,17 +613,33 @@ def test_an_offer_taken_before_the_withdrawal_keeps_its_ramdisk():
 
 # --- a RAM disk the compute nodes attach (spanning RSA nodes) ---------------
 
-SPANNING = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M",
-                               "provider": "glusterfs", "mount-root": "/mnt/rsa"})
-VOLUME = {"name": "7.1", "servers": ["rsa0:24100", "rsa1:24101"], "user": "rsa-7-1",
-          "secret": "x" * 24}
+SPANNING = Policy.from_config(
+    {
+        "proportion": 1,
+        "node-capacity": "64M",
+        "granule": "4M",
+        "provider": "glusterfs",
+        "mount-root": "/mnt/rsa",
+    }
+)
+VOLUME = {
+    "name": "7.1",
+    "servers": ["rsa0:24100", "rsa1:24101"],
+    "user": "rsa-7-1",
+    "secret": "x" * 24,
+}
 
 
 def spanning_ready():
     rec = job(policy=SPANNING)
-    rec, _ = run(rec, E.OnDeck(1), E.HolderAllocated(2, 1, ("rsa0", "rsa1"), rec.need),
-                 E.HolderStarted(3, 1), E.RamdiskBuilt(4, 1, "/rd/7.1", VOLUME),
-                 E.StageEnded(5, 1, True))
+    rec, _ = run(
+        rec,
+        E.OnDeck(1),
+        E.HolderAllocated(2, 1, ("rsa0", "rsa1"), rec.need),
+        E.HolderStarted(3, 1),
+        E.RamdiskBuilt(4, 1, "/rd/7.1", VOLUME),
+        E.StageEnded(5, 1, True),
+    )
     assert rec.rsa_state is S.READY and rec.volume == VOLUME
     return rec
 
@@ -492,14 +649,21 @@ def test_a_spanning_ramdisk_is_attached_where_the_job_runs_before_it_starts():
     assert "Offer" not in kinds(run(rec, E.OnDeck(6))[1])  # no start without the attach
     rec, acts = run(rec, E.Starting(6, ranks=(0, 1)))
     assert kinds(acts) == ["Attach"]
-    assert (acts[0].ranks, acts[0].root, acts[0].name, acts[0].volume) == \
-        ((0, 1), "/mnt/rsa", "7.1", VOLUME)
+    assert (acts[0].ranks, acts[0].root, acts[0].name, acts[0].volume) == (
+        (0, 1),
+        "/mnt/rsa",
+        "7.1",
+        VOLUME,
+    )
     rec, acts = run(rec, E.Attached(7, True))
     env = acts[0].env
     assert kinds(acts)[0] == "ReplyStart"
     # the job is told where its compute nodes see it; the stager keeps the RSA side
-    assert (env.ramdisk, env.data_in, env.data_out) == \
-        ("/mnt/rsa/7.1", "/mnt/rsa/7.1/in", "/mnt/rsa/7.1/out")
+    assert (env.ramdisk, env.data_in, env.data_out) == (
+        "/mnt/rsa/7.1",
+        "/mnt/rsa/7.1/in",
+        "/mnt/rsa/7.1/out",
+    )
     rec, acts = run(rec, E.Finished(8))
     assert kinds(acts) == ["Detach"] and rec.rsa_state is S.INUSE_IN
     assert (acts[0].root, acts[0].name) == ("/mnt/rsa", "7.1")
@@ -511,11 +675,21 @@ def test_a_spanning_ramdisk_is_attached_where_the_job_runs_before_it_starts():
 
 
 def test_a_failed_attach_starts_the_job_on_its_directories():
-    rec, acts = run(spanning_ready(), E.Starting(6, ranks=(0, 1)),
-                    E.Attached(7, False, "rank 1 (node1): mount failed"))
+    rec, acts = run(
+        spanning_ready(),
+        E.Starting(6, ranks=(0, 1)),
+        E.Attached(7, False, "rank 1 (node1): mount failed"),
+    )
     reply = next(a for a in acts if isinstance(a, A.ReplyStart))
-    assert (reply.env.ramdisk, reply.env.data_in, reply.env.data_out) == (None, "/p/in", "/p/out")
-    assert "rank 1 (node1): mount failed" in rec.error and "uses its directories" in rec.error
+    assert (reply.env.ramdisk, reply.env.data_in, reply.env.data_out) == (
+        None,
+        "/p/in",
+        "/p/out",
+    )
+    assert (
+        "rank 1 (node1): mount failed" in rec.error
+        and "uses its directories" in rec.error
+    )
     assert rec.rsa_state is S.TEARDOWN and "Detach" not in kinds(acts)
 
 

@@ -8,8 +8,16 @@ from flux_rsa.core.ondeck import Pending, plan, select
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
 
-POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 3, "lookahead": 60,
-                             "provider": "glusterfs"})
+POLICY = Policy.from_config(
+    {
+        "proportion": 1,
+        "node-capacity": "64M",
+        "granule": "4M",
+        "ondeck-depth": 3,
+        "lookahead": 60,
+        "provider": "glusterfs",
+    }
+)
 NODES = ["rsa0", "rsa1"]
 MB = 2**20
 
@@ -18,14 +26,19 @@ def records(*specs):
     """specs: (jobid, capacity) -> eligible records."""
     out = {}
     for jobid, capacity in specs:
-        req = parse_request({"data_in": "/in", "data_out": "/out", "capacity": capacity})
+        req = parse_request(
+            {"data_in": "/in", "data_out": "/out", "capacity": capacity}
+        )
         out[jobid] = admit(jobid, 1000, 1, req, POLICY, 0.0)
     return out
 
 
 def queue(*jobids, estimates=None):
     estimates = estimates or {}
-    return [Pending(j, priority=100 - i, t_submit=float(i), t_estimate=estimates.get(j)) for i, j in enumerate(jobids)]
+    return [
+        Pending(j, priority=100 - i, t_submit=float(i), t_estimate=estimates.get(j))
+        for i, j in enumerate(jobids)
+    ]
 
 
 def test_without_estimates_the_first_pending_jobs_are_on_deck():
@@ -49,19 +62,33 @@ def test_the_walk_stops_at_the_first_job_that_does_not_fit():
     # 64M per node: 40M + 40M fill two nodes; the third 40M cannot fit,
     # and the small 8M after it must not jump ahead of it
     recs = records((1, "40M"), (2, "40M"), (3, "40M"), (4, "8M"))
-    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 8})
+    policy = Policy.from_config(
+        {"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 8}
+    )
     assert select(queue(1, 2, 3, 4), recs, NODES, policy, now=0) == {1, 2}
 
 
 def test_capacity_held_by_running_jobs_is_not_available():
     recs = records((1, "60M"), (2, "60M"), (3, "60M"))
-    recs[1] = dataclasses.replace(recs[1], job_state=J.RUNNING, rsa_state=S.INUSE_OUT, nodes=("rsa0",), granted=60 * MB)
+    recs[1] = dataclasses.replace(
+        recs[1],
+        job_state=J.RUNNING,
+        rsa_state=S.INUSE_OUT,
+        nodes=("rsa0",),
+        granted=60 * MB,
+    )
     assert select(queue(2, 3), recs, NODES, POLICY, now=0) == {2}
 
 
 def held(recs, jobid, job_state, node, state=S.READY):
     """Make ``jobid`` hold its capacity on ``node``."""
-    recs[jobid] = dataclasses.replace(recs[jobid], job_state=job_state, rsa_state=state, nodes=(node,), granted=recs[jobid].need)
+    recs[jobid] = dataclasses.replace(
+        recs[jobid],
+        job_state=job_state,
+        rsa_state=state,
+        nodes=(node,),
+        granted=recs[jobid].need,
+    )
 
 
 def kinds(events):
@@ -73,7 +100,9 @@ def test_an_on_deck_job_at_the_edge_stays_on_deck():
     recs = records((1, "8M"))
     held(recs, 1, J.ONDECK, "rsa0")
     assert plan(queue(9, 8, 7, 6, 1), recs, NODES, POLICY, now=5.0) == []
-    assert kinds(plan(queue(9, 8, 7, 6, 5, 1), recs, NODES, POLICY, now=5.0)) == [(1, "Demoted")]
+    assert kinds(plan(queue(9, 8, 7, 6, 5, 1), recs, NODES, POLICY, now=5.0)) == [
+        (1, "Demoted")
+    ]
 
 
 def test_a_pending_job_enters_only_inside_the_window():
@@ -86,22 +115,32 @@ def test_a_demoted_job_keeps_its_data_until_the_capacity_is_needed():
     recs = records((1, "60M"), (2, "60M"))
     held(recs, 1, J.DEMOTED, "rsa0")
     # job 2 fits on rsa1: job 1 keeps its staged data
-    assert kinds(plan(queue(2, 9, 8, 7, 6, 5, 1), recs, NODES, POLICY, now=5.0)) == [(2, "OnDeck")]
+    assert kinds(plan(queue(2, 9, 8, 7, 6, 5, 1), recs, NODES, POLICY, now=5.0)) == [
+        (2, "OnDeck")
+    ]
     held(recs, 2, J.ONDECK, "rsa1")
     recs[3] = records((3, "60M"))[3]
     # job 3 needs a node: job 1 (outside the window) gives its capacity back
-    assert kinds(plan(queue(2, 3, 9, 8, 7, 6, 1), recs, NODES, POLICY, now=5.0)) == [(1, "Revoke"), (3, "OnDeck")]
+    assert kinds(plan(queue(2, 3, 9, 8, 7, 6, 1), recs, NODES, POLICY, now=5.0)) == [
+        (1, "Revoke"),
+        (3, "OnDeck"),
+    ]
 
 
 def test_without_keep_demoted_capacity_goes_back_at_once():
     policy = dataclasses.replace(POLICY, keep_demoted=False)
     recs = records((1, "8M"))
     held(recs, 1, J.ONDECK, "rsa0")
-    assert kinds(plan(queue(9, 8, 7, 6, 5, 1), recs, NODES, policy, now=5.0)) == [(1, "Demoted"), (1, "Revoke")]
+    assert kinds(plan(queue(9, 8, 7, 6, 5, 1), recs, NODES, policy, now=5.0)) == [
+        (1, "Demoted"),
+        (1, "Revoke"),
+    ]
 
 
 def test_the_latest_starting_holder_is_revoked_first():
-    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 8})
+    policy = Policy.from_config(
+        {"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 8}
+    )
     recs = records((1, "60M"), (2, "60M"), (3, "60M"))
     held(recs, 1, J.ONDECK, "rsa0")
     held(recs, 2, J.ONDECK, "rsa1")
@@ -126,7 +165,9 @@ def test_a_big_job_is_looked_at_earlier_when_its_stage_in_takes_longer():
     recs = records((1, "8M"), (2, "120M"))
     est = {1: 100.0, 2: 100.0}  # both start in 100 s; the window is 60 s
     rate = 1 * MB  # 8M takes 8 s to stage, 120M takes 120 s
-    assert select(queue(1, 2, estimates=est), recs, NODES, POLICY, now=0, rate=rate) == {2}
+    assert select(
+        queue(1, 2, estimates=est), recs, NODES, POLICY, now=0, rate=rate
+    ) == {2}
 
 
 def test_the_stage_rate_is_measured_from_finished_stage_ins():
@@ -137,8 +178,15 @@ def test_the_stage_rate_is_measured_from_finished_stage_ins():
     recs = records((1, "8M"), (2, "8M"))
     assert stage_rate(recs, default=123) == 123.0
     for jobid, seconds in ((1, 2.0), (2, 4.0)):
-        history = (Transition(10.0, J.ONDECK, S.STAGING_IN), Transition(10.0 + seconds, J.ONDECK, S.READY))
-        recs[jobid] = dataclasses.replace(recs[jobid], history=history, progress=Progress(bytes_done=8 * MB, bytes_total=8 * MB))
+        history = (
+            Transition(10.0, J.ONDECK, S.STAGING_IN),
+            Transition(10.0 + seconds, J.ONDECK, S.READY),
+        )
+        recs[jobid] = dataclasses.replace(
+            recs[jobid],
+            history=history,
+            progress=Progress(bytes_done=8 * MB, bytes_total=8 * MB),
+        )
     assert stage_rate(recs, default=123) == (4 * MB + 2 * MB) / 2
 
 
@@ -149,4 +197,6 @@ def test_a_job_bigger_than_the_whole_pool_never_blocks_the_queue():
     from flux_rsa.core import process
 
     rec, _ = process(recs[1], events[0][1])
-    assert rec.failed and rec.error.startswith("needs 192M of RAM disk; the RSA pool holds at most 128M")
+    assert rec.failed and rec.error.startswith(
+        "needs 192M of RAM disk; the RSA pool holds at most 128M"
+    )

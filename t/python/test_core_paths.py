@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-from flux_rsa.core.paths import seen as job_paths
-from flux_rsa.core import BadConfig, BadRequest, Policy, admit, parse_request, process
+from flux_rsa.core import BadConfig, BadRequest, Policy, admit
 from flux_rsa.core import events as E
+from flux_rsa.core import parse_request, process
 from flux_rsa.core.paths import bind_blocker
+from flux_rsa.core.paths import seen as job_paths
 from flux_rsa.service.userns import job_namespaces
 
 SMALL = {"proportion": 1, "node-capacity": "64M", "granule": "4M"}
@@ -54,9 +55,14 @@ def test_paths_mean_nothing_without_data_in_or_data_out():
     [
         ({**BOTH, "paths": "mount"}, "rsa.paths: 'mount' is not allowed (\"bind\""),
         ({**BOTH, "paths": True}, "rsa.paths: true is not allowed"),
-        ({"data_in": "/p/out/in", "data_out": "/p/out", "paths": "bind"},
-         "rsa.paths: 'bind' cannot be done: rsa.data_in is inside rsa.data_out"),
-        ({"data_in": "/", "paths": "bind"}, "rsa.paths: 'bind' cannot be done: rsa.data_in is /"),
+        (
+            {"data_in": "/p/out/in", "data_out": "/p/out", "paths": "bind"},
+            "rsa.paths: 'bind' cannot be done: rsa.data_in is inside rsa.data_out",
+        ),
+        (
+            {"data_in": "/", "paths": "bind"},
+            "rsa.paths: 'bind' cannot be done: rsa.data_in is /",
+        ),
     ],
 )
 def test_a_bad_paths_request_is_refused_with_the_value_and_the_fix(attrs, message):
@@ -82,8 +88,12 @@ def test_the_site_key_is_checked():
 
 
 def booted(rec):
-    for ev in (E.OnDeck(1), E.HolderAllocated(2, 1, ("rsa0",), rec.need), E.HolderStarted(3, 1),
-               E.RamdiskBuilt(4, 1, "/rd/7")):
+    for ev in (
+        E.OnDeck(1),
+        E.HolderAllocated(2, 1, ("rsa0",), rec.need),
+        E.HolderStarted(3, 1),
+        E.RamdiskBuilt(4, 1, "/rd/7"),
+    ):
         rec, _ = process(rec, ev)
     return rec
 
@@ -100,7 +110,9 @@ def test_the_start_env_carries_the_mode_only_for_what_is_on_the_ramdisk():
     assert (env.paths, env.staged_in, env.out_on_ramdisk) == ("bind", True, True)
     assert job_paths(rec.to_dict()) == "in=ramdisk,out=ramdisk"
 
-    late = booted(admit(7, 1000, 1, parse_request(BOTH), policy(), 0.0))  # still staging in
+    late = booted(
+        admit(7, 1000, 1, parse_request(BOTH), policy(), 0.0)
+    )  # still staging in
     late, env = started(late)
     assert (env.paths, env.staged_in, env.out_on_ramdisk) == ("bind", False, True)
     assert job_paths(late.to_dict()) == "in=real,out=ramdisk"
@@ -109,7 +121,9 @@ def test_the_start_env_carries_the_mode_only_for_what_is_on_the_ramdisk():
     early, env = started(early)
     assert env.paths is None and job_paths(early.to_dict()) == "real"
 
-    rec = booted(admit(7, 1000, 1, parse_request({**BOTH, "paths": "env"}), policy(), 0.0))
+    rec = booted(
+        admit(7, 1000, 1, parse_request({**BOTH, "paths": "env"}), policy(), 0.0)
+    )
     rec, env = started(rec)
     assert env.paths == "env" and job_paths(rec.to_dict()) == "env"
 
@@ -129,18 +143,40 @@ def test_the_service_looks_whether_job_shells_may_make_their_namespace():
     assert ok, why
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"),
-                    reason="needs root, unshare and setpriv (util-linux)")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"),
+    reason="needs root, unshare and setpriv (util-linux)",
+)
 def test_where_user_namespaces_are_not_allowed_the_look_says_why():
     # inside a user namespace of our own, limited to no further user
     # namespaces and without capabilities: what a node with
     # user.max_user_namespaces = 0 looks like to an ordinary user
-    here = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["flux_rsa"].__file__)))
-    code = ("import sys; sys.path.insert(0, %r); from flux_rsa.service.userns import job_namespaces; "
-            "print(job_namespaces())" % here)
+    here = os.path.dirname(
+        os.path.dirname(os.path.abspath(sys.modules["flux_rsa"].__file__))
+    )
+    code = (
+        "import sys; sys.path.insert(0, %r); from flux_rsa.service.userns import job_namespaces; "
+        "print(job_namespaces())" % here
+    )
     out = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "sh", "-c",
-         'echo 0 >/proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all '
-         '--bounding-set=-all "$@"', "probe", sys.executable, "-c", code],
-        capture_output=True, text=True, check=True)
-    assert "(False, 'unshare(CLONE_NEWUSER|CLONE_NEWNS): No space left on device')" in out.stdout
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 0 >/proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all "
+            '--bounding-set=-all "$@"',
+            "probe",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert (
+        "(False, 'unshare(CLONE_NEWUSER|CLONE_NEWNS): No space left on device')"
+        in out.stdout
+    )

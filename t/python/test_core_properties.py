@@ -21,9 +21,11 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flux_rsa.core import Env, Policy, Progress, admit, parse_request, process
+from flux_rsa.core import Env, Policy, Progress
 from flux_rsa.core import actions as A
+from flux_rsa.core import admit
 from flux_rsa.core import events as E
+from flux_rsa.core import parse_request, process
 from flux_rsa.core.states import AT_REST, JobState, RsaState
 
 J, S = JobState, RsaState
@@ -35,7 +37,12 @@ REQUESTS = [
     {"data_in": "/p/in"},
     {"data_out": "/p/out"},
     {"data_in": "/p/in", "data_out": "/p/out", "on_late": "wait"},
-    {"data_in": "/p/in", "data_out": "/p/out", "stage_in": "/p/unpack.sh", "stage_out": "tar"},
+    {
+        "data_in": "/p/in",
+        "data_out": "/p/out",
+        "stage_in": "/p/unpack.sh",
+        "stage_out": "tar",
+    },
     {"capacity": "8M"},  # scratch only: a RAM disk, nothing staged
     {"capacity": "8M", "on_late": "ignore"},
 ]
@@ -101,9 +108,13 @@ class World:
                 holder.cancelled = True
         elif isinstance(act, A.StartStage):
             holder = self.holders.get(self.rec.gen)
-            assert holder is not None and holder.built and not holder.cancelled, "stage without a RAM disk"
+            assert (
+                holder is not None and holder.built and not holder.cancelled
+            ), "stage without a RAM disk"
             if act.direction == "out":
-                assert not self.mounted and not self.attaching, "stage-out while compute nodes hold the RAM disk"
+                assert (
+                    not self.mounted and not self.attaching
+                ), "stage-out while compute nodes hold the RAM disk"
             self.stages[act.seq] = False
         elif isinstance(act, A.StopStage):
             if act.seq in self.stages:
@@ -112,10 +123,13 @@ class World:
             assert self.starting, "answer without a start request"
             self.replies += 1
             if act.env is not None and act.env.staged_in:
-                assert self.rec.gen in self.staged_ok, "staged inputs offered without a stage-in"
+                assert (
+                    self.rec.gen in self.staged_ok
+                ), "staged inputs offered without a stage-in"
             if self.spanning and act.env is not None and act.env.ramdisk:
-                assert self.mounted and self.mount_path == act.env.ramdisk, \
-                    "a job started on a RAM disk its nodes have not attached"
+                assert (
+                    self.mounted and self.mount_path == act.env.ramdisk
+                ), "a job started on a RAM disk its nodes have not attached"
             self.reply = act.env if act.env is not None else Env()
         elif isinstance(act, A.Attach):
             holder = self.holders.get(self.rec.gen)
@@ -128,8 +142,12 @@ class World:
             assert self.mounted, "detach of what is not attached"
             self.detaching = True
         elif isinstance(act, A.Offer):
-            assert not self.spanning, "an offer for a RAM disk the compute nodes must attach"
-            assert self.rec.rsa_state is S.READY and act.env.ramdisk, "an offer without staged inputs"
+            assert (
+                not self.spanning
+            ), "an offer for a RAM disk the compute nodes must attach"
+            assert (
+                self.rec.rsa_state is S.READY and act.env.ramdisk
+            ), "an offer without staged inputs"
             if self.started is None and not self.starting:
                 self.offer = act.env
         elif isinstance(act, A.Withdraw):
@@ -146,7 +164,12 @@ class World:
         faults and reversals rarer, so deep states are reached often."""
         rec, out = self.rec, []
         if rec.job_state in (J.PENDING, J.ONDECK, J.DEMOTED) and not self.starting:
-            out += [(4, E.OnDeck(0)), (1, E.Demoted(0)), (1, E.Revoke(0)), (1, E.Canceled(0))]
+            out += [
+                (4, E.OnDeck(0)),
+                (1, E.Demoted(0)),
+                (1, E.Revoke(0)),
+                (1, E.Canceled(0)),
+            ]
             if self.offer is not None and self.started is None:
                 out.append((3, ("take-offer",)))
             elif self.started is None and self.offer_start is None:
@@ -159,7 +182,12 @@ class World:
             out.append((4, ("withdrawn",)))
         if self.offer_start is not None:
             out.append((4, ("offer-start-seen",)))
-        if self.starting and self.started is None and self.offer_start is None and rec.job_state is J.RUNNING:
+        if (
+            self.starting
+            and self.started is None
+            and self.offer_start is None
+            and rec.job_state is J.RUNNING
+        ):
             out.append((1, E.Canceled(0)))  # cancelled during the start hold
             out.append((1, ("fallback",)))  # job-manager gave up waiting
             if self.reply is not None:
@@ -177,7 +205,11 @@ class World:
                 out.append((6, ("holder-end", gen)))
             out.append((1, ("holder-fault", gen)))
         for seq in self.stages:
-            out += [(2, ("stage-progress", seq)), (6, ("stage-ok", seq)), (2, ("stage-fail", seq))]
+            out += [
+                (2, ("stage-progress", seq)),
+                (6, ("stage-ok", seq)),
+                (2, ("stage-fail", seq)),
+            ]
         if rec.rsa_state is S.HELD:
             out += [(2, E.Retry(0)), (1, E.Release(0))]
         if "retry" in self.timers:
@@ -203,7 +235,9 @@ class World:
         if kind in ("attach-ok", "attach-fail"):
             self.attaching = False
             self.mounted = kind == "attach-ok"
-            return self.run(E.Attached(0, self.mounted, None if self.mounted else "rank 1: boom"))
+            return self.run(
+                E.Attached(0, self.mounted, None if self.mounted else "rank 1: boom")
+            )
         if kind in ("detached", "detach-fail"):
             self.detaching = self.mounted = False
             ok = kind == "detached"
@@ -233,7 +267,9 @@ class World:
         if kind == "take-reply":
             return self._start(self.reply)
         if kind == "fallback":
-            return self._start(Env(data_in=rec.request.data_in, data_out=rec.request.data_out))
+            return self._start(
+                Env(data_in=rec.request.data_in, data_out=rec.request.data_out)
+            )
         gen_or_seq = choice[1]
         if kind == "holder-next":
             holder = self.holders[gen_or_seq]
@@ -243,16 +279,32 @@ class World:
             if phase == "start":
                 return self.run(E.HolderStarted(0, gen_or_seq))
             holder.built = True
-            volume = {"name": f"1.{gen_or_seq}", "servers": ["rsa0:24000"], "user": "u",
-                      "secret": "s" * 16} if self.spanning else None
-            return self.run(E.RamdiskBuilt(0, gen_or_seq, f"/rd/1.{gen_or_seq}", volume))
+            volume = (
+                {
+                    "name": f"1.{gen_or_seq}",
+                    "servers": ["rsa0:24000"],
+                    "user": "u",
+                    "secret": "s" * 16,
+                }
+                if self.spanning
+                else None
+            )
+            return self.run(
+                E.RamdiskBuilt(0, gen_or_seq, f"/rd/1.{gen_or_seq}", volume)
+            )
         if kind in ("holder-end", "holder-fault"):
             holder = self.holders.pop(gen_or_seq)
             if kind == "holder-fault" and not holder.cancelled:
                 self.world_fault = True
-            return self.run(E.HolderEnded(0, gen_or_seq, error=None if holder.cancelled else "node lost"))
+            return self.run(
+                E.HolderEnded(
+                    0, gen_or_seq, error=None if holder.cancelled else "node lost"
+                )
+            )
         if kind == "stage-progress":
-            return self.run(E.StageProgress(0, gen_or_seq, Progress(bytes_done=1, bytes_total=2)))
+            return self.run(
+                E.StageProgress(0, gen_or_seq, Progress(bytes_done=1, bytes_total=2))
+            )
         stopping = self.stages.pop(gen_or_seq)
         ok = kind == "stage-ok"
         direction = rec.stage_dir
@@ -275,13 +327,32 @@ class World:
         ended = (J.FINISHED, J.CANCELED)
         for _ in range(200):
             rec = self.rec
-            if self.reply is not None and self.started is None and rec.job_state not in ended:
+            if (
+                self.reply is not None
+                and self.started is None
+                and rec.job_state not in ended
+            ):
                 self._start(self.reply)
                 continue
             if rec.job_state is J.RUNNING and self.started is not None:
                 self.run(E.Finished(0))
                 continue
-            pending = [c for _, c in self.choices() if isinstance(c, tuple) and c[0] in ("holder-next", "holder-end", "stage-ok", "retry-timer", "withdrawn", "offer-start-seen", "attach-ok", "detached")]
+            pending = [
+                c
+                for _, c in self.choices()
+                if isinstance(c, tuple)
+                and c[0]
+                in (
+                    "holder-next",
+                    "holder-end",
+                    "stage-ok",
+                    "retry-timer",
+                    "withdrawn",
+                    "offer-start-seen",
+                    "attach-ok",
+                    "detached",
+                )
+            ]
             if pending:
                 self.apply(pending[0])
                 continue
@@ -295,7 +366,9 @@ class World:
         raise AssertionError("the world never settles")
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(request=st.sampled_from(REQUESTS), spanning=st.booleans(), data=st.data())
 def test_random_orders_keep_the_invariants(request, spanning, data):
     world = World(request, spanning)
@@ -310,8 +383,12 @@ def test_random_orders_keep_the_invariants(request, spanning, data):
     assert rec.rsa_state in AT_REST
     assert not world.holders, "a holder outlived its job"
     assert not world.stages, "a stage outlived its job"
-    assert not world.mounted and not world.attaching and not world.detaching, "still attached"
+    assert (
+        not world.mounted and not world.attaching and not world.detaching
+    ), "still attached"
     if world.starting and rec.job_state is J.FINISHED:
-        assert world.replies >= 1 or world.started is not None, "start request never answered"
+        assert (
+            world.replies >= 1 or world.started is not None
+        ), "start request never answered"
     if world.output_written and not world.world_fault:
         assert world.output_safe, "outputs neither staged out nor released"

@@ -2,18 +2,33 @@
 
 import dataclasses
 
-from flux_rsa.core import Policy, admit, parse_request, process
+from flux_rsa.core import Policy, admit
 from flux_rsa.core import events as E
+from flux_rsa.core import parse_request, process
 from flux_rsa.core.reuse import holders_of, replica
 from flux_rsa.core.states import RsaState as S
 
-POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "reuse": True})
+POLICY = Policy.from_config(
+    {"proportion": 1, "node-capacity": "64M", "granule": "4M", "reuse": True}
+)
 
 
 def staged(jobid, userid=1000, data_in="/p/in", node="rsa0", **attrs):
-    rec = admit(jobid, userid, 1, parse_request({"data_in": data_in, "data_out": "/p/out", **attrs}), POLICY, 0.0)
-    for ev in (E.OnDeck(1), E.HolderAllocated(2, 1, (node,), rec.need), E.HolderStarted(3, 1),
-               E.RamdiskBuilt(4, 1, f"/rd/{jobid}"), E.StageEnded(5, 1, True)):
+    rec = admit(
+        jobid,
+        userid,
+        1,
+        parse_request({"data_in": data_in, "data_out": "/p/out", **attrs}),
+        POLICY,
+        0.0,
+    )
+    for ev in (
+        E.OnDeck(1),
+        E.HolderAllocated(2, 1, (node,), rec.need),
+        E.HolderStarted(3, 1),
+        E.RamdiskBuilt(4, 1, f"/rd/{jobid}"),
+        E.StageEnded(5, 1, True),
+    ):
         rec, _ = process(rec, ev)
     return rec
 
@@ -33,7 +48,11 @@ def test_a_staged_job_of_the_same_owner_on_the_node_is_a_replica():
 
 def test_no_replica_from_another_owner_path_or_node():
     me = fresh(2)
-    for donor in (staged(1, userid=1001), staged(1, data_in="/p/other"), staged(1, node="rsa1")):
+    for donor in (
+        staged(1, userid=1001),
+        staged(1, data_in="/p/other"),
+        staged(1, node="rsa1"),
+    ):
         assert replica(me, {1: donor, 2: me}) is None
     assert holders_of(me, {1: staged(1, userid=1001), 2: me}) == []
 
@@ -56,4 +75,7 @@ def test_the_record_says_its_inputs_were_reused():
     rec = dataclasses.replace(rec, rsa_state=S.STAGING_IN, stage_seq=2)
     rec, acts = process(rec, E.StageEnded(6, 2, True, None, "/rd/1/in"))
     assert rec.rsa_state is S.READY and rec.reused == "/rd/1/in"
-    assert any(getattr(a, "name", None) == "staged-in" and a.context["reused"] == "/rd/1/in" for a in acts)
+    assert any(
+        getattr(a, "name", None) == "staged-in" and a.context["reused"] == "/rd/1/in"
+        for a in acts
+    )

@@ -5,19 +5,28 @@ import inspect
 
 import pytest
 
-from flux_rsa.core import IllegalEvent, Policy, accepts, admit, parse_request, process
+from flux_rsa.core import IllegalEvent, Policy, accepts
 from flux_rsa.core import actions as A
+from flux_rsa.core import admit
 from flux_rsa.core import events as E
-from flux_rsa.core import steps, table
+from flux_rsa.core import parse_request, process, steps, table
 from flux_rsa.core.machine import settle
-from flux_rsa.core.states import IN_FLIGHT, JobState as J
+from flux_rsa.core.states import IN_FLIGHT
+from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
 
 POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
 
 
 def job():
-    return admit(7, 1000, 1, parse_request({"data_in": "/p/in", "data_out": "/p/out"}), POLICY, 0.0)
+    return admit(
+        7,
+        1000,
+        1,
+        parse_request({"data_in": "/p/in", "data_out": "/p/out"}),
+        POLICY,
+        0.0,
+    )
 
 
 def run(rec, *events):
@@ -29,8 +38,13 @@ def run(rec, *events):
 
 
 def staging_in():
-    return run(job(), E.OnDeck(1), E.HolderAllocated(2, 1, ("rsa0",), 4 << 20), E.HolderStarted(3, 1),
-               E.RamdiskBuilt(4, 1, "/rd/7"))[0]
+    return run(
+        job(),
+        E.OnDeck(1),
+        E.HolderAllocated(2, 1, ("rsa0",), 4 << 20),
+        E.HolderStarted(3, 1),
+        E.RamdiskBuilt(4, 1, "/rd/7"),
+    )[0]
 
 
 def all_guards():
@@ -70,13 +84,19 @@ def test_an_event_without_a_row_is_illegal_wherever_it_is_missing(monkeypatch):
     rec = staging_in()
     # no EVENT_ROWS row for the rsa-state
     assert not accepts(rec, E.Release(5))
-    with pytest.raises(IllegalEvent, match="Release is not allowed in ONDECK/STAGING_IN"):
+    with pytest.raises(
+        IllegalEvent, match="Release is not allowed in ONDECK/STAGING_IN"
+    ):
         process(rec, E.Release(5))
     # a job-state the JOB_ROWS entry neither moves nor ignores
     row = table.JOB_ROWS[E.Finished]
-    monkeypatch.setitem(table.JOB_ROWS, E.Finished, row._replace(moves=row.moves - {J.ONDECK}))
+    monkeypatch.setitem(
+        table.JOB_ROWS, E.Finished, row._replace(moves=row.moves - {J.ONDECK})
+    )
     assert not accepts(rec, E.Finished(5))
-    with pytest.raises(IllegalEvent, match="Finished is not allowed in ONDECK/STAGING_IN"):
+    with pytest.raises(
+        IllegalEvent, match="Finished is not allowed in ONDECK/STAGING_IN"
+    ):
         process(rec, E.Finished(5))
     # an event the table does not know at all
     with pytest.raises(IllegalEvent):
@@ -99,10 +119,16 @@ def test_a_demoted_job_keeps_staging_in_until_it_is_revoked():
     assert (rec.job_state, rec.rsa_state) == (J.DEMOTED, S.STAGING_IN) and acts == []
     assert rec.stage_dir == "in"  # the stage job goes on
     # one explicit row says so, and it is the one that answers
-    [row] = [r for r in table.PASS_ROWS if J.DEMOTED in r.jobs and S.STAGING_IN in r.states and r.guard(rec)]
+    [row] = [
+        r
+        for r in table.PASS_ROWS
+        if J.DEMOTED in r.jobs and S.STAGING_IN in r.states and r.guard(rec)
+    ]
     assert row.guard is table.not_revoked and row.to is table.SAME and row.steps == ()
     rec, acts = run(rec, E.StageEnded(6, 1, True))
-    assert rec.rsa_state is S.READY  # staged while demoted: the inputs are there when it is on deck again
+    assert (
+        rec.rsa_state is S.READY
+    )  # staged while demoted: the inputs are there when it is on deck again
     rec = staging_in()
     rec, acts = run(rec, E.Demoted(5), E.Revoke(6))
     assert rec.rsa_state is S.STOPPING and acts[0] == A.StopStage(7, seq=1)

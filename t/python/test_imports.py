@@ -9,7 +9,9 @@ import os
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "python", "flux_rsa")
+PACKAGE = os.path.join(
+    os.path.dirname(os.path.dirname(HERE)), "src", "python", "flux_rsa"
+)
 
 
 def modules():
@@ -28,6 +30,7 @@ def modules():
 def imports(path, known):
     """The flux_rsa modules ``path`` imports (``from P import M`` names
     module P.M when it is one, else P)."""
+
     def resolve(name):
         while name and name not in known:
             name = name.rpartition(".")[0]
@@ -38,8 +41,10 @@ def imports(path, known):
         if isinstance(node, ast.Import):
             out.update(resolve(a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.update(resolve(f"{node.module}.{a.name}") or resolve(node.module)
-                       for a in node.names)
+            out.update(
+                resolve(f"{node.module}.{a.name}") or resolve(node.module)
+                for a in node.names
+            )
     return {m for m in out if m and m.startswith("flux_rsa")}
 
 
@@ -93,7 +98,9 @@ def test_a_provider_imports_no_other_provider(provider):
     edges = graph()
     mine = f"flux_rsa.ramdisk.providers.{provider}"
     others = {m for m in edges if m.startswith("flux_rsa.ramdisk.providers.")} - {
-        mine, "flux_rsa.ramdisk.providers.base"}
+        mine,
+        "flux_rsa.ramdisk.providers.base",
+    }
     assert edges[mine] & others == set()
 
 
@@ -112,12 +119,22 @@ def test_no_provider_is_named_outside_the_ramdisk_package():
             if not isinstance(node, ast.Compare):
                 continue
             sides = [node.left, *node.comparators]
-            if not any("provider" in (ast.get_source_segment(text, s) or "").lower()
-                       for s in sides):
+            if not any(
+                "provider" in (ast.get_source_segment(text, s) or "").lower()
+                for s in sides
+            ):
                 continue  # a file's kind "dir" is no provider
-            constants = [e for s in sides
-                         for e in (s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s])
-                         if isinstance(e, ast.Constant)]
-            offenders += [f"{module}:{node.lineno}: {c.value!r}" for c in constants
-                          if c.value in names]
+            constants = [
+                e
+                for s in sides
+                for e in (
+                    s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s]
+                )
+                if isinstance(e, ast.Constant)
+            ]
+            offenders += [
+                f"{module}:{node.lineno}: {c.value!r}"
+                for c in constants
+                if c.value in names
+            ]
     assert offenders == []

@@ -8,9 +8,15 @@ RAM disk and can still be staged into; undrain makes it usable again.
 import os
 
 import pytest
-
-from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
 from conftest import freed_status, release_holders, stop_pool
+from test_pool_helpers import (
+    MiB,
+    Pool,
+    mounts_under,
+    owner_account,
+    requires_flux,
+    requires_root,
+)
 
 pytestmark = [requires_flux, requires_root]
 
@@ -24,8 +30,12 @@ def pool():
 
 
 def hold(pool, jobid, need):
-    assert pool.service.call("hold", jobid=jobid, gen=1, need=need,
-                             userid=pool.owner.pw_uid) == {}
+    assert (
+        pool.service.call(
+            "hold", jobid=jobid, gen=1, need=need, userid=pool.owner.pw_uid
+        )
+        == {}
+    )
 
 
 def node_status(pool):
@@ -33,25 +43,35 @@ def node_status(pool):
 
 
 def test_drain_of_an_unknown_host_names_the_pool_nodes(pool):
-    with pytest.raises(OSError, match=r"host='node0' is not a pool node "
-                                      r"\(pool nodes: rsa0, rsa1\)"):
+    with pytest.raises(
+        OSError, match=r"host='node0' is not a pool node " r"\(pool nodes: rsa0, rsa1\)"
+    ):
         pool.service.call("drain", host="node0", reason="x")
-    with pytest.raises(OSError, match=r"host='rsa9' is not a pool node \(pool nodes: rsa0, rsa1\)"):
+    with pytest.raises(
+        OSError, match=r"host='rsa9' is not a pool node \(pool nodes: rsa0, rsa1\)"
+    ):
         pool.service.call("undrain", host="rsa9")
 
 
 def test_a_drained_node_takes_no_new_holder_and_keeps_its_own(pool):
     status = node_status(pool)
     assert {h: (n["state"], n["drained"], n["reason"]) for h, n in status.items()} == {
-        "rsa0": ("up", False, None), "rsa1": ("up", False, None)}
+        "rsa0": ("up", False, None),
+        "rsa1": ("up", False, None),
+    }
     hold(pool, 301, 40 * MiB)
     drained = pool.service.wait_for("holder-alloc", jobid=301)["nodes"][0]
     other = "rsa1" if drained == "rsa0" else "rsa0"
     path = pool.service.wait_for("ramdisk-built", jobid=301)["path"]
     assert pool.service.call("drain", host=drained, reason="memory test") == {}
-    assert pool.service.call("drain", host=drained, reason="DIMM swap") == {}  # idempotent
+    assert (
+        pool.service.call("drain", host=drained, reason="DIMM swap") == {}
+    )  # idempotent
     status = node_status(pool)
-    assert (status[drained]["drained"], status[drained]["reason"]) == (True, "DIMM swap")
+    assert (status[drained]["drained"], status[drained]["reason"]) == (
+        True,
+        "DIMM swap",
+    )
     assert [h["jobid"] for h in status[drained]["holders"]] == [301]
     assert status[other]["drained"] is False
 
@@ -73,9 +93,21 @@ def test_a_drained_node_takes_no_new_holder_and_keeps_its_own(pool):
     with open(os.path.join(src, "f"), "w") as f:
         f.write("staged while drained")
     os.chmod(src, 0o755)
-    assert pool.service.call("stage", jobid=301, seq=1, direction="in", src=src,
-                             dst=os.path.join(path, "in"), method=None,
-                             userid=pool.owner.pw_uid, verify="size", nodes=[drained]) == {}
+    assert (
+        pool.service.call(
+            "stage",
+            jobid=301,
+            seq=1,
+            direction="in",
+            src=src,
+            dst=os.path.join(path, "in"),
+            method=None,
+            userid=pool.owner.pw_uid,
+            verify="size",
+            nodes=[drained],
+        )
+        == {}
+    )
     end = pool.service.wait_for("stage-end", jobid=301, seq=1, timeout=60)
     assert (end["ok"], end["error"]) == (True, None)
     assert open(os.path.join(path, "in", "f")).read() == "staged while drained"
@@ -118,14 +150,29 @@ def make_tree(pool, name):
 
 def test_measure_sums_a_tree_as_its_owner(pool):
     top = make_tree(pool, "measure-in")
-    assert pool.service.call("measure", jobid=321, seq=1, path=top,
-                             userid=pool.owner.pw_uid) == {}
+    assert (
+        pool.service.call(
+            "measure", jobid=321, seq=1, path=top, userid=pool.owner.pw_uid
+        )
+        == {}
+    )
     end = pool.service.wait_for("measure-end", jobid=321, seq=1, timeout=60)
-    assert (end["ok"], end["bytes"], end["files"], end["error"]) == (True, 1024, 2, None)
+    assert (end["ok"], end["bytes"], end["files"], end["error"]) == (
+        True,
+        1024,
+        2,
+        None,
+    )
     # idempotent: the same answer again, no second subjob
-    assert pool.service.call("measure", jobid=321, seq=1, path=top,
-                             userid=pool.owner.pw_uid) == {}
-    pool.service.wait(lambda: len(pool.service.seen("measure-end", jobid=321, seq=1)) == 2)
+    assert (
+        pool.service.call(
+            "measure", jobid=321, seq=1, path=top, userid=pool.owner.pw_uid
+        )
+        == {}
+    )
+    pool.service.wait(
+        lambda: len(pool.service.seen("measure-end", jobid=321, seq=1)) == 2
+    )
     again = pool.service.seen("measure-end", jobid=321, seq=1)[1]
     assert again == end
     out = pool.in_pool("jobs", "-a", "-n", "-o", "{name}")
@@ -138,8 +185,10 @@ def test_measure_says_what_the_owner_cannot_read(pool):
     pool.service.call("measure", jobid=322, seq=1, path=top, userid=pool.owner.pw_uid)
     end = pool.service.wait_for("measure-end", jobid=322, seq=1, timeout=60)
     assert (end["ok"], end["bytes"], end["files"]) == (False, 0, 0)
-    assert end["error"] == (f"flux-rsa-measure: {top}/sub: Permission denied "
-                            f"(as uid {pool.owner.pw_uid})")
+    assert end["error"] == (
+        f"flux-rsa-measure: {top}/sub: Permission denied "
+        f"(as uid {pool.owner.pw_uid})"
+    )
 
 
 def test_discard_of_a_path_that_is_not_kept(pool):

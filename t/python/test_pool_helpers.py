@@ -12,8 +12,8 @@ import tempfile
 import time
 
 import pytest
-
 from conftest import wait_until
+
 from flux_rsa.ramdisk import gluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,16 +21,22 @@ PYPATH = os.path.join(ROOT, "src", "python")
 # the flux configure found (make check exports FLUX), else /opt/flux
 FLUX = os.environ.get("FLUX") or "/opt/flux/bin/flux"
 FLUX_PYTHON = os.path.join(
-    os.path.dirname(os.path.dirname(FLUX)), "lib",
-    f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
+    os.path.dirname(os.path.dirname(FLUX)),
+    "lib",
+    f"python{sys.version_info.major}.{sys.version_info.minor}",
+    "site-packages",
+)
 USER = "rsa-stage-test"
 MiB = 2**20
 
 requires_flux = pytest.mark.skipif(
     not os.path.exists(FLUX),
-    reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
+    reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance",
+)
 requires_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="the pool tests mount tmpfs and run stages as another user: need root")
+    os.geteuid() != 0,
+    reason="the pool tests mount tmpfs and run stages as another user: need root",
+)
 
 for path in (PYPATH, FLUX_PYTHON):
     if path not in sys.path:
@@ -54,7 +60,9 @@ def owner_account():
     try:
         return pwd.getpwnam(USER)
     except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", USER], check=True)
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/bin/sh", USER], check=True
+        )
         return pwd.getpwnam(USER)
 
 
@@ -81,11 +89,23 @@ class Instance:
             os.makedirs(statedir, exist_ok=True)
             options = (*options, f"-Sstatedir={statedir}")
         self.proc = subprocess.Popen(
-            [FLUX, "start", "--test-size=4", "--test-hosts=node[0-1],rsa[0-1]",
-             f"--config-path={confdir}", *options, "sh", "-c",
-             f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && '
-             'exec cat >/dev/null'],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+            [
+                FLUX,
+                "start",
+                "--test-size=4",
+                "--test-hosts=node[0-1],rsa[0-1]",
+                f"--config-path={confdir}",
+                *options,
+                "sh",
+                "-c",
+                f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && '
+                "exec cat >/dev/null",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
         def started():
             if self.proc.poll() is not None:
@@ -121,8 +141,9 @@ class Service:
         self.events = []
         self.rank = None
         self.h.service_register(topic.split(".")[0]).get()
-        self.watcher = self.h.msg_watcher_create(self._take, flux.constants.FLUX_MSGTYPE_REQUEST,
-                                                 topic)
+        self.watcher = self.h.msg_watcher_create(
+            self._take, flux.constants.FLUX_MSGTYPE_REQUEST, topic
+        )
         self.watcher.start()
 
     def _take(self, h, watcher, msg, arg):
@@ -150,8 +171,10 @@ class Service:
             timer.stop()
             self._until = None
         if not pred() and not quiet:
-            raise AssertionError(f"not seen within {timeout}s; notifications: "
-                                 f"{[p for _, p in self.events]}")
+            raise AssertionError(
+                f"not seen within {timeout}s; notifications: "
+                f"{[p for _, p in self.events]}"
+            )
         return pred()
 
     def poll(self, pred, timeout=30.0, every=0.1):
@@ -164,12 +187,18 @@ class Service:
         return True
 
     def seen(self, kind, **match):
-        return [p for _, p in self.events
-                if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())]
+        return [
+            p
+            for _, p in self.events
+            if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())
+        ]
 
     def when(self, kind, **match):
-        return [t for t, p in self.events
-                if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())]
+        return [
+            t
+            for t, p in self.events
+            if p.get("kind") == kind and all(p.get(k) == v for k, v in match.items())
+        ]
 
     def wait_for(self, kind, timeout=30.0, **match):
         self.wait(lambda: self.seen(kind, **match), timeout)
@@ -201,10 +230,17 @@ class Pool:
         # pool's own (below the kernel's ephemeral ports); where GlusterFS
         # is missing, compute nodes would see them here ([rsa] attach = site)
         ports = 20000 + random.randrange(120) * 100
-        defaults = dict(node_capacity=64 * MiB, granule=4 * MiB, ramdisk_root=self.root,
-                        pool_cores=8, stage_workers=2, provider="tmpfs", fs_host="127.0.0.1",
-                        fs_ports=f"{ports}-{ports + 99}",
-                        attach="export" if gluster.installed() else "site")
+        defaults = dict(
+            node_capacity=64 * MiB,
+            granule=4 * MiB,
+            ramdisk_root=self.root,
+            pool_cores=8,
+            stage_workers=2,
+            provider="tmpfs",
+            fs_host="127.0.0.1",
+            fs_ports=f"{ports}-{ports + 99}",
+            attach="export" if gluster.installed() else "site",
+        )
         self.policy = Policy(**{**defaults, **policy})
         self.before_launch()
         self.instance = Instance(self.workdir, statedir, options)
@@ -217,7 +253,9 @@ class Pool:
         from flux_rsa.pool import launch
 
         # as in a broker, where `flux` has put its bin directory on PATH
-        env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(FLUX)}")
+        env = dict(
+            os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(FLUX)}"
+        )
         t0 = time.monotonic()
         self.jobid = launch.launch(self.h, self.policy, env=env)
         self.service.wait_for("pool-ready", timeout=60, pool=self.jobid)
@@ -234,7 +272,9 @@ class Pool:
     def in_pool(self, *args):
         """Run a flux command inside the pool instance."""
         env = dict(os.environ, FLUX_URI=self.pool_uri())
-        return subprocess.run([FLUX, *args], env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [FLUX, *args], env=env, capture_output=True, text=True, timeout=60
+        )
 
     def stop_pool(self, keep=None):
         """Stop the pool in order (``keep``: [{jobid, gen}]); its result."""
@@ -280,9 +320,17 @@ class Lives:
         root = os.path.join(self.workdir, "ramdisks")
         for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
             # whatever a failed test left, kept or not: unmounted and removed
-            subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "discard",
-                            os.path.join(root, name)], capture_output=True,
-                           env=dict(os.environ, PYTHONPATH=PYPATH))
+            subprocess.run(
+                [
+                    "/usr/bin/python3",
+                    "-m",
+                    "flux_rsa.ramdisk",
+                    "discard",
+                    os.path.join(root, name),
+                ],
+                capture_output=True,
+                env=dict(os.environ, PYTHONPATH=PYPATH),
+            )
         for record in gluster.processes_in(self.workdir):
             gluster.stop_process(record)
         if self.pool is not None:

@@ -13,8 +13,12 @@ from flux_rsa.pool import holdertable, protocol
 from flux_rsa.pool.holdertable import ROWS, State
 
 ORDER = [protocol.HOLDER_ALLOC, protocol.HOLDER_START, protocol.RAMDISK_BUILT]
-TELLS = {holdertable.tell_alloc: protocol.HOLDER_ALLOC, holdertable.tell_start: protocol.HOLDER_START,
-         holdertable.tell_built: protocol.RAMDISK_BUILT, holdertable.tell_end: protocol.HOLDER_END}
+TELLS = {
+    holdertable.tell_alloc: protocol.HOLDER_ALLOC,
+    holdertable.tell_start: protocol.HOLDER_START,
+    holdertable.tell_built: protocol.RAMDISK_BUILT,
+    holdertable.tell_end: protocol.HOLDER_END,
+}
 
 
 class Sweep:
@@ -76,7 +80,9 @@ class FakeHolder:
         self.steps.append("sweep")
 
     def give_up_kept(self):
-        assert self.state is State.ENDED, "a kept RAM disk is given up while the holder still holds it"
+        assert (
+            self.state is State.ENDED
+        ), "a kept RAM disk is given up while the holder still holds it"
         self.steps.append("give_up_kept")
 
     def forget(self):
@@ -158,7 +164,9 @@ def expected(facts):
     return told + ([protocol.HOLDER_END] if ended else [])
 
 
-@pytest.mark.parametrize("facts", list(scenarios()), ids=lambda f: ",".join(f) or "nothing")
+@pytest.mark.parametrize(
+    "facts", list(scenarios()), ids=lambda f: ",".join(f) or "nothing"
+)
 def test_notifications_go_out_once_in_order_after_their_facts(facts):
     for groups in batches(facts):
         h = run(groups)
@@ -169,7 +177,9 @@ def test_notifications_go_out_once_in_order_after_their_facts(facts):
         if protocol.HOLDER_END in h.told:
             assert h.state is State.ENDED and h.steps[-1] == "forget"
         assert h.steps.count("sweep") == (1 if "leaving-reachable" in facts else 0)
-        assert ("note_unreachable" in h.steps) == any(f.startswith("leaving") for f in facts)
+        assert ("note_unreachable" in h.steps) == any(
+            f.startswith("leaving") for f in facts
+        )
 
 
 def test_every_row_is_reached():
@@ -189,7 +199,11 @@ def test_every_row_moves_forward_and_tells_at_most_one_notification():
 
 def test_a_state_is_entered_with_the_same_notification_by_every_row():
     for state in State:
-        told = {tuple(TELLS[s] for s in row.steps if s in TELLS) for row in ROWS if row.to is state}
+        told = {
+            tuple(TELLS[s] for s in row.steps if s in TELLS)
+            for row in ROWS
+            if row.to is state
+        }
         assert len(told) <= 1, (state, told)
     assert {row.to for row in ROWS} == set(State) - {State.PENDING}
 

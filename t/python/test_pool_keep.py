@@ -13,9 +13,15 @@ import os
 import subprocess
 
 import pytest
-
-from test_pool_helpers import FLUX, Lives, MiB, mounts_under, requires_flux, requires_root
 from conftest import ramdisk_marker
+from test_pool_helpers import (
+    FLUX,
+    Lives,
+    MiB,
+    mounts_under,
+    requires_flux,
+    requires_root,
+)
 
 pytestmark = [requires_flux, requires_root]
 
@@ -29,8 +35,9 @@ def story():
 
 
 def hold(pool, owner, jobid, need, gen=1, **extra):
-    return pool.service.call("hold", jobid=jobid, gen=gen, need=need, userid=owner.pw_uid,
-                             **extra)
+    return pool.service.call(
+        "hold", jobid=jobid, gen=gen, need=need, userid=owner.pw_uid, **extra
+    )
 
 
 def test_shutdown_keeps_the_named_ramdisks_and_destroys_the_others(story):
@@ -54,7 +61,13 @@ def test_shutdown_keeps_the_named_ramdisks_and_destroys_the_others(story):
     assert not os.path.exists(story.paths[502])
     m = ramdisk_marker(story.paths[501])
     assert (m["kept"], m["jobid"], m["gen"], m["owner"], m["size"], m["host"]) == (
-        True, 501, 1, story.owner.pw_uid, 16 * MiB, story.host)
+        True,
+        501,
+        1,
+        story.owner.pw_uid,
+        16 * MiB,
+        story.host,
+    )
     pool.service.close()
     assert pool.instance.stop() == 0, pool.instance.output()
 
@@ -63,28 +76,46 @@ def test_a_tmpfs_made_by_a_job_outlives_the_instance(story):
     for jobid in (501, 504):
         path = story.paths[jobid]
         assert mounts_under(path) == [path]
-        assert open(os.path.join(path, "out", f"result-{jobid}")).read() == f"output of job {jobid}"
+        assert (
+            open(os.path.join(path, "out", f"result-{jobid}")).read()
+            == f"output of job {jobid}"
+        )
 
 
-def test_the_restarted_instance_has_its_history_and_the_pool_lists_the_kept_ramdisks(story):
+def test_the_restarted_instance_has_its_history_and_the_pool_lists_the_kept_ramdisks(
+    story,
+):
     first_pool = story.pool.jobid
     pool = story.start()
     env = dict(os.environ, FLUX_URI=pool.instance.uri)
-    jobs = subprocess.run([FLUX, "jobs", "-a", "-n", "-o", "{id.dec} {name} {state}"], env=env,
-                          capture_output=True, text=True).stdout
+    jobs = subprocess.run(
+        [FLUX, "jobs", "-a", "-n", "-o", "{id.dec} {name} {state}"],
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert f"{first_pool} rsa-pool INACTIVE" in jobs  # the same instance, restarted
     kept = {k["jobid"]: k for k in pool.service.call("list")["kept"]}
     assert sorted(kept) == [501, 504]
-    assert kept[501] == {"jobid": 501, "gen": 1, "host": story.host, "path": story.paths[501],
-                         "bytes": 16 * MiB, "owner": story.owner.pw_uid, "hosts": [story.host],
-                         "adopting": None}
+    assert kept[501] == {
+        "jobid": 501,
+        "gen": 1,
+        "host": story.host,
+        "path": story.paths[501],
+        "bytes": 16 * MiB,
+        "owner": story.owner.pw_uid,
+        "hosts": [story.host],
+        "adopting": None,
+    }
 
 
 def test_adopt_is_refused_for_the_wrong_job_or_a_path_that_is_not_kept(story):
     pool = story.pool
     with pytest.raises(OSError, match=r"was kept for job 501, not job 777"):
         hold(pool, story.owner, 777, 4 * MiB, adopt=story.paths[501])
-    with pytest.raises(OSError, match=r"is not a kept RAM disk on this pool's nodes \(kept: "):
+    with pytest.raises(
+        OSError, match=r"is not a kept RAM disk on this pool's nodes \(kept: "
+    ):
         hold(pool, story.owner, 501, 4 * MiB, gen=2, adopt=story.paths[502])
     with pytest.raises(OSError, match=r"is a kept RAM disk of job 501 gen 1: adopt it"):
         hold(pool, story.owner, 501, 4 * MiB)  # same name, without adopt

@@ -10,15 +10,26 @@ import os
 import subprocess
 
 import pytest
-
-from test_pool_helpers import PYPATH, Lives, MiB, mounts_under, requires_flux, requires_root
+from test_pool_helpers import (
+    PYPATH,
+    Lives,
+    MiB,
+    mounts_under,
+    requires_flux,
+    requires_root,
+)
 
 from flux_rsa.ramdisk import gluster
 
-pytestmark = [requires_flux, requires_root,
-              pytest.mark.skipif(not gluster.installed(),
-                                 reason="GlusterFS is not installed (Debian: glusterfs-server "
-                                        "glusterfs-client): no RAM disk over several nodes")]
+pytestmark = [
+    requires_flux,
+    requires_root,
+    pytest.mark.skipif(
+        not gluster.installed(),
+        reason="GlusterFS is not installed (Debian: glusterfs-server "
+        "glusterfs-client): no RAM disk over several nodes",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +41,17 @@ def story():
 
 
 def files(path):
-    return {name: open(os.path.join(path, name), "rb").read() for name in sorted(os.listdir(path))}
+    return {
+        name: open(os.path.join(path, name), "rb").read()
+        for name in sorted(os.listdir(path))
+    }
 
 
 def test_a_ram_disk_over_both_nodes_is_kept_at_shutdown(story):
     pool = story.start()
-    pool.service.call("hold", jobid=601, gen=1, need=96 * MiB, userid=story.owner.pw_uid)
+    pool.service.call(
+        "hold", jobid=601, gen=1, need=96 * MiB, userid=story.owner.pw_uid
+    )
     built = pool.service.wait_for("ramdisk-built", jobid=601)
     story.path = built["path"]
     out = os.path.join(story.path, "out")
@@ -51,7 +67,10 @@ def test_a_ram_disk_over_both_nodes_is_kept_at_shutdown(story):
     assert pool.instance.stop() == 0, pool.instance.output()
     # the bricks' tmpfs outlive the instance; nothing serves or mounts them
     root = os.path.dirname(story.path)
-    assert sorted(os.path.basename(m) for m in mounts_under(root)) == ["601.1.b0", "601.1.b1"]
+    assert sorted(os.path.basename(m) for m in mounts_under(root)) == [
+        "601.1.b0",
+        "601.1.b1",
+    ]
     assert gluster.processes_in(story.workdir) == []
 
 
@@ -59,13 +78,23 @@ def test_the_next_instance_lists_it_once_with_both_nodes(story):
     pool = story.start()
     (kept,) = pool.service.call("list")["kept"]
     assert (kept["jobid"], kept["path"], kept["hosts"], kept["bytes"]) == (
-        601, story.path, ["rsa0", "rsa1"], 96 * MiB)
+        601,
+        story.path,
+        ["rsa0", "rsa1"],
+        96 * MiB,
+    )
 
 
 def test_adopted_on_its_nodes_its_files_are_all_there(story):
     pool = story.pool
-    pool.service.call("hold", jobid=601, gen=1, need=96 * MiB, userid=story.owner.pw_uid,
-                      adopt=story.path)
+    pool.service.call(
+        "hold",
+        jobid=601,
+        gen=1,
+        need=96 * MiB,
+        userid=story.owner.pw_uid,
+        adopt=story.path,
+    )
     alloc = pool.service.wait_for("holder-alloc", jobid=601)
     assert alloc["nodes"] == ["rsa0", "rsa1"]
     built = pool.service.wait_for("ramdisk-built", jobid=601)
@@ -83,18 +112,34 @@ def test_a_compute_node_attaches_the_adopted_volume(story):
     from flux_rsa.privileged.request import environment
 
     mount_root = os.path.join(story.workdir, "compute")
-    env = environment("attach", root=mount_root, name="601.1", rank=0, provider="glusterfs",
-                      owner=story.owner.pw_uid, user=story.volume["user"],
-                      servers=",".join(story.volume["servers"]), secret=story.volume["secret"])
-    done = subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.privileged"],
-                          env={**subjob_environment(os.environ), **env, "PYTHONPATH": PYPATH},
-                          capture_output=True, text=True, timeout=90)
+    env = environment(
+        "attach",
+        root=mount_root,
+        name="601.1",
+        rank=0,
+        provider="glusterfs",
+        owner=story.owner.pw_uid,
+        user=story.volume["user"],
+        servers=",".join(story.volume["servers"]),
+        secret=story.volume["secret"],
+    )
+    done = subprocess.run(
+        ["/usr/bin/python3", "-m", "flux_rsa.privileged"],
+        env={**subjob_environment(os.environ), **env, "PYTHONPATH": PYPATH},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr
     assert files(os.path.join(mount_root, "601.1", "out")) == story.files
     env = environment("detach", root=mount_root, name="601.1", rank=0)
-    done = subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.privileged"],
-                          env={**subjob_environment(os.environ), **env, "PYTHONPATH": PYPATH},
-                          capture_output=True, text=True, timeout=90)
+    done = subprocess.run(
+        ["/usr/bin/python3", "-m", "flux_rsa.privileged"],
+        env={**subjob_environment(os.environ), **env, "PYTHONPATH": PYPATH},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr
 
 

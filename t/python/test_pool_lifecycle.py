@@ -7,12 +7,20 @@ import signal
 import subprocess
 
 import pytest
-
-from test_pool_helpers import (FLUX, PYPATH, Pool, mounts_under, requires_flux,
-                               requires_root)
 from conftest import stop_pool, wait_until
+from test_pool_helpers import (
+    FLUX,
+    PYPATH,
+    Pool,
+    mounts_under,
+    requires_flux,
+    requires_root,
+)
 
-flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
+flux = pytest.importorskip(
+    "flux",
+    reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance",
+)
 
 from flux_rsa.pool import launch  # noqa: E402
 from flux_rsa.pool.notifier import Notifier  # noqa: E402
@@ -24,9 +32,26 @@ class LeftoverPool(Pool):
     def before_launch(self):
         env = dict(os.environ, PYTHONPATH=PYPATH)
         proc = subprocess.Popen(
-            ["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "hold", "--provider", "tmpfs",
-             "--root", self.root, "--name", "999.3", "--size", "4M", "--owner", "0"],
-            env=env, stdout=subprocess.PIPE, text=True)
+            [
+                "/usr/bin/python3",
+                "-m",
+                "flux_rsa.ramdisk",
+                "hold",
+                "--provider",
+                "tmpfs",
+                "--root",
+                self.root,
+                "--name",
+                "999.3",
+                "--size",
+                "4M",
+                "--owner",
+                "0",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.leftover = json.loads(proc.stdout.readline())["path"]
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -53,7 +78,10 @@ def test_ready_record_and_find(pool):
     info = launch.wait_ready(pool.h, pool.jobid, timeout=5)
     assert info == pool.info
     assert (info["service"], info["notify"], info["nodes"]) == (
-        "rsa-pool", "rsa.pool-event", ["rsa0", "rsa1"])
+        "rsa-pool",
+        "rsa.pool-event",
+        ["rsa0", "rsa1"],
+    )
 
 
 @requires_flux
@@ -70,7 +98,9 @@ def test_launch_without_rsa_nodes_says_what_to_configure(pool):
 def test_a_second_pool_while_the_rsa_nodes_are_busy_is_refused_clearly(pool):
     env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(FLUX)}")
     second = launch.launch(pool.h, pool.policy, env=env)
-    with pytest.raises(launch.PoolError, match="launch the pool again once the RSA nodes are free"):
+    with pytest.raises(
+        launch.PoolError, match="launch the pool again once the RSA nodes are free"
+    ):
         launch.wait_ready(pool.h, second, timeout=30)
     assert launch.find(pool.h) == pool.jobid
 
@@ -83,8 +113,14 @@ def test_notifications_wait_for_the_service_and_keep_their_order(pool):
     for gen in (1, 2, 3):
         assert service.call("cancel", jobid=301, gen=gen) == {}
     # the agent has tried and keeps them until the service is back
-    wait_until(lambda: pool.h.rpc("rsa-pool.status", {}, nodeid=service.rank).get()
-               ["notifications_pending"] == 3, 10, "three notifications pending")
+    wait_until(
+        lambda: pool.h.rpc("rsa-pool.status", {}, nodeid=service.rank).get()[
+            "notifications_pending"
+        ]
+        == 3,
+        10,
+        "three notifications pending",
+    )
     pool.h.service_register("rsa").get()
     service.watcher.start()
     service.wait(lambda: len(service.seen("holder-end", jobid=301)) == 3, timeout=10)

@@ -16,10 +16,17 @@ import signal
 import subprocess
 
 import pytest
-
 from conftest import wait_until
-from test_pool_helpers import (FLUX, MiB, PYPATH, Pool, mounts_under, owner_account,
-                               requires_flux, requires_root)
+from test_pool_helpers import (
+    FLUX,
+    PYPATH,
+    MiB,
+    Pool,
+    mounts_under,
+    owner_account,
+    requires_flux,
+    requires_root,
+)
 
 pytestmark = [requires_flux, requires_root]
 
@@ -32,13 +39,18 @@ def pool():
     if p.instance.proc.poll() is None:
         p.shutdown()
     # the lost node's RAM disk is still mounted on this one machine: sweep it
-    subprocess.run(["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "sweep", p.root],
-                   env=dict(os.environ, PYTHONPATH=PYPATH), capture_output=True)
+    subprocess.run(
+        ["/usr/bin/python3", "-m", "flux_rsa.ramdisk", "sweep", p.root],
+        env=dict(os.environ, PYTHONPATH=PYPATH),
+        capture_output=True,
+    )
     p.cleanup()
 
 
 def descendants(pid):
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True
+    ).stdout
     children = {}
     for line in out.splitlines():
         child, parent = map(int, line.split())
@@ -54,8 +66,15 @@ def descendants(pid):
 def crash_node(pool, rank):
     """SIGKILL the parent broker of ``rank`` and everything it started."""
     env = dict(os.environ, FLUX_URI=pool.instance.uri)
-    pid = int(subprocess.run([FLUX, "exec", "-r", str(rank), FLUX, "getattr", "broker.pid"],
-                             env=env, capture_output=True, text=True, timeout=60).stdout)
+    pid = int(
+        subprocess.run(
+            [FLUX, "exec", "-r", str(rank), FLUX, "getattr", "broker.pid"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     for p in descendants(pid):
         try:
             os.kill(p, signal.SIGKILL)
@@ -66,9 +85,17 @@ def crash_node(pool, rank):
 def test_holders_on_a_lost_node_end_with_its_name_and_the_rest_carries_on(pool):
     service = pool.service
     for jobid in (801, 802):
-        service.call("hold", jobid=jobid, gen=1, need=40 * MiB, userid=pool.owner.pw_uid)
-    nodes = {jobid: service.wait_for("holder-alloc", jobid=jobid)["nodes"] for jobid in (801, 802)}
-    paths = {jobid: service.wait_for("ramdisk-built", jobid=jobid)["path"] for jobid in (801, 802)}
+        service.call(
+            "hold", jobid=jobid, gen=1, need=40 * MiB, userid=pool.owner.pw_uid
+        )
+    nodes = {
+        jobid: service.wait_for("holder-alloc", jobid=jobid)["nodes"]
+        for jobid in (801, 802)
+    }
+    paths = {
+        jobid: service.wait_for("ramdisk-built", jobid=jobid)["path"]
+        for jobid in (801, 802)
+    }
     lost = 801 if nodes[801] == ["rsa1"] else 802
     kept = 802 if lost == 801 else 801
     assert nodes[kept] == ["rsa0"]
@@ -80,7 +107,8 @@ def test_holders_on_a_lost_node_end_with_its_name_and_the_rest_carries_on(pool):
     assert "lost RSA node rsa1" in end["error"] and "node failure" in end["error"]
     assert end["error"].endswith(
         "the RAM disk and its data there are lost to this reservation; its node rsa1 is down, "
-        "so nothing could remove what is left there (a later pool's start-up sweep does)")
+        "so nothing could remove what is left there (a later pool's start-up sweep does)"
+    )
     state = service.wait_for("node-state", host="rsa1", timeout=60)
     assert (state["rank"], state["state"]) == (1, "down")
 
@@ -97,9 +125,18 @@ def test_holders_on_a_lost_node_end_with_its_name_and_the_rest_carries_on(pool):
     with open(os.path.join(src, "f"), "w") as f:
         f.write("after the loss")
     os.chmod(src, 0o755)
-    service.call("stage", jobid=kept, seq=1, direction="in", src=src,
-                 dst=os.path.join(paths[kept], "in"), method=None, userid=pool.owner.pw_uid,
-                 verify="size", nodes=["rsa0"])
+    service.call(
+        "stage",
+        jobid=kept,
+        seq=1,
+        direction="in",
+        src=src,
+        dst=os.path.join(paths[kept], "in"),
+        method=None,
+        userid=pool.owner.pw_uid,
+        verify="size",
+        nodes=["rsa0"],
+    )
     assert service.wait_for("stage-end", jobid=kept, seq=1, timeout=60)["ok"] is True
     service.call("hold", jobid=803, gen=1, need=8 * MiB, userid=pool.owner.pw_uid)
     assert service.wait_for("holder-alloc", jobid=803)["nodes"] == ["rsa0"]
@@ -107,11 +144,19 @@ def test_holders_on_a_lost_node_end_with_its_name_and_the_rest_carries_on(pool):
     # the pool job is still running in the parent, with a non-fatal exception
     # (the parent may notice the lost broker later than the pool did)
     env = dict(os.environ, FLUX_URI=pool.instance.uri)
-    out = subprocess.run([FLUX, "job", "wait-event", "-t", "60", "-v", str(pool.jobid),
-                          "exception"], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [FLUX, "job", "wait-event", "-t", "60", "-v", str(pool.jobid), "exception"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert 'type="node-failure" severity=2' in out.stdout and "rsa1" in out.stdout, out
-    log = subprocess.run([FLUX, "job", "eventlog", str(pool.jobid)], env=env,
-                         capture_output=True, text=True).stdout
+    log = subprocess.run(
+        [FLUX, "job", "eventlog", str(pool.jobid)],
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "finish" not in log
 
 
@@ -119,13 +164,23 @@ def test_a_new_pool_can_be_asked_for_on_the_nodes_that_are_up(pool):
     from flux_rsa.pool import launch
 
     assert str(launch.rsa_nodes(pool.h, pool.policy).nodelist) == "rsa[0-1]"
-    wait_until(lambda: str(launch.rsa_nodes(pool.h, pool.policy, include_down=False).nodelist)
-               == "rsa0", 60, "the parent seeing rsa1 go down", every=0.2)
+    wait_until(
+        lambda: str(launch.rsa_nodes(pool.h, pool.policy, include_down=False).nodelist)
+        == "rsa0",
+        60,
+        "the parent seeing rsa1 go down",
+        every=0.2,
+    )
     up = launch.rsa_nodes(pool.h, pool.policy, include_down=False)
-    js = launch.jobspec(pool.policy, up.nnodes, hosts=up.nodelist,
-                        env=dict(os.environ, PATH=f"{os.environ['PATH']}:{os.path.dirname(FLUX)}"))
+    js = launch.jobspec(
+        pool.policy,
+        up.nnodes,
+        hosts=up.nodelist,
+        env=dict(os.environ, PATH=f"{os.environ['PATH']}:{os.path.dirname(FLUX)}"),
+    )
     assert js.jobspec["attributes"]["system"]["constraints"] == {
-        "and": [{"properties": ["rsa"]}, {"hostlist": ["rsa0"]}]}
+        "and": [{"properties": ["rsa"]}, {"hostlist": ["rsa0"]}]
+    }
 
 
 def test_the_pool_still_shuts_down_in_order(pool):

@@ -7,14 +7,18 @@ import subprocess
 import tempfile
 
 import pytest
-
 from test_ramdisk_hold import IS_ROOT, PY, PYPATH
 
 
 def measure(path, *args):
     env = dict(os.environ, PYTHONPATH=PYPATH)
-    return subprocess.run([PY, "-m", "flux_rsa.pool.measure", path, *args], env=env,
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [PY, "-m", "flux_rsa.pool.measure", path, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @pytest.fixture
@@ -47,16 +51,23 @@ def test_measure_sums_apparent_sizes_without_following_links(tree):
 
 def test_measure_of_a_single_file_and_a_top_level_link(tree):
     assert json.loads(measure(os.path.join(tree, "a")).stdout) == {
-        "bytes": 1000, "files": 1, "dirs": 0}
+        "bytes": 1000,
+        "files": 1,
+        "dirs": 0,
+    }
     link = json.loads(measure(os.path.join(tree, "escape")).stdout)
-    assert link["files"] == 1 and link["bytes"] < 1000  # the link, not what it points at
+    assert (
+        link["files"] == 1 and link["bytes"] < 1000
+    )  # the link, not what it points at
 
 
 def test_measure_names_a_missing_path(tree):
     proc = measure(os.path.join(tree, "nope"))
     assert proc.returncode == 1
-    assert proc.stderr.strip() == (f"flux-rsa-measure: {tree}/nope: No such file or directory "
-                                   f"(as uid {os.geteuid()})")
+    assert proc.stderr.strip() == (
+        f"flux-rsa-measure: {tree}/nope: No such file or directory "
+        f"(as uid {os.geteuid()})"
+    )
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
@@ -64,8 +75,9 @@ def test_measure_runs_as_the_owner(tree, owner):
     os.chmod(os.path.join(tree, "sub"), 0o700)  # root's only
     proc = measure(tree, "--as-user", str(owner.pw_uid))
     assert proc.returncode == 1
-    assert proc.stderr.strip() == (f"flux-rsa-measure: {tree}/sub: Permission denied "
-                                   f"(as uid {owner.pw_uid})")
+    assert proc.stderr.strip() == (
+        f"flux-rsa-measure: {tree}/sub: Permission denied " f"(as uid {owner.pw_uid})"
+    )
     os.chmod(os.path.join(tree, "sub"), 0o755)
     ok = measure(tree, "--as-user", str(owner.pw_uid))
     assert ok.returncode == 0 and json.loads(ok.stdout)["files"] == 4

@@ -9,9 +9,8 @@ import os
 import time
 
 import pytest
-
-from test_pool_helpers import MiB, Pool, mounts_under, requires_flux, requires_root
 from conftest import stop_pool
+from test_pool_helpers import MiB, Pool, mounts_under, requires_flux, requires_root
 
 pytestmark = [requires_flux, requires_root]
 RATE = 64 * MiB  # bytes/s
@@ -27,7 +26,9 @@ def pool():
 def hold(pool, jobid, need=40 * MiB):
     """A simulated holder of NEED bytes; its holder-alloc."""
     # an owner with no passwd entry: a real holder would fail, this one never runs
-    assert pool.service.call("hold", jobid=jobid, gen=1, need=need, userid=4123457) == {}
+    assert (
+        pool.service.call("hold", jobid=jobid, gen=1, need=need, userid=4123457) == {}
+    )
     return pool.service.wait_for("holder-alloc", jobid=jobid)
 
 
@@ -43,9 +44,22 @@ def a_node(pool):
 
 def stage(pool, jobid, seq, size, nodes):
     t0 = time.monotonic()
-    assert pool.service.call("stage", jobid=jobid, seq=seq, direction="in", src="/nowhere",
-                             dst="/nowhere/either", method=None, userid=4123457,
-                             verify="checksum", nodes=nodes, size=size) == {}
+    assert (
+        pool.service.call(
+            "stage",
+            jobid=jobid,
+            seq=seq,
+            direction="in",
+            src="/nowhere",
+            dst="/nowhere/either",
+            method=None,
+            userid=4123457,
+            verify="checksum",
+            nodes=nodes,
+            size=size,
+        )
+        == {}
+    )
     return t0
 
 
@@ -60,7 +74,10 @@ def test_a_simulated_holder_reports_a_ramdisk_and_makes_nothing(pool):
     path = pool.service.wait_for("ramdisk-built", jobid=701)["path"]
     assert path == os.path.join(pool.root, "701.1")
     assert [p["kind"] for _, p in pool.service.events if p.get("jobid") == 701] == [
-        "holder-alloc", "holder-start", "ramdisk-built"]
+        "holder-alloc",
+        "holder-start",
+        "ramdisk-built",
+    ]
     assert not os.path.exists(pool.root) and mounts_under(pool.workdir) == []
     status = {n["host"]: n for n in pool.service.call("status")["nodes"]}
     assert status[alloc["nodes"][0]]["reserved"] == 40 * MiB
@@ -89,16 +106,27 @@ def test_a_simulated_stage_lasts_size_over_rate_and_ends_ok(pool):
 
 def test_a_simulated_stage_can_be_stopped(pool):
     stage(pool, 721, 1, 3600 * RATE, [a_node(pool)])  # an hour
-    pool.service.poll(lambda: [s for s in pool.service.call("list")["stages"]
-                               if (s["jobid"], s["seq"]) == (721, 1) and s["state"] == "running"])
+    pool.service.poll(
+        lambda: [
+            s
+            for s in pool.service.call("list")["stages"]
+            if (s["jobid"], s["seq"]) == (721, 1) and s["state"] == "running"
+        ]
+    )
     pool.service.call("stop", jobid=721, seq=1)
     end = pool.service.wait_for("stage-end", jobid=721, seq=1)
     assert (end["ok"], end["error"]) == (False, "stopped")
 
 
 def test_simulated_purge_and_measure_end_at_once(pool):
-    pool.service.call("purge", jobid=731, path="/nowhere/in", data_in=None, userid=0,
-                      nodes=[a_node(pool)])
+    pool.service.call(
+        "purge",
+        jobid=731,
+        path="/nowhere/in",
+        data_in=None,
+        userid=0,
+        nodes=[a_node(pool)],
+    )
     assert pool.service.wait_for("purge-end", jobid=731)["ok"] is True
     pool.service.call("measure", jobid=731, seq=1, path="/nowhere", userid=0)
     end = pool.service.wait_for("measure-end", jobid=731, seq=1)
@@ -126,7 +154,10 @@ def test_shutdown_keep_in_simulation_reports_the_kept_path():
         result, rc = pool.shutdown(keep=[{"jobid": 751, "gen": 1}])
         assert (result.returncode, rc) == (0, 0), pool.instance.output()
         ends = {p["jobid"]: p for p in pool.service.seen("holder-end")}
-        assert (ends[751]["error"], ends[751]["kept"]) == (None, os.path.join(pool.root, "751.1"))
+        assert (ends[751]["error"], ends[751]["kept"]) == (
+            None,
+            os.path.join(pool.root, "751.1"),
+        )
         assert (ends[752]["error"], ends[752]["kept"]) == (None, None)
         assert not os.path.exists(pool.root) and mounts_under(pool.workdir) == []
     finally:

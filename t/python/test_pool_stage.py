@@ -9,9 +9,15 @@ import tarfile
 import time
 
 import pytest
-
-from test_pool_helpers import MiB, Pool, mounts_under, owner_account, requires_flux, requires_root
 from conftest import stop_pool
+from test_pool_helpers import (
+    MiB,
+    Pool,
+    mounts_under,
+    owner_account,
+    requires_flux,
+    requires_root,
+)
 
 pytestmark = [requires_flux, requires_root]
 JOB = 201
@@ -29,7 +35,9 @@ def pool():
     yield p
     stop_pool(p)
     print("\nstage timings:", {k: round(v, 3) for k, v in TIMINGS.items()})
-    print("stage 1 notifications:", [p for _, p in p.service.events if p.get("seq") == 1])
+    print(
+        "stage 1 notifications:", [p for _, p in p.service.events if p.get("seq") == 1]
+    )
 
 
 def make_data_in(workdir):
@@ -47,9 +55,21 @@ def make_data_in(workdir):
 
 def stage(pool, seq, direction, src, dst, method=None, verify="size"):
     t0 = time.monotonic()
-    assert pool.service.call("stage", jobid=JOB, seq=seq, direction=direction, src=src, dst=dst,
-                             method=method, userid=pool.owner.pw_uid, verify=verify,
-                             nodes=pool.nodes) == {}
+    assert (
+        pool.service.call(
+            "stage",
+            jobid=JOB,
+            seq=seq,
+            direction=direction,
+            src=src,
+            dst=dst,
+            method=method,
+            userid=pool.owner.pw_uid,
+            verify=verify,
+            nodes=pool.nodes,
+        )
+        == {}
+    )
     return t0
 
 
@@ -69,13 +89,20 @@ def test_stage_in_copies_as_the_owner_and_reports_progress(pool):
     dst = os.path.join(pool.ramdisk, "in")
     t0 = stage(pool, 1, "in", pool.data_in, dst, verify="checksum")
     end = ended(pool, 1)
-    TIMINGS["stage subjob, 5 MiB copy (stage to stage-end)"] = pool.service.when(
-        "stage-end", jobid=JOB, seq=1)[0] - t0
+    TIMINGS["stage subjob, 5 MiB copy (stage to stage-end)"] = (
+        pool.service.when("stage-end", jobid=JOB, seq=1)[0] - t0
+    )
     assert (end["ok"], end["error"]) == (True, None)
     progress = pool.service.seen("stage-progress", jobid=JOB, seq=1)
     assert progress, "no stage-progress before stage-end"
-    assert set(progress[0]["progress"]) >= {"bytes_done", "bytes_total", "files_done",
-                                            "files_total", "rate", "phase"}
+    assert set(progress[0]["progress"]) >= {
+        "bytes_done",
+        "bytes_total",
+        "files_done",
+        "files_total",
+        "rate",
+        "phase",
+    }
     kinds = [p["kind"] for _, p in pool.service.events if p.get("seq") == 1]
     assert kinds[-1] == "stage-end" and set(kinds[:-1]) == {"stage-progress"}
     stamps = pool.service.when("stage-progress", jobid=JOB, seq=1)
@@ -93,7 +120,10 @@ def test_stage_cannot_read_what_the_owner_cannot(pool):
     stage(pool, 2, "in", secret, os.path.join(pool.ramdisk, "in"))
     end = ended(pool, 2)
     assert end["ok"] is False
-    assert end["error"].startswith("flux-rsa-stage: ") and "Permission denied" in end["error"]
+    assert (
+        end["error"].startswith("flux-rsa-stage: ")
+        and "Permission denied" in end["error"]
+    )
 
 
 def test_stage_out_tar_writes_one_archive_owned_by_the_owner(pool):
@@ -120,11 +150,18 @@ def test_stage_out_tar_writes_one_archive_owned_by_the_owner(pool):
 def test_stop_ends_a_running_stage(pool):
     slow = script(pool, "slow.sh", "sleep 60\n")
     stage(pool, 5, "out", os.path.join(pool.ramdisk, "out"), pool.workdir, method=slow)
-    pool.service.wait(lambda: [s for s in pool.service.call("list")["stages"]
-                               if s["seq"] == 5 and s["state"] == "running"], timeout=30)
+    pool.service.wait(
+        lambda: [
+            s
+            for s in pool.service.call("list")["stages"]
+            if s["seq"] == 5 and s["state"] == "running"
+        ],
+        timeout=30,
+    )
     listed = pool.service.call("list")
-    assert [(h["jobid"], h["state"], h["nodes"], h["ramdisk"]) for h in listed["holders"]] == [
-        (JOB, "built", pool.nodes, pool.ramdisk)]
+    assert [
+        (h["jobid"], h["state"], h["nodes"], h["ramdisk"]) for h in listed["holders"]
+    ] == [(JOB, "built", pool.nodes, pool.ramdisk)]
     assert [(s["jobid"], s["seq"]) for s in listed["stages"]] == [(JOB, 5)]
     t0 = time.monotonic()
     assert pool.service.call("stop", jobid=JOB, seq=5) == {}
@@ -143,14 +180,27 @@ def test_stop_of_an_unknown_stage_still_reports_its_end(pool):
 def test_purge_leaves_a_link_to_data_in(pool):
     path = os.path.join(pool.ramdisk, "in")
     assert os.listdir(path)  # staged by the first test
-    assert pool.service.call("purge", jobid=JOB, path=path, data_in=pool.data_in,
-                             userid=pool.owner.pw_uid, nodes=pool.nodes) == {}
+    assert (
+        pool.service.call(
+            "purge",
+            jobid=JOB,
+            path=path,
+            data_in=pool.data_in,
+            userid=pool.owner.pw_uid,
+            nodes=pool.nodes,
+        )
+        == {}
+    )
     end = pool.service.wait_for("purge-end", jobid=JOB)
     assert (end["ok"], end["error"]) == (True, None)
     assert os.path.islink(path) and os.readlink(path) == pool.data_in
     assert os.lstat(path).st_uid == pool.owner.pw_uid
     # (.glusterfs: the handles of a RAM disk served to compute nodes)
-    assert sorted(set(os.listdir(pool.ramdisk)) - {".glusterfs"}) == [".rsa-ramdisk", "in", "out"]
+    assert sorted(set(os.listdir(pool.ramdisk)) - {".glusterfs"}) == [
+        ".rsa-ramdisk",
+        "in",
+        "out",
+    ]
 
 
 def test_shutdown_leaves_nothing(pool):

@@ -5,15 +5,16 @@ bindings for the value types)."""
 import dataclasses
 
 import pytest
-
 from test_pool_helpers import MiB
 
-flux = pytest.importorskip("flux", reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance")
+flux = pytest.importorskip(
+    "flux",
+    reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance",
+)
 
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jgf, jobspecs, protocol  # noqa: E402
-from flux_rsa.privileged import ops, request  # noqa: E402
-from flux_rsa.privileged import caller  # noqa: E402
+from flux_rsa.privileged import caller, ops, request  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
 from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
 from flux_rsa.ramdisk.providers.glusterfs import volume_of  # noqa: E402
@@ -26,7 +27,9 @@ def task(js):
     """(command, RSA_* variables) of a subjob's task."""
     d = js.jobspec if hasattr(js, "jobspec") else js
     env = d["attributes"]["system"]["environment"]
-    return d["tasks"][0]["command"], {k: v for k, v in env.items() if k.startswith("RSA_")}
+    return d["tasks"][0]["command"], {
+        k: v for k, v in env.items() if k.startswith("RSA_")
+    }
 
 
 def parsed(js, owner=0):
@@ -34,28 +37,50 @@ def parsed(js, owner=0):
     return request.parse(task(js)[1], owner)
 
 
-POLICY = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
-                provider="tmpfs")
-SPAN = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
-              provider="glusterfs", fs_host="{host}-ib")
+POLICY = Policy(
+    node_capacity=64 * MiB,
+    granule=4 * MiB,
+    pool_cores=8,
+    ramdisk_root="/ram",
+    provider="tmpfs",
+)
+SPAN = Policy(
+    node_capacity=64 * MiB,
+    granule=4 * MiB,
+    pool_cores=8,
+    ramdisk_root="/ram",
+    provider="glusterfs",
+    fs_host="{host}-ib",
+)
 
 # what a nested instance on two RSA nodes sees: its own ranks, parent's names
-POOL_R = {"version": 1, "execution": {
-    "R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}],
-    "nodelist": ["rsa[3,7]"], "properties": {"rsa": "0-1", "bigmem": "1"},
-    "starttime": 0.0, "expiration": 0.0}}
+POOL_R = {
+    "version": 1,
+    "execution": {
+        "R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}],
+        "nodelist": ["rsa[3,7]"],
+        "properties": {"rsa": "0-1", "bigmem": "1"},
+        "starttime": 0.0,
+        "expiration": 0.0,
+    },
+}
 
 
 def vertices(R, kind):
-    return [v["metadata"] for v in R["scheduling"]["graph"]["nodes"]
-            if v["metadata"]["type"] == kind]
+    return [
+        v["metadata"]
+        for v in R["scheduling"]["graph"]["nodes"]
+        if v["metadata"]["type"] == kind
+    ]
 
 
 def test_graph_has_memory_granules_and_virtual_cores_per_node():
     R = jgf.pool_R(POOL_R, POLICY)
     nodes = vertices(R, "node")
     assert [(n["name"], n["rank"], n["properties"]) for n in nodes] == [
-        ("rsa3", 0, {"rsa": ""}), ("rsa7", 1, {"rsa": "", "bigmem": ""})]
+        ("rsa3", 0, {"rsa": ""}),
+        ("rsa7", 1, {"rsa": "", "bigmem": ""}),
+    ]
     assert len(vertices(R, "core")) == 2 * 8
     assert jgf.granules_by_rank(R["scheduling"]["graph"]) == {0: 16, 1: 16}
     assert R["execution"]["R_lite"] == [{"rank": "0-1", "children": {"core": "0-7"}}]
@@ -63,8 +88,11 @@ def test_graph_has_memory_granules_and_virtual_cores_per_node():
     # every vertex hangs off its node, and paths name the host
     graph = R["scheduling"]["graph"]
     assert len(graph["edges"]) == len(graph["nodes"]) - 1
-    assert {v["metadata"]["paths"]["containment"].split("/")[2]
-            for v in graph["nodes"] if v["metadata"]["type"] == "memory"} == {"rsa3", "rsa7"}
+    assert {
+        v["metadata"]["paths"]["containment"].split("/")[2]
+        for v in graph["nodes"]
+        if v["metadata"]["type"] == "memory"
+    } == {"rsa3", "rsa7"}
 
 
 def test_graph_refuses_mismatched_nodelist():
@@ -74,44 +102,69 @@ def test_graph_refuses_mismatched_nodelist():
 
 
 def test_granted_is_counted_from_a_jobs_R():
-    R = {"execution": {}, "scheduling": {"graph": {"nodes": [
-        {"id": "1", "metadata": {"type": "memory", "rank": 1}},
-        {"id": "2", "metadata": {"type": "memory", "rank": 1}},
-        {"id": "3", "metadata": {"type": "core", "rank": 1}},
-        {"id": "4", "metadata": {"type": "memory", "rank": 0}}]}}}
+    R = {
+        "execution": {},
+        "scheduling": {
+            "graph": {
+                "nodes": [
+                    {"id": "1", "metadata": {"type": "memory", "rank": 1}},
+                    {"id": "2", "metadata": {"type": "memory", "rank": 1}},
+                    {"id": "3", "metadata": {"type": "core", "rank": 1}},
+                    {"id": "4", "metadata": {"type": "memory", "rank": 0}},
+                ]
+            }
+        },
+    }
     assert jgf.R_granules(R) == {1: 2, 0: 1}
     assert jgf.R_granules({"execution": {}}) == {}
 
 
-@pytest.mark.parametrize("need, layout", [
-    (1, (1, 1)),                       # at least one granule
-    (40 * MiB, (1, 10)),
-    (64 * MiB, (1, 16)),               # a whole node
-    (64 * MiB + 1, (2, 9)),            # 17 granules over the fewest nodes
-    (100 * MiB, (2, 13)),
-    (128 * MiB, (2, 16)),
-])
+@pytest.mark.parametrize(
+    "need, layout",
+    [
+        (1, (1, 1)),  # at least one granule
+        (40 * MiB, (1, 10)),
+        (64 * MiB, (1, 16)),  # a whole node
+        (64 * MiB + 1, (2, 9)),  # 17 granules over the fewest nodes
+        (100 * MiB, (2, 13)),
+        (128 * MiB, (2, 16)),
+    ],
+)
 def test_holder_layout(need, layout):
     assert jobspecs.layout(need, SPAN, 2) == layout
 
 
 def test_holder_layout_refuses_more_than_the_pool():
-    with pytest.raises(jobspecs.Unfit, match=r"need 138412032 bytes \(33 granules of 4194304\) "
-                       r"is more than the pool holds: 2 node\(s\) x 67108864 bytes"):
+    with pytest.raises(
+        jobspecs.Unfit,
+        match=r"need 138412032 bytes \(33 granules of 4194304\) "
+        r"is more than the pool holds: 2 node\(s\) x 67108864 bytes",
+    ):
         jobspecs.layout(132 * MiB, SPAN, 2)
 
 
 def test_a_provider_that_cannot_span_never_gets_more_than_a_node():
     assert jobspecs.layout(64 * MiB, POLICY, 2) == (1, 16)
-    with pytest.raises(jobspecs.Unfit, match="more than one RSA node holds .* provider tmpfs "
-                                             "cannot span nodes"):
+    with pytest.raises(
+        jobspecs.Unfit,
+        match="more than one RSA node holds .* provider tmpfs " "cannot span nodes",
+    ):
         jobspecs.layout(64 * MiB + 1, POLICY, 2)
 
 
 def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
-    js = jobspecs.holder(Via("/usr/bin/python3"), SPAN, 1234, 2, 100 * MiB, 1001, 2,
-                         {"A": "1", "RSA_INSTANCE_TMP": "/tmp/x"}, port=24100,
-                         secret="S" * 32)
+    js = jobspecs.holder(
+        Via("/usr/bin/python3"),
+        SPAN,
+        1234,
+        2,
+        100 * MiB,
+        1001,
+        2,
+        {"A": "1", "RSA_INSTANCE_TMP": "/tmp/x"},
+        port=24100,
+        secret="S" * 32,
+    )
     d = js.jobspec
     (node,) = d["resources"]
     assert (node["type"], node["count"]) == ("node", 2)
@@ -122,18 +175,52 @@ def test_holder_jobspec_asks_for_memory_with_a_core_per_slot():
     command, variables = task(js)
     assert command == ["/usr/bin/python3", "-m", "flux_rsa.privileged"]
     assert variables == {
-        "RSA_OP": "hold", "RSA_ROOT": "/ram", "RSA_NAME": "1234.2",
-        "RSA_SIZE": str(13 * 4 * MiB), "RSA_OWNER": "1001", "RSA_PROVIDER": "glusterfs",
-        "RSA_JOBID": "1234", "RSA_GEN": "2", "RSA_PORT": "24100", "RSA_SECRET": "S" * 32,
-        "RSA_FS_HOST": "{host}-ib"}
+        "RSA_OP": "hold",
+        "RSA_ROOT": "/ram",
+        "RSA_NAME": "1234.2",
+        "RSA_SIZE": str(13 * 4 * MiB),
+        "RSA_OWNER": "1001",
+        "RSA_PROVIDER": "glusterfs",
+        "RSA_JOBID": "1234",
+        "RSA_GEN": "2",
+        "RSA_PORT": "24100",
+        "RSA_SECRET": "S" * 32,
+        "RSA_FS_HOST": "{host}-ib",
+    }
     # each task adds its rank and the job's nodes
-    request = parsed({**js.jobspec, "attributes": {"system": {"environment": {
-        **variables, "RSA_TASK_RANK": "1", "RSA_NODES": "rsa0,rsa1"}}}})
+    request = parsed(
+        {
+            **js.jobspec,
+            "attributes": {
+                "system": {
+                    "environment": {
+                        **variables,
+                        "RSA_TASK_RANK": "1",
+                        "RSA_NODES": "rsa0,rsa1",
+                    }
+                }
+            },
+        }
+    )
     assert request.values["SIZE"] == 13 * 4 * MiB  # on each node
-    volume = volume_of(Task("/ram", "1234.2", 1, 1001, jobid=1234, gen=2,
-                            nodes=request["NODES"], port=request["PORT"],
-                            secret=request["SECRET"], fs_host=request["FS_HOST"]))
-    assert volume.servers == ("rsa0-ib:24100", "rsa1-ib:24101") and volume.user == "rsa-1234-2"
+    volume = volume_of(
+        Task(
+            "/ram",
+            "1234.2",
+            1,
+            1001,
+            jobid=1234,
+            gen=2,
+            nodes=request["NODES"],
+            port=request["PORT"],
+            secret=request["SECRET"],
+            fs_host=request["FS_HOST"],
+        )
+    )
+    assert (
+        volume.servers == ("rsa0-ib:24100", "rsa1-ib:24101")
+        and volume.user == "rsa-1234-2"
+    )
     system = d["attributes"]["system"]
     assert system["job"]["name"] == "rsa-hold-1234-2"
     assert system["shell"]["options"]["cpu-affinity"] == "off"
@@ -152,14 +239,27 @@ def test_a_one_node_reservation_is_a_plain_tmpfs_whatever_the_provider():
 def test_through_the_imp_a_task_runs_flux_imp_run_rsa():
     js = jobspecs.holder(IMP, POLICY, 1234, 2, 8 * MiB, 1001, 2, {})
     command, variables = task(js)
-    assert command == ["py", "-m", "flux_rsa.privileged", "--imp", "/usr/libexec/flux/flux-imp"]
+    assert command == [
+        "py",
+        "-m",
+        "flux_rsa.privileged",
+        "--imp",
+        "/usr/libexec/flux/flux-imp",
+    ]
     assert variables["RSA_OP"] == "hold"
 
 
-COMMAND = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
-                 provider="command", command_create="/etc/rsa/create",
-                 command_destroy="/etc/rsa/destroy", command_attach="/etc/rsa/attach",
-                 command_detach="/etc/rsa/detach")
+COMMAND = Policy(
+    node_capacity=64 * MiB,
+    granule=4 * MiB,
+    pool_cores=8,
+    ramdisk_root="/ram",
+    provider="command",
+    command_create="/etc/rsa/create",
+    command_destroy="/etc/rsa/destroy",
+    command_attach="/etc/rsa/attach",
+    command_detach="/etc/rsa/detach",
+)
 
 
 def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
@@ -170,13 +270,22 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
     assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (1, 2)
     site = dataclasses.replace(SPAN, attach="site")
     assert (jobspecs.ports_needed(site, 1), jobspecs.ports_needed(site, 2)) == (0, 2)
-    _, variables = task(jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {},
-                                        port=24108))
+    _, variables = task(
+        jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108)
+    )
     assert variables == {
-        "RSA_OP": "hold", "RSA_ROOT": "/ram", "RSA_NAME": "1234.2", "RSA_SIZE": str(8 * MiB),
-        "RSA_OWNER": "1001", "RSA_PROVIDER": "command", "RSA_JOBID": "1234", "RSA_GEN": "2",
-        "RSA_PORT": "24108", "RSA_COMMAND_CREATE": "/etc/rsa/create",
-        "RSA_COMMAND_DESTROY": "/etc/rsa/destroy"}
+        "RSA_OP": "hold",
+        "RSA_ROOT": "/ram",
+        "RSA_NAME": "1234.2",
+        "RSA_SIZE": str(8 * MiB),
+        "RSA_OWNER": "1001",
+        "RSA_PROVIDER": "command",
+        "RSA_JOBID": "1234",
+        "RSA_GEN": "2",
+        "RSA_PORT": "24108",
+        "RSA_COMMAND_CREATE": "/etc/rsa/create",
+        "RSA_COMMAND_DESTROY": "/etc/rsa/destroy",
+    }
     # each task adds its rank and the job's nodes; a root pool's entry accepts the scripts
     env = {**variables, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
     assert request.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
@@ -184,8 +293,10 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
 
 def test_through_the_imp_no_script_travels_with_a_request():
     via = caller.choose("py", "imp", "/usr/libexec/flux/flux-imp", 990, COMMAND.scripts)
-    for js in (jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108),
-               jobspecs.sweep(via, COMMAND, {})):
+    for js in (
+        jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108),
+        jobspecs.sweep(via, COMMAND, {}),
+    ):
         _, variables = task(js)
         assert not [v for v in variables if v.startswith("RSA_COMMAND_")]
     direct = caller.choose("py", "direct", "", 0, COMMAND.scripts)
@@ -195,11 +306,25 @@ def test_through_the_imp_no_script_travels_with_a_request():
 
 
 def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
-    js = jobspecs.holder(PY, POLICY, 1234, 3, 10 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
-                         adopt_ranks=[1], adopt_bytes=24 * MiB).jobspec
+    js = jobspecs.holder(
+        PY,
+        POLICY,
+        1234,
+        3,
+        10 * MiB,
+        1001,
+        2,
+        {},
+        adopt="/ram/1234.1",
+        adopt_ranks=[1],
+        adopt_bytes=24 * MiB,
+    ).jobspec
     (node,) = js["resources"]
     assert node["count"] == 1
-    assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {"core": 1, "memory": 6}
+    assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {
+        "core": 1,
+        "memory": 6,
+    }
     assert js["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
     _, variables = task(js)
     assert variables["RSA_ADOPT"] == "/ram/1234.1"
@@ -212,47 +337,116 @@ def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
 
 
 def test_adopting_a_ram_disk_over_two_nodes_runs_on_both_with_its_shares():
-    js = jobspecs.holder(PY, SPAN, 1234, 1, 96 * MiB, 1001, 2, {}, adopt="/ram/1234.1",
-                         adopt_ranks=[0, 1], adopt_bytes=96 * MiB, port=24300,
-                         secret="S" * 32).jobspec
+    js = jobspecs.holder(
+        PY,
+        SPAN,
+        1234,
+        1,
+        96 * MiB,
+        1001,
+        2,
+        {},
+        adopt="/ram/1234.1",
+        adopt_ranks=[0, 1],
+        adopt_bytes=96 * MiB,
+        port=24300,
+        secret="S" * 32,
+    ).jobspec
     (node,) = js["resources"]
     assert node["count"] == 2
-    assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {"core": 1, "memory": 12}
+    assert {r["type"]: r["count"] for r in node["with"][0]["with"]} == {
+        "core": 1,
+        "memory": 12,
+    }
     assert js["attributes"]["system"]["constraints"] == {"ranks": ["0,1"]}
     _, variables = task(js)
-    assert (variables["RSA_PROVIDER"], variables["RSA_ADOPT"]) == ("glusterfs", "/ram/1234.1")
+    assert (variables["RSA_PROVIDER"], variables["RSA_ADOPT"]) == (
+        "glusterfs",
+        "/ram/1234.1",
+    )
 
 
 def test_a_simulated_holder_is_a_test_execution_job_until_killed():
-    sim = Policy(node_capacity=64 * MiB, granule=4 * MiB, pool_cores=8, ramdisk_root="/ram",
-                 simulate_rate=100 * MiB)
+    sim = Policy(
+        node_capacity=64 * MiB,
+        granule=4 * MiB,
+        pool_cores=8,
+        ramdisk_root="/ram",
+        simulate_rate=100 * MiB,
+    )
     holder = jobspecs.holder(PY, sim, 1, 1, 8 * MiB, 1001, 2, {})
-    assert holder.jobspec["attributes"]["system"]["exec"] == {"test": {}}  # until killed
-    assert "exit-on-error" not in holder.jobspec["attributes"]["system"]["shell"]["options"]
+    assert holder.jobspec["attributes"]["system"]["exec"] == {
+        "test": {}
+    }  # until killed
+    assert (
+        "exit-on-error"
+        not in holder.jobspec["attributes"]["system"]["shell"]["options"]
+    )
     assert jobspecs.simulated(holder)
-    assert not jobspecs.simulated(jobspecs.holder(PY, POLICY, 1, 1, 8 * MiB, 1001, 2, {}))
-    assert not jobspecs.simulated(jobspecs.stage(PY, POLICY, stage_request("in", None), 0, {}))
+    assert not jobspecs.simulated(
+        jobspecs.holder(PY, POLICY, 1, 1, 8 * MiB, 1001, 2, {})
+    )
+    assert not jobspecs.simulated(
+        jobspecs.stage(PY, POLICY, stage_request("in", None), 0, {})
+    )
 
 
 def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
-    return {"jobid": 7, "seq": 3, "direction": direction, "src": src, "dst": dst,
-            "method": method, "userid": 1001, "verify": "size", "nodes": ["rsa7", "rsa3"]}
+    return {
+        "jobid": 7,
+        "seq": 3,
+        "direction": direction,
+        "src": src,
+        "dst": dst,
+        "method": method,
+        "userid": 1001,
+        "verify": "size",
+        "nodes": ["rsa7", "rsa3"],
+    }
 
 
-@pytest.mark.parametrize("direction, method, src, dst, args", [
-    ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
-    ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
-    ("in", "/home/u/in.sh", "/p/in", "/ram/1.1/in",
-     ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"]),
-    ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
-    ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
-    ("out", "/home/u/out.sh", "/ram/1.1/out", "/p/out",
-     ["script", "/home/u/out.sh", "/ram/1.1/out", "/p/out", "--direction", "out"]),
-])
+@pytest.mark.parametrize(
+    "direction, method, src, dst, args",
+    [
+        ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
+        ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
+        (
+            "in",
+            "/home/u/in.sh",
+            "/p/in",
+            "/ram/1.1/in",
+            ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"],
+        ),
+        ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
+        ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
+        (
+            "out",
+            "/home/u/out.sh",
+            "/ram/1.1/out",
+            "/p/out",
+            [
+                "script",
+                "/home/u/out.sh",
+                "/ram/1.1/out",
+                "/p/out",
+                "--direction",
+                "out",
+            ],
+        ),
+    ],
+)
 def test_stage_maps_method_to_the_stagers_mode(direction, method, src, dst, args):
-    js = jobspecs.stage(PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4)
-    assert ops.stage_argv(parsed(js)) == [*args, "--progress-json", "--verify", "size",
-                                          "--workers", "4"]
+    js = jobspecs.stage(
+        PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4
+    )
+    assert ops.stage_argv(parsed(js)) == [
+        *args,
+        "--progress-json",
+        "--verify",
+        "size",
+        "--workers",
+        "4",
+    ]
     assert parsed(js).values["OWNER"] == 1001
 
 
@@ -263,7 +457,9 @@ def test_stage_jobspec_runs_on_the_given_rank():
     assert system["job"]["name"] == "rsa-stage-7-3"
     assert "RSA_WORKERS" not in task(js)[1]  # 0: the stager decides
     (node,) = js.jobspec["resources"]
-    assert node["count"] == 1 and node["with"][0]["with"] == [{"type": "core", "count": 1}]
+    assert node["count"] == 1 and node["with"][0]["with"] == [
+        {"type": "core", "count": 1}
+    ]
 
 
 def test_sweep_jobspec_on_every_node_or_one_rank():
@@ -279,12 +475,18 @@ def test_sweep_jobspec_on_every_node_or_one_rank():
 
 
 def test_measure_and_discard_jobspecs():
-    m = jobspecs.measure(PY, {"jobid": 5, "seq": 2, "path": "/p/in", "userid": 1001}, {})
+    m = jobspecs.measure(
+        PY, {"jobid": 5, "seq": 2, "path": "/p/in", "userid": 1001}, {}
+    )
     assert task(m)[1] == {"RSA_OP": "measure", "RSA_PATH": "/p/in", "RSA_OWNER": "1001"}
     assert m.jobspec["attributes"]["system"]["job"]["name"] == "rsa-measure-5-2"
     assert "constraints" not in m.jobspec["attributes"]["system"]  # any pool node
     d = jobspecs.discard(PY, POLICY, "/ram/5.1", [1], {}).jobspec
-    assert task(d)[1] == {"RSA_OP": "discard", "RSA_ROOT": "/ram", "RSA_PATH": "/ram/5.1"}
+    assert task(d)[1] == {
+        "RSA_OP": "discard",
+        "RSA_ROOT": "/ram",
+        "RSA_PATH": "/ram/5.1",
+    }
     assert d["attributes"]["system"]["constraints"] == {"ranks": ["1"]}
     sweep = jobspecs.sweep(PY, POLICY, {}, nodes=2, report_kept=True).jobspec
     assert parsed(sweep).values["REPORT_KEPT"] is True
@@ -298,61 +500,147 @@ def test_memory_paths_name_fluxions_vertices():
 
 
 def test_purge_jobspec():
-    js = jobspecs.purge(PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": "/p/in"}, 0, {})
-    assert task(js)[1] == {"RSA_OP": "purge", "RSA_ROOT": "/ram", "RSA_PATH": "/ram/1.1/in",
-                           "RSA_LINK": "/p/in"}
-    js = jobspecs.purge(PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {})
+    js = jobspecs.purge(
+        PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": "/p/in"}, 0, {}
+    )
+    assert task(js)[1] == {
+        "RSA_OP": "purge",
+        "RSA_ROOT": "/ram",
+        "RSA_PATH": "/ram/1.1/in",
+        "RSA_LINK": "/p/in",
+    }
+    js = jobspecs.purge(
+        PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {}
+    )
     assert "RSA_LINK" not in task(js)[1]
 
 
-@pytest.mark.parametrize("method, payload, message", [
-    ("hold", {"jobid": 1, "gen": 1, "userid": 5}, "rsa-pool.hold: missing field 'need'"),
-    ("hold", {"jobid": 1, "gen": "1", "need": 4, "userid": 5}, "rsa-pool.hold: gen='1' must be int"),
-    ("hold", {"jobid": 1, "gen": 1, "need": 0, "userid": 5}, "need=0 must be more than 0 bytes"),
-    ("cancel", {"jobid": True, "gen": 1}, "rsa-pool.cancel: jobid=True must be int"),
-    ("stage", dict(stage_request("sideways", None)), "direction='sideways' must be"),
-    ("stage", dict(stage_request("in", 5)), "method=5 must be str or NoneType"),
-    ("stage", dict(stage_request("in", None), nodes=[]), "nodes is empty"),
-    ("purge", {"jobid": 1, "path": "/ram/in", "userid": 5, "nodes": ["a"]}, "missing field 'data_in'"),
-    ("frobnicate", {}, "rsa-pool.frobnicate: unknown method"),
-    ("hold", [1, 2], "payload must be a JSON object"),
-    ("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": 7}, "adopt=7 must be str or NoneType"),
-    ("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": "ram/1.1"}, "adopt='ram/1.1' must be an absolute path"),
-    ("stage", dict(stage_request("in", None), size=-1), "size=-1 must be 0 or more bytes"),
-    ("shutdown", {"keep": [{"jobid": 1}]}, "keep entry {'jobid': 1} must be"),
-    ("shutdown", {"keep": {"jobid": 1, "gen": 1}}, "keep={'jobid': 1, 'gen': 1} must be list"),
-    ("drain", {"reason": "x"}, "rsa-pool.drain: missing field 'host'"),
-    ("undrain", {"host": 5}, "rsa-pool.undrain: host=5 must be str"),
-    ("discard", {"path": "1.1"}, "path='1.1' must be an absolute path"),
-    ("measure", {"jobid": 1, "seq": 1, "path": "/p", "userid": "root"}, "userid='root' must be int"),
-])
+@pytest.mark.parametrize(
+    "method, payload, message",
+    [
+        (
+            "hold",
+            {"jobid": 1, "gen": 1, "userid": 5},
+            "rsa-pool.hold: missing field 'need'",
+        ),
+        (
+            "hold",
+            {"jobid": 1, "gen": "1", "need": 4, "userid": 5},
+            "rsa-pool.hold: gen='1' must be int",
+        ),
+        (
+            "hold",
+            {"jobid": 1, "gen": 1, "need": 0, "userid": 5},
+            "need=0 must be more than 0 bytes",
+        ),
+        (
+            "cancel",
+            {"jobid": True, "gen": 1},
+            "rsa-pool.cancel: jobid=True must be int",
+        ),
+        (
+            "stage",
+            dict(stage_request("sideways", None)),
+            "direction='sideways' must be",
+        ),
+        ("stage", dict(stage_request("in", 5)), "method=5 must be str or NoneType"),
+        ("stage", dict(stage_request("in", None), nodes=[]), "nodes is empty"),
+        (
+            "purge",
+            {"jobid": 1, "path": "/ram/in", "userid": 5, "nodes": ["a"]},
+            "missing field 'data_in'",
+        ),
+        ("frobnicate", {}, "rsa-pool.frobnicate: unknown method"),
+        ("hold", [1, 2], "payload must be a JSON object"),
+        (
+            "hold",
+            {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": 7},
+            "adopt=7 must be str or NoneType",
+        ),
+        (
+            "hold",
+            {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": "ram/1.1"},
+            "adopt='ram/1.1' must be an absolute path",
+        ),
+        (
+            "stage",
+            dict(stage_request("in", None), size=-1),
+            "size=-1 must be 0 or more bytes",
+        ),
+        ("shutdown", {"keep": [{"jobid": 1}]}, "keep entry {'jobid': 1} must be"),
+        (
+            "shutdown",
+            {"keep": {"jobid": 1, "gen": 1}},
+            "keep={'jobid': 1, 'gen': 1} must be list",
+        ),
+        ("drain", {"reason": "x"}, "rsa-pool.drain: missing field 'host'"),
+        ("undrain", {"host": 5}, "rsa-pool.undrain: host=5 must be str"),
+        ("discard", {"path": "1.1"}, "path='1.1' must be an absolute path"),
+        (
+            "measure",
+            {"jobid": 1, "seq": 1, "path": "/p", "userid": "root"},
+            "userid='root' must be int",
+        ),
+    ],
+)
 def test_bad_requests_are_named(method, payload, message):
-    with pytest.raises(protocol.BadRequest, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        protocol.BadRequest, match=message.replace("(", r"\(").replace(")", r"\)")
+    ):
         protocol.check(method, payload)
 
 
 def test_good_requests_pass():
     assert protocol.check("list", None) == {}
-    assert protocol.check("purge", {"jobid": 1, "path": "/r/in", "data_in": None, "userid": 0,
-                                    "nodes": ["rsa0"]})["data_in"] is None
+    assert (
+        protocol.check(
+            "purge",
+            {
+                "jobid": 1,
+                "path": "/r/in",
+                "data_in": None,
+                "userid": 0,
+                "nodes": ["rsa0"],
+            },
+        )["data_in"]
+        is None
+    )
 
 
 def test_optional_fields_get_their_defaults():
     assert protocol.check("stage", stage_request("in", None))["size"] == 0
-    assert protocol.check("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5})["adopt"] is None
+    assert (
+        protocol.check("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5})["adopt"]
+        is None
+    )
     assert protocol.check("shutdown", {}) == {"keep": []}
-    assert protocol.check("shutdown", None)["keep"] is not protocol.FIELDS["shutdown"]["keep"].default
+    assert (
+        protocol.check("shutdown", None)["keep"]
+        is not protocol.FIELDS["shutdown"]["keep"].default
+    )
     assert protocol.check("drain", {"host": "rsa0"}) == {"host": "rsa0", "reason": ""}
-    keep = protocol.check("shutdown", {"keep": [{"jobid": 3, "gen": 2, "x": 1}]})["keep"]
+    keep = protocol.check("shutdown", {"keep": [{"jobid": 3, "gen": 2, "x": 1}]})[
+        "keep"
+    ]
     assert keep == [{"jobid": 3, "gen": 2}]
 
 
 def test_notification_payload():
-    assert protocol.notification("holder-end", 42, jobid=1, gen=2, error=None, kept=None) == {
-        "kind": "holder-end", "pool": 42, "jobid": 1, "gen": 2, "error": None, "kept": None}
+    assert protocol.notification(
+        "holder-end", 42, jobid=1, gen=2, error=None, kept=None
+    ) == {
+        "kind": "holder-end",
+        "pool": 42,
+        "jobid": 1,
+        "gen": 2,
+        "error": None,
+        "kept": None,
+    }
     with pytest.raises(ValueError):
         protocol.notification("holder-ended", 42)
-    with pytest.raises(ValueError, match="notification 'measure-end' without bytes, files"):
+    with pytest.raises(
+        ValueError, match="notification 'measure-end' without bytes, files"
+    ):
         protocol.notification("measure-end", 42, jobid=1, seq=1, ok=True, error=None)
     assert set(protocol.NOTIFY_FIELDS) == set(protocol.NOTIFICATIONS)
 
@@ -366,7 +654,9 @@ def test_port_blocks_never_overlap_and_come_round_the_range():
     ports.give("a")
     assert ports.take("c", 3) == 106  # next fit: the block just freed waits its turn
     assert ports.take("d", 4) == 100  # round the range, into the free gap
-    with pytest.raises(PortsExhausted, match="no 2 free ports left in \\[rsa\\] fs-ports 100-109"):
+    with pytest.raises(
+        PortsExhausted, match="no 2 free ports left in \\[rsa\\] fs-ports 100-109"
+    ):
         ports.take("e", 2)
     blocks = sorted(ports.blocks.values())
     assert all(a + n <= b for (a, n), (b, _) in zip(blocks, blocks[1:]))

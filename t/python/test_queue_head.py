@@ -10,51 +10,96 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux_rsa.core import Policy, admit, parse_request
-from flux_rsa.core import rates
+from flux_rsa.core import Policy, admit, parse_request, rates
 from flux_rsa.core.ondeck import Pending, engaged, head, plan
 from flux_rsa.core.record import Progress, Transition
 from flux_rsa.core.states import JobState as J
 from flux_rsa.core.states import RsaState as S
 
-POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M", "ondeck-depth": 3,
-                             "lookahead": 60, "provider": "glusterfs"})
+POLICY = Policy.from_config(
+    {
+        "proportion": 1,
+        "node-capacity": "64M",
+        "granule": "4M",
+        "ondeck-depth": 3,
+        "lookahead": 60,
+        "provider": "glusterfs",
+    }
+)
 NODES = ["rsa0", "rsa1"]
 MB = 2**20
-STATES = [(J.PENDING, S.INITIAL), (J.ONDECK, S.READY), (J.ONDECK, S.STAGING_IN), (J.DEMOTED, S.READY),
-          (J.DEMOTED, S.INITIAL), (J.RUNNING, S.INUSE_IN), (J.FINISHED, S.STAGING_OUT), (J.FINISHED, S.DESTROYED),
-          (J.ONDECK, S.REQUESTED), (J.ONDECK, S.INITIAL), (J.ONDECK, S.DESTROYED)]
+STATES = [
+    (J.PENDING, S.INITIAL),
+    (J.ONDECK, S.READY),
+    (J.ONDECK, S.STAGING_IN),
+    (J.DEMOTED, S.READY),
+    (J.DEMOTED, S.INITIAL),
+    (J.RUNNING, S.INUSE_IN),
+    (J.FINISHED, S.STAGING_OUT),
+    (J.FINISHED, S.DESTROYED),
+    (J.ONDECK, S.REQUESTED),
+    (J.ONDECK, S.INITIAL),
+    (J.ONDECK, S.DESTROYED),
+]
 
 
 def record(jobid, size_mb, states, node):
-    req = parse_request({"data_in": "/in", "data_out": "/out", "capacity": f"{size_mb}M"})
+    req = parse_request(
+        {"data_in": "/in", "data_out": "/out", "capacity": f"{size_mb}M"}
+    )
     rec = admit(jobid, 1000, 1, req, POLICY, 0.0)
     job_state, rsa_state = states
     holds = rsa_state not in (S.INITIAL, S.DESTROYED, S.REQUESTED)
-    return dataclasses.replace(rec, job_state=job_state, rsa_state=rsa_state,
-                               nodes=(node,) if holds else (), granted=rec.need if holds else 0)
+    return dataclasses.replace(
+        rec,
+        job_state=job_state,
+        rsa_state=rsa_state,
+        nodes=(node,) if holds else (),
+        granted=rec.need if holds else 0,
+    )
 
 
-jobs = st.lists(st.tuples(st.sampled_from([4, 8, 16, 40]), st.sampled_from(STATES), st.sampled_from(NODES),
-                          st.booleans()), min_size=1, max_size=40)
+jobs = st.lists(
+    st.tuples(
+        st.sampled_from([4, 8, 16, 40]),
+        st.sampled_from(STATES),
+        st.sampled_from(NODES),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(jobs, st.integers(min_value=6, max_value=40), st.integers(min_value=0, max_value=20),
-       st.randoms(use_true_random=False))
-def test_the_pass_over_the_head_and_the_engaged_records_decides_as_the_whole(specs, cut, others, rng):
+@given(
+    jobs,
+    st.integers(min_value=6, max_value=40),
+    st.integers(min_value=0, max_value=20),
+    st.randoms(use_true_random=False),
+)
+def test_the_pass_over_the_head_and_the_engaged_records_decides_as_the_whole(
+    specs, cut, others, rng
+):
     # the queue: our pending jobs and non-RSA ones, mixed; a read stops
     # after ``cut`` >= 2 x ondeck-depth of them (head() reads 4 x, 1024 at
     # least); records of jobs that are not pending are in no queue
-    recs = {j: record(j, size, states, node) for j, (size, states, node, _) in enumerate(specs, start=1)}
+    recs = {
+        j: record(j, size, states, node)
+        for j, (size, states, node, _) in enumerate(specs, start=1)
+    }
     order = [j for j in recs if recs[j].job_state in (J.PENDING, J.ONDECK, J.DEMOTED)]
     order += list(range(1000, 1000 + others))  # non-RSA jobs among ours
     rng.shuffle(order)
     queue = [Pending(j, priority=16, t_submit=float(i)) for i, j in enumerate(order)]
     whole = plan(queue, recs, NODES, POLICY, now=1.0)
     read = queue[:cut]
-    if len(read) < len(queue):  # truncated: the engaged jobs of ours behind the head are added
-        read = read + [p for p in queue[cut:] if p.jobid in recs and engaged(recs[p.jobid])]
+    if len(read) < len(
+        queue
+    ):  # truncated: the engaged jobs of ours behind the head are added
+        read = read + [
+            p for p in queue[cut:] if p.jobid in recs and engaged(recs[p.jobid])
+        ]
     seen = {p.jobid for p in read} | {j for j, r in recs.items() if engaged(r)}
     part = plan(read, {j: recs[j] for j in seen if j in recs}, NODES, POLICY, now=1.0)
     assert part == whole
@@ -71,13 +116,20 @@ def listed(jobid, state=8, priority=16, t_submit=1.0):
 
 
 def ours(tracker, jobid, t):
-    tracker.feed(jobid, "submit", t, {"userid": 1000},
-                 {"attributes": {"system": {"rsa": {"data_in": "/in"}}}, "resources": []})
+    tracker.feed(
+        jobid,
+        "submit",
+        t,
+        {"userid": 1000},
+        {"attributes": {"system": {"rsa": {"data_in": "/in"}}}, "resources": []},
+    )
     tracker.feed(jobid, "priority", t, {"priority": 16})
 
 
 def test_a_truncated_read_keeps_our_engaged_jobs_behind_the_head():
-    pytest.importorskip("flux", reason="the service's queue reader uses Flux's constants")
+    pytest.importorskip(
+        "flux", reason="the service's queue reader uses Flux's constants"
+    )
     from flux_rsa.service.jobs import Tracker
     from flux_rsa.service.queue import Queue
 
@@ -97,12 +149,17 @@ def test_the_stage_rate_kept_from_changes_is_the_one_read_from_every_record():
     for j in range(1, 30):
         rec = record(j, 8, (J.ONDECK, S.READY), "rsa0")
         t = 10.0 * j
-        hist = (Transition(t, J.ONDECK, S.STAGING_IN), Transition(t + 1 + j % 5, J.ONDECK, S.READY))
-        rec = dataclasses.replace(rec, history=hist, progress=Progress(bytes_total=j * MB))
+        hist = (
+            Transition(t, J.ONDECK, S.STAGING_IN),
+            Transition(t + 1 + j % 5, J.ONDECK, S.READY),
+        )
+        rec = dataclasses.replace(
+            rec, history=hist, progress=Progress(bytes_total=j * MB)
+        )
         recs[j] = rec
         if rates.sample(rec) is not None:
             kept.append(rates.sample(rec))
-    assert rates.median_rate(kept[-rates.RECENT:], 1.0) == rates.stage_rate(recs, 1.0)
+    assert rates.median_rate(kept[-rates.RECENT :], 1.0) == rates.stage_rate(recs, 1.0)
 
 
 def test_a_pass_has_work_only_for_rsa_jobs_before_their_run():
@@ -111,24 +168,44 @@ def test_a_pass_has_work_only_for_rsa_jobs_before_their_run():
     assert waits_to_run(record(1, 8, (J.PENDING, S.INITIAL), "rsa0"))
     assert waits_to_run(record(2, 8, (J.DEMOTED, S.READY), "rsa0"))
     assert not waits_to_run(record(3, 8, (J.RUNNING, S.INUSE_IN), "rsa0"))
-    assert not waits_to_run(dataclasses.replace(record(4, 8, (J.PENDING, S.INITIAL), "rsa0"),
-                                                rsa_state=S.INELIGIBLE))
+    assert not waits_to_run(
+        dataclasses.replace(
+            record(4, 8, (J.PENDING, S.INITIAL), "rsa0"), rsa_state=S.INELIGIBLE
+        )
+    )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([8, 16, 24]), st.floats(0, 100)), min_size=1, max_size=30),
-       st.integers(min_value=1, max_value=30), st.sampled_from([8, 16, 24]), st.floats(0, 200))
-def test_a_job_judged_behind_the_head_is_not_in_the_next_read(queued, cut, priority, t_submit):
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([8, 16, 24]), st.floats(0, 100)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(min_value=1, max_value=30),
+    st.sampled_from([8, 16, 24]),
+    st.floats(0, 200),
+)
+def test_a_job_judged_behind_the_head_is_not_in_the_next_read(
+    queued, cut, priority, t_submit
+):
     # the skipped pass is safe: a job that joins the queue (or whose
     # priority comes) behind a full read would not be in the next read
-    pytest.importorskip("flux", reason="the service's queue reader uses Flux's constants")
+    pytest.importorskip(
+        "flux", reason="the service's queue reader uses Flux's constants"
+    )
     from flux_rsa.core.ondeck import queue_order
     from flux_rsa.service.jobs import Tracker
     from flux_rsa.service.queue import Queue
 
     pending = queue_order(Pending(j, p, t) for j, (p, t) in enumerate(queued, start=1))
     queue = Queue(Tracker(), head=cut)
-    queue.read([listed(p.jobid, priority=p.priority, t_submit=p.t_submit) for p in pending[:cut]])
+    queue.read(
+        [
+            listed(p.jobid, priority=p.priority, t_submit=p.t_submit)
+            for p in pending[:cut]
+        ]
+    )
     new = Pending(1000, priority, t_submit)
     facts = types.SimpleNamespace(jobid=new.jobid, priority=priority, t_submit=t_submit)
     if queue.behind(facts):
@@ -136,7 +213,9 @@ def test_a_job_judged_behind_the_head_is_not_in_the_next_read(queued, cut, prior
 
 
 def test_only_a_full_read_of_pending_jobs_puts_a_job_behind_it():
-    pytest.importorskip("flux", reason="the service's queue reader uses Flux's constants")
+    pytest.importorskip(
+        "flux", reason="the service's queue reader uses Flux's constants"
+    )
     from flux_rsa.service.jobs import Tracker
     from flux_rsa.service.queue import Queue
 
@@ -149,7 +228,9 @@ def test_only_a_full_read_of_pending_jobs_puts_a_job_behind_it():
     assert queue.behind(facts(3))
     assert queue.behind(facts(3, priority=None))  # judged when its priority comes
     assert not queue.behind(facts(3, priority=20))  # more urgent: it goes in front
-    assert not queue.behind(facts(2, priority=8))  # it was read: the head changes without it
+    assert not queue.behind(
+        facts(2, priority=8)
+    )  # it was read: the head changes without it
     queue.read([listed(1, t_submit=1.0)])  # the whole queue
     assert not queue.behind(facts(3))
     queue.read([listed(1, t_submit=1.0), listed(5, state=16)])  # head jobs, one running

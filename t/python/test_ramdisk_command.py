@@ -15,7 +15,6 @@ import sys
 import tempfile
 
 import pytest
-
 from conftest import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,26 +22,28 @@ PYPATH = os.path.join(ROOT, "src", "python")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 NOBODY = pwd.getpwnam("nobody")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="site scripts run as root (mounts, root-owned scripts)")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="site scripts run as root (mounts, root-owned scripts)"
+)
 
 # what every script does first: record the step's variables for the test
 RECORD = 'env | grep "^RSA_" | sort >"$LOG/$RSA_STEP.${RSA_INDEX:-$RSA_RANK}"\n'
 SCRIPTS = {
     # a tmpfs of the whole reservation on the first node only
     "create": RECORD + 'test "$RSA_INDEX" = 0 || exit 0\n'
-                       'n=$(echo "$RSA_NODES" | tr , "\\n" | wc -l)\n'
-                       'mountpoint -q "$RSA_PATH" || '
-                       'mount -t tmpfs -o size=$((RSA_SIZE * n)),mode=0755 rsa-cmd "$RSA_PATH"\n',
+    'n=$(echo "$RSA_NODES" | tr , "\\n" | wc -l)\n'
+    'mountpoint -q "$RSA_PATH" || '
+    'mount -t tmpfs -o size=$((RSA_SIZE * n)),mode=0755 rsa-cmd "$RSA_PATH"\n',
     "destroy": RECORD + 'test "$RSA_INDEX" = 0 || exit 0\n'
-                        'if mountpoint -q "$RSA_PATH"; then umount "$RSA_PATH"; fi\n',
+    'if mountpoint -q "$RSA_PATH"; then umount "$RSA_PATH"; fi\n',
     # everything is one machine: a bind mount of the RSA-side path
-    "attach": RECORD + 'mountpoint -q "$RSA_PATH" || mount --bind "$RSA_SOURCE" "$RSA_PATH"\n',
+    "attach": RECORD
+    + 'mountpoint -q "$RSA_PATH" || mount --bind "$RSA_SOURCE" "$RSA_PATH"\n',
     "detach": RECORD + 'if mountpoint -q "$RSA_PATH"; then umount "$RSA_PATH"; fi\n',
     "failing": RECORD + 'echo "looking at $RSA_NODES"\necho "some noise" >&2\n'
-                        'echo "$RSA_NAME: no room on this node" >&2\nexit 3\n',
+    'echo "$RSA_NAME: no room on this node" >&2\nexit 3\n',
     "mount-then-fail": RECORD + 'mount --bind "$RSA_SOURCE" "$RSA_PATH"\n'
-                                'echo "client refused: no route" >&2\nexit 1\n',
+    'echo "client refused: no route" >&2\nexit 1\n',
 }
 
 
@@ -81,8 +82,10 @@ class Site:
         scripts of its steps (``step="name"`` replaces one)."""
         from flux_rsa.privileged.request import OPS, script_var
 
-        return {f"RSA_{script_var(step)}": self.path(scripts.get(step, step))
-                for step in OPS[op].scripts}
+        return {
+            f"RSA_{script_var(step)}": self.path(scripts.get(step, step))
+            for step in OPS[op].scripts
+        }
 
     def recorded(self, step, who):
         try:
@@ -97,7 +100,11 @@ class Site:
                 proc.kill()
                 proc.wait()
         with open("/proc/mounts") as f:
-            mounted = [line.split()[1] for line in f if line.split()[1].startswith(self.top + "/")]
+            mounted = [
+                line.split()[1]
+                for line in f
+                if line.split()[1].startswith(self.top + "/")
+            ]
         for path in sorted(mounted, reverse=True):
             subprocess.run(["umount", "-l", path])
         shutil.rmtree(self.top, ignore_errors=True)
@@ -124,16 +131,29 @@ def run_op(variables, extra=None):
 
 
 def hold_vars(site, index, nodes="rsa0,rsa1", name="12.1", size=8 << 20):
-    return {"RSA_OP": "hold", "RSA_ROOT": site.root, "RSA_NAME": name, "RSA_SIZE": size,
-            "RSA_OWNER": NOBODY.pw_uid, "RSA_PROVIDER": "command", "RSA_TASK_RANK": index,
-            "RSA_NODES": nodes, "RSA_JOBID": 12, "RSA_GEN": 1, "RSA_PORT": 24200}
+    return {
+        "RSA_OP": "hold",
+        "RSA_ROOT": site.root,
+        "RSA_NAME": name,
+        "RSA_SIZE": size,
+        "RSA_OWNER": NOBODY.pw_uid,
+        "RSA_PROVIDER": "command",
+        "RSA_TASK_RANK": index,
+        "RSA_NODES": nodes,
+        "RSA_JOBID": 12,
+        "RSA_GEN": 1,
+        "RSA_PORT": 24200,
+    }
 
 
 def start_hold(site, index, **kw):
-    scripts = site.scripts("hold", **{k: kw.pop(k) for k in ("create", "destroy") if k in kw})
+    scripts = site.scripts(
+        "hold", **{k: kw.pop(k) for k in ("create", "destroy") if k in kw}
+    )
     argv, env = entry(hold_vars(site, index, **kw), scripts)
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     site.procs.append(proc)
     return proc
 
@@ -159,7 +179,9 @@ def mounted(path):
 
 def leftovers(site):
     with open("/proc/mounts") as f:
-        mounts = [line.split()[1] for line in f if line.split()[1].startswith(site.top + "/")]
+        mounts = [
+            line.split()[1] for line in f if line.split()[1].startswith(site.top + "/")
+        ]
     return os.listdir(site.root) + os.listdir(site.mnt) + mounts
 
 
@@ -170,29 +192,53 @@ def test_every_holder_task_runs_create_and_task_0_makes_the_owners_areas(site):
     first, second = start_hold(site, 0), start_hold(site, 1)
     built = events(first)
     path = os.path.join(site.root, "12.1")
-    assert built[-1] == {"event": "built", "path": path, "volume": {
-        "provider": "command", "owner": NOBODY.pw_uid, "nodes": ["rsa0", "rsa1"],
-        "source": path, "jobid": 12, "port": 24200}}
+    assert built[-1] == {
+        "event": "built",
+        "path": path,
+        "volume": {
+            "provider": "command",
+            "owner": NOBODY.pw_uid,
+            "nodes": ["rsa0", "rsa1"],
+            "source": path,
+            "jobid": 12,
+            "port": 24200,
+        },
+    }
     assert mounted(path) == ["tmpfs"]
     vfs = os.statvfs(path)
     assert vfs.f_blocks * vfs.f_frsize == 16 << 20  # 2 nodes x 8M, as the script chose
     for area in ("in", "out"):
         st = os.stat(os.path.join(path, area))
-        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (NOBODY.pw_uid, NOBODY.pw_gid,
-                                                               0o700)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (
+            NOBODY.pw_uid,
+            NOBODY.pw_gid,
+            0o700,
+        )
     # the tasks create at the same time: task 0 says built when its own
     # create is done, task 1 may still be running its create
     wait_until(lambda: site.recorded("create", 1), 30, "task 1 running its create")
     for index in (0, 1):
         told = site.recorded("create", index)
-        assert told == {"RSA_STEP": "create", "RSA_PATH": path, "RSA_NAME": "12.1",
-                        "RSA_SIZE": str(8 << 20), "RSA_INDEX": str(index),
-                        "RSA_NODES": "rsa0,rsa1", "RSA_OWNER": str(NOBODY.pw_uid),
-                        "RSA_GROUP": str(NOBODY.pw_gid), "RSA_JOBID": "12", "RSA_GEN": "1",
-                        "RSA_PORT": "24200"}
+        assert told == {
+            "RSA_STEP": "create",
+            "RSA_PATH": path,
+            "RSA_NAME": "12.1",
+            "RSA_SIZE": str(8 << 20),
+            "RSA_INDEX": str(index),
+            "RSA_NODES": "rsa0,rsa1",
+            "RSA_OWNER": str(NOBODY.pw_uid),
+            "RSA_GROUP": str(NOBODY.pw_gid),
+            "RSA_JOBID": "12",
+            "RSA_GEN": "1",
+            "RSA_PORT": "24200",
+        }
     # task 1 keeps a marker of its own, so a sweep on its node finds it
     marker = json.load(open(os.path.join(site.root, "12.1.n1", ".rsa-ramdisk")))
-    assert (marker["provider"], marker["index"], marker["ramdisk"]) == ("command", 1, path)
+    assert (marker["provider"], marker["index"], marker["ramdisk"]) == (
+        "command",
+        1,
+        path,
+    )
     for proc in (first, second):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
@@ -206,8 +252,10 @@ def test_a_failing_create_says_why_in_one_line_and_leaves_nothing(site):
     assert proc.wait(timeout=60) == 1
     err = proc.stderr.read().strip().splitlines()
     path = os.path.join(site.root, "12.1")
-    assert err[-1] == (f"flux-rsa-ramdisk: cannot build {path}: command-create "
-                       f"{site.path('failing')} failed (exit status 3): 12.1: no room on this node")
+    assert err[-1] == (
+        f"flux-rsa-ramdisk: cannot build {path}: command-create "
+        f"{site.path('failing')} failed (exit status 3): 12.1: no room on this node"
+    )
     assert site.recorded("destroy", 0) is not None  # undone, as destroy undoes
     assert leftovers(site) == []
 
@@ -225,8 +273,10 @@ def killed_holder(site):
 def test_a_killed_holders_leftovers_are_destroyed_by_a_sweep(site):
     killed_holder(site)
     # the sweep runs the site's destroy, with the variables create had
-    done = run_op({"RSA_OP": "sweep", "RSA_ROOT": site.root},
-                  {"RSA_COMMAND_DESTROY": site.path("destroy")})
+    done = run_op(
+        {"RSA_OP": "sweep", "RSA_ROOT": site.root},
+        {"RSA_COMMAND_DESTROY": site.path("destroy")},
+    )
     assert done.returncode == 0, done.stderr
     assert f"removed leftover RAM disk {site.root}/12.1" in done.stdout
     assert site.recorded("destroy", 0)["RSA_PORT"] == "24200"
@@ -237,7 +287,10 @@ def test_a_sweep_without_the_destroy_script_leaves_the_ram_disk_and_says_so(site
     killed_holder(site)
     done = run_op({"RSA_OP": "sweep", "RSA_ROOT": site.root})
     assert done.returncode == 1
-    assert "provider command has no destroy script: set [rsa] command-destroy" in done.stdout
+    assert (
+        "provider command has no destroy script: set [rsa] command-destroy"
+        in done.stdout
+    )
     assert mounted(os.path.join(site.root, "12.1")) == ["tmpfs"]
 
 
@@ -246,11 +299,14 @@ def test_a_step_that_overruns_is_killed_with_what_it_started(site, monkeypatch):
     from flux_rsa.ramdisk.providers import command
 
     pids = os.path.join(site.log, "pids")
-    slow = site.script("slow", f'sleep 600 & echo $! >{pids}\nwait\n')
+    slow = site.script("slow", f"sleep 600 & echo $! >{pids}\nwait\n")
     monkeypatch.setitem(command.TIMEOUT, "create", 1)
     command.configure({"create": slow})
-    with pytest.raises(ProviderError, match=rf"command-create {slow} did not finish within 1s "
-                                            r"and was killed \(a create step must end within 1s\)"):
+    with pytest.raises(
+        ProviderError,
+        match=rf"command-create {slow} did not finish within 1s "
+        r"and was killed \(a create step must end within 1s\)",
+    ):
         command.run("create", {"NAME": "1.1"})
     child = int(open(pids).read())
 
@@ -271,7 +327,8 @@ def test_a_script_root_would_run_must_be_root_owned_and_not_writable_by_others(s
     assert done.returncode == 2
     assert done.stderr.strip() == (
         f"flux-rsa-helper: RSA_COMMAND_CREATE {site.path('create')} is owned by uid 0 with mode "
-        "0775: root runs only scripts that only root can change (chown root and chmod go-w it)")
+        "0775: root runs only scripts that only root can change (chown root and chmod go-w it)"
+    )
     assert site.recorded("create", 0) is None and leftovers(site) == []
 
 
@@ -279,12 +336,23 @@ def test_a_script_root_would_run_must_be_root_owned_and_not_writable_by_others(s
 
 
 def attach_vars(site, op, rank, source=None):
-    variables = {"RSA_OP": op, "RSA_ROOT": site.mnt, "RSA_NAME": "12.1", "RSA_RANK": rank}
+    variables = {
+        "RSA_OP": op,
+        "RSA_ROOT": site.mnt,
+        "RSA_NAME": "12.1",
+        "RSA_RANK": rank,
+    }
     if op == "attach":
-        variables.update({"RSA_PROVIDER": "command", "RSA_OWNER": NOBODY.pw_uid,
-                          "RSA_NODES": "rsa0,rsa1",
-                          "RSA_SOURCE": source or os.path.join(site.root, "12.1"),
-                          "RSA_JOBID": 12, "RSA_PORT": 24200})
+        variables.update(
+            {
+                "RSA_PROVIDER": "command",
+                "RSA_OWNER": NOBODY.pw_uid,
+                "RSA_NODES": "rsa0,rsa1",
+                "RSA_SOURCE": source or os.path.join(site.root, "12.1"),
+                "RSA_JOBID": 12,
+                "RSA_PORT": 24200,
+            }
+        )
     return variables
 
 
@@ -297,8 +365,15 @@ def ramdisk_with_a_file(site, marker=True):
         f.write("42\n")
     if marker:
         with open(os.path.join(path, ".rsa-ramdisk"), "w") as f:
-            json.dump({"name": "12.1", "provider": "command", "owner": NOBODY.pw_uid,
-                       "mounted": True}, f)
+            json.dump(
+                {
+                    "name": "12.1",
+                    "provider": "command",
+                    "owner": NOBODY.pw_uid,
+                    "mounted": True,
+                },
+                f,
+            )
     return path
 
 
@@ -310,27 +385,41 @@ def test_compute_nodes_attach_and_detach_through_the_site_scripts(site):
         assert done.returncode == 0, done.stderr
     assert open(os.path.join(where, "out", "result")).read() == "42\n"
     assert site.recorded("attach", 3) == {
-        "RSA_STEP": "attach", "RSA_PATH": where, "RSA_SOURCE": os.path.join(site.root, "12.1"),
-        "RSA_NAME": "12.1", "RSA_NODES": "rsa0,rsa1", "RSA_JOBID": "12", "RSA_GEN": "1",
-        "RSA_PORT": "24200", "RSA_RANK": "3"}
+        "RSA_STEP": "attach",
+        "RSA_PATH": where,
+        "RSA_SOURCE": os.path.join(site.root, "12.1"),
+        "RSA_NAME": "12.1",
+        "RSA_NODES": "rsa0,rsa1",
+        "RSA_JOBID": "12",
+        "RSA_GEN": "1",
+        "RSA_PORT": "24200",
+        "RSA_RANK": "3",
+    }
     assert site.recorded("attach", 4) is None  # the second rank found it attached
-    assert run_op(attach_vars(site, "detach", 3), site.scripts("detach")).returncode == 0
+    assert (
+        run_op(attach_vars(site, "detach", 3), site.scripts("detach")).returncode == 0
+    )
     assert mounted(where) != []  # rank 4 still uses it
     done = run_op(attach_vars(site, "detach", 4), site.scripts("detach"))
     assert done.returncode == 0, done.stderr
     assert site.recorded("detach", 4)["RSA_SOURCE"] == os.path.join(site.root, "12.1")
     assert mounted(where) == [] and os.listdir(site.mnt) == []
-    assert run_op(attach_vars(site, "detach", 4), site.scripts("detach")).returncode == 0  # again
+    assert (
+        run_op(attach_vars(site, "detach", 4), site.scripts("detach")).returncode == 0
+    )  # again
 
 
 def test_a_failed_attach_is_undone_and_says_why(site):
     ramdisk_with_a_file(site)
     where = os.path.join(site.mnt, "12.1")
-    done = run_op(attach_vars(site, "attach", 3), site.scripts("attach", attach="mount-then-fail"))
+    done = run_op(
+        attach_vars(site, "attach", 3), site.scripts("attach", attach="mount-then-fail")
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"flux-rsa-ramdisk: attach {where}: command-attach {site.path('mount-then-fail')} "
-        "failed (exit status 1): client refused: no route")
+        "failed (exit status 1): client refused: no route"
+    )
     assert site.recorded("detach", 3) is not None  # the site's detach undid it
     assert mounted(where) == [] and os.listdir(site.mnt) == []
 
@@ -345,7 +434,8 @@ def test_an_attach_that_shows_anything_but_the_ram_disk_is_undone_and_says_so(si
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"flux-rsa-ramdisk: attach: {where} is not the RAM disk 12.1 (no .rsa-ramdisk marker "
-        "there)")
+        "there)"
+    )
     assert site.recorded("detach", 3) is not None  # undone by the site's detach
     assert mounted(where) == [] and os.listdir(site.mnt) == []
 
@@ -357,17 +447,30 @@ def imp_run(site, variables):
     """The installed entry point's main (``rsa-imp-run``) as root, the way
     flux-imp starts it: only RSA_* variables and FLUX_OWNER_USERID."""
     env = {"FLUX_OWNER_USERID": "990", **{k: str(v) for k, v in variables.items()}}
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from flux_rsa.privileged.main import imp_main; sys.exit(imp_main(sys.argv[2]))")
-    return subprocess.run([PY, "-I", "-c", code, PYPATH, site.conf], env=env,
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from flux_rsa.privileged.main import imp_main; sys.exit(imp_main(sys.argv[2]))"
+    )
+    return subprocess.run(
+        [PY, "-I", "-c", code, PYPATH, site.conf],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def site_config(site, **keys):
-    table = {"ramdisk-root": site.root, "mount-root": site.mnt, "provider": "command",
-             "command-create": site.path("create"), "command-destroy": site.path("destroy"),
-             "command-attach": site.path("attach"), "command-detach": site.path("detach"),
-             **keys}
+    table = {
+        "ramdisk-root": site.root,
+        "mount-root": site.mnt,
+        "provider": "command",
+        "command-create": site.path("create"),
+        "command-destroy": site.path("destroy"),
+        "command-attach": site.path("attach"),
+        "command-detach": site.path("detach"),
+        **keys,
+    }
     with open(os.path.join(site.conf, "rsa.toml"), "w") as f:
         f.write("[rsa]\n" + "".join(f'{k} = "{v}"\n' for k, v in table.items()))
 
@@ -389,7 +492,10 @@ def test_through_the_imp_a_request_naming_a_script_is_refused(site):
     evil = site.script("evil", "touch $LOG/evil\n")
     done = imp_run(site, {**attach_vars(site, "attach", 3), "RSA_COMMAND_ATTACH": evil})
     assert done.returncode == 2
-    assert "RSA_COMMAND_ATTACH: the site's scripts are read from the [rsa] table" in done.stderr
+    assert (
+        "RSA_COMMAND_ATTACH: the site's scripts are read from the [rsa] table"
+        in done.stderr
+    )
     assert not os.path.exists(os.path.join(site.log, "evil"))
     assert site.recorded("attach", 3) is None
 
@@ -398,8 +504,10 @@ def test_through_the_imp_attach_only_mounts_ram_disks_of_the_site(site):
     site_config(site)
     done = imp_run(site, attach_vars(site, "attach", 3, source="/etc/12.1"))
     assert done.returncode == 2
-    assert (f"RSA_SOURCE='/etc/12.1': not a RAM disk under the site's RAM-disk root "
-            f"'{site.root}'") in done.stderr
+    assert (
+        f"RSA_SOURCE='/etc/12.1': not a RAM disk under the site's RAM-disk root "
+        f"'{site.root}'"
+    ) in done.stderr
     assert site.recorded("attach", 3) is None
 
 
@@ -422,12 +530,16 @@ def test_the_pools_start_up_check_names_a_site_script_root_would_not_run(site):
     os.chmod(site.path("destroy"), 0o757)
     done = imp_run(site, {"RSA_OP": "check"})
     assert done.returncode == 2
-    assert f"[rsa] command-destroy {site.path('destroy')} is owned by uid 0 with mode 0757" \
+    assert (
+        f"[rsa] command-destroy {site.path('destroy')} is owned by uid 0 with mode 0757"
         in done.stderr
+    )
     # a pool run by root checks the scripts of its own policy the same way
     direct = caller.choose(PY, "direct", "", 0, {"destroy": site.path("destroy")})
     said = caller.problem(direct, site.conf, "root")
-    assert said.startswith(f"[rsa] command-destroy {site.path('destroy')} is owned by uid 0 "
-                           "with mode 0757: root runs only scripts that only root can change")
+    assert said.startswith(
+        f"[rsa] command-destroy {site.path('destroy')} is owned by uid 0 "
+        "with mode 0757: root runs only scripts that only root can change"
+    )
     os.chmod(site.path("destroy"), 0o755)
     assert caller.problem(direct, site.conf, "root") is None

@@ -23,9 +23,11 @@ MiB = 1 << 20
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="tmpfs and FUSE mounts need root"),
-    pytest.mark.skipif(not gluster.installed(),
-                       reason="GlusterFS is not installed (Debian: glusterfs-server "
-                              "glusterfs-client): no exported RAM disk tests"),
+    pytest.mark.skipif(
+        not gluster.installed(),
+        reason="GlusterFS is not installed (Debian: glusterfs-server "
+        "glusterfs-client): no exported RAM disk tests",
+    ),
 ]
 
 
@@ -52,13 +54,32 @@ class Site:
         return env
 
     def hold(self, size="16M", adopt=None, name="5.1"):
-        args = ["hold", "--provider", "tmpfs", "--root", self.root, "--name", name,
-                "--size", size, "--owner", "0", "--port", str(self.port), "--secret", SECRET]
+        args = [
+            "hold",
+            "--provider",
+            "tmpfs",
+            "--root",
+            self.root,
+            "--name",
+            name,
+            "--size",
+            size,
+            "--owner",
+            "0",
+            "--port",
+            str(self.port),
+            "--secret",
+            SECRET,
+        ]
         if adopt:
             args += ["--adopt", adopt, "--jobid", "5"]
-        self.holder = subprocess.Popen([PY, "-m", "flux_rsa.ramdisk", *args],
-                                       env=self.env(), stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
+        self.holder = subprocess.Popen(
+            [PY, "-m", "flux_rsa.ramdisk", *args],
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         events = [json.loads(self.holder.stdout.readline())]
         while events[-1]["event"] != "built":
             line = self.holder.stdout.readline()
@@ -74,15 +95,31 @@ class Site:
 
     def attach(self, volume, owner=0):
         return subprocess.run(
-            [PY, "-m", "flux_rsa.privileged"], capture_output=True, text=True, timeout=90,
-            env=self.env(op="attach", root=self.mnt, name="5.1", rank=0, provider="tmpfs",
-                         owner=owner, user=volume["user"], servers=",".join(volume["servers"]),
-                         secret=volume["secret"]))
+            [PY, "-m", "flux_rsa.privileged"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=self.env(
+                op="attach",
+                root=self.mnt,
+                name="5.1",
+                rank=0,
+                provider="tmpfs",
+                owner=owner,
+                user=volume["user"],
+                servers=",".join(volume["servers"]),
+                secret=volume["secret"],
+            ),
+        )
 
     def detach(self):
-        return subprocess.run([PY, "-m", "flux_rsa.privileged"], capture_output=True, text=True,
-                              timeout=90, env=self.env(op="detach", root=self.mnt, name="5.1",
-                                                       rank=0))
+        return subprocess.run(
+            [PY, "-m", "flux_rsa.privileged"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=self.env(op="detach", root=self.mnt, name="5.1", rank=0),
+        )
 
     def cleanup(self):
         if self.holder is not None and self.holder.poll() is None:
@@ -91,7 +128,11 @@ class Site:
         for record in gluster.processes_in(self.top):
             gluster.stop_process(record)
         with open("/proc/mounts") as f:
-            mounted = [line.split()[1] for line in f if line.split()[1].startswith(self.top + "/")]
+            mounted = [
+                line.split()[1]
+                for line in f
+                if line.split()[1].startswith(self.top + "/")
+            ]
         for path in sorted(mounted, reverse=True):
             subprocess.run(["umount", "-l", path])
         subprocess.run(["rm", "-rf", self.top])
@@ -106,16 +147,26 @@ def site():
 
 def leftovers(site):
     with open("/proc/mounts") as f:
-        mounts = [line.split()[1] for line in f if line.split()[1].startswith(site.top + "/")]
-    return sorted(os.listdir(site.root) + os.listdir(site.mnt) + mounts
-                  + [str(r["pid"]) for r in gluster.processes_in(site.top)])
+        mounts = [
+            line.split()[1] for line in f if line.split()[1].startswith(site.top + "/")
+        ]
+    return sorted(
+        os.listdir(site.root)
+        + os.listdir(site.mnt)
+        + mounts
+        + [str(r["pid"]) for r in gluster.processes_in(site.top)]
+    )
 
 
-def test_the_compute_node_sees_what_the_stager_wrote_and_the_rsa_node_what_the_job_wrote(site):
+def test_the_compute_node_sees_what_the_stager_wrote_and_the_rsa_node_what_the_job_wrote(
+    site,
+):
     built = site.hold()
     path = built["path"]
     volume = built["volume"]
-    assert volume["servers"] == [f"127.0.0.1:{site.port}"] and volume["user"] == "rsa-5-1"
+    assert (
+        volume["servers"] == [f"127.0.0.1:{site.port}"] and volume["user"] == "rsa-5-1"
+    )
     # the stager writes the tmpfs itself: files, a directory, a link, a mode
     os.makedirs(os.path.join(path, "in", "sub"))
     with open(os.path.join(path, "in", "sub", "data"), "wb") as f:
@@ -129,10 +180,15 @@ def test_the_compute_node_sees_what_the_stager_wrote_and_the_rsa_node_what_the_j
     assert sysmount.fstype(where) == "fuse.glusterfs"
     seen = os.stat(os.path.join(where, "in", "sub", "data"))
     here = os.stat(os.path.join(path, "in", "sub", "data"))
-    assert (seen.st_size, seen.st_mode, seen.st_mtime_ns) == (here.st_size, here.st_mode,
-                                                             10**18)
-    assert open(os.path.join(where, "in", "link"), "rb").read() == \
-        open(os.path.join(path, "in", "sub", "data"), "rb").read()
+    assert (seen.st_size, seen.st_mode, seen.st_mtime_ns) == (
+        here.st_size,
+        here.st_mode,
+        10**18,
+    )
+    assert (
+        open(os.path.join(where, "in", "link"), "rb").read()
+        == open(os.path.join(path, "in", "sub", "data"), "rb").read()
+    )
     assert os.readlink(os.path.join(where, "in", "link")) == "sub/data"
     # what the job writes lands in the tmpfs, and nothing of GlusterFS shows
     with open(os.path.join(where, "out", "result"), "w") as f:
@@ -149,15 +205,19 @@ def run_on_mount(argv, mount, timeout=60):
     """Run ``argv`` against the FUSE mount ``mount``; if it hangs there (a
     dead client leaves writers waiting in the kernel), abort the mount's
     connection so the test fails instead of hanging."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         # the mount's device from the mount table (a stat of it would hang too)
         with open("/proc/self/mountinfo") as f:
             (device,) = [line.split()[2] for line in f if line.split()[4] == mount]
-        subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"],
-                       capture_output=True)
+        subprocess.run(
+            ["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"],
+            capture_output=True,
+        )
         with open(f"/sys/fs/fuse/connections/{device.split(':')[1]}/abort", "w") as f:
             f.write("1")
         proc.communicate()
@@ -176,8 +236,15 @@ def test_a_full_ram_disk_says_so_and_still_shows_what_was_written_into_it(site):
     assert site.attach(built["volume"]).returncode == 0
     where = os.path.join(site.mnt, "5.1")
     for _ in range(6):
-        fill = run_on_mount(["sh", "-c", f'seq 1 100000 >"{where}/out/seq" && '
-                                         f'head -c 12M /dev/zero >"{where}/out/big"'], where)
+        fill = run_on_mount(
+            [
+                "sh",
+                "-c",
+                f'seq 1 100000 >"{where}/out/seq" && '
+                f'head -c 12M /dev/zero >"{where}/out/big"',
+            ],
+            where,
+        )
         assert "No space left on device" in fill.stderr
         os.unlink(os.path.join(where, "out", "big"))
         os.unlink(os.path.join(where, "out", "seq"))
@@ -195,8 +262,9 @@ def test_an_attach_that_finds_another_ram_disk_is_undone(site):
     json.dump({**marker, "name": "6.1"}, open(marker_path, "w"))
     done = site.attach(built["volume"])
     assert done.returncode == 1
-    assert done.stderr.strip().endswith(f"attach: {site.mnt}/5.1 is not the RAM disk 5.1 (its "
-                                        "marker names '6.1')")
+    assert done.stderr.strip().endswith(
+        f"attach: {site.mnt}/5.1 is not the RAM disk 5.1 (its " "marker names '6.1')"
+    )
     assert not os.path.exists(os.path.join(site.mnt, "5.1"))
     json.dump(marker, open(marker_path, "w"))
     done = site.attach(built["volume"], owner=4242)
@@ -212,12 +280,21 @@ def test_dropped_inputs_give_their_memory_back(site):
         f.write(os.urandom(16 * MiB))
     assert site.attach(built["volume"]).returncode == 0
     where = os.path.join(site.mnt, "5.1")
-    assert len(open(os.path.join(where, "in", "big"), "rb").read()) == 16 * MiB  # looked up
-    purge = subprocess.run([PY, "-m", "flux_rsa.ramdisk", "purge", os.path.join(path, "in")],
-                           env=site.env(), capture_output=True, text=True, timeout=60)
+    assert (
+        len(open(os.path.join(where, "in", "big"), "rb").read()) == 16 * MiB
+    )  # looked up
+    purge = subprocess.run(
+        [PY, "-m", "flux_rsa.ramdisk", "purge", os.path.join(path, "in")],
+        env=site.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert purge.returncode == 0, purge.stderr
     st = os.statvfs(path)
-    assert (st.f_blocks - st.f_bfree) * st.f_frsize < MiB  # not held by a GlusterFS handle
+    assert (
+        st.f_blocks - st.f_bfree
+    ) * st.f_frsize < MiB  # not held by a GlusterFS handle
     assert site.detach().returncode == 0
     site.stop()
 
@@ -233,7 +310,9 @@ def test_kept_the_server_stops_and_an_adopting_holder_serves_it_again(site):
     assert sysmount.mounted(path, "tmpfs")
     site.port = free_port()
     again = site.hold(size="12M", adopt=path, name="5.2")
-    assert again["path"] == path and again["volume"]["servers"] == [f"127.0.0.1:{site.port}"]
+    assert again["path"] == path and again["volume"]["servers"] == [
+        f"127.0.0.1:{site.port}"
+    ]
     assert site.attach(again["volume"]).returncode == 0
     assert open(os.path.join(site.mnt, "5.1", "out", "kept")).read() == "kept\n"
     assert site.detach().returncode == 0

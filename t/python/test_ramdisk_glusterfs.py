@@ -16,9 +16,11 @@ GLUSTER = registry.get("glusterfs")
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="bricks are tmpfs mounts: need root"),
-    pytest.mark.skipif(not gluster.installed(),
-                       reason="GlusterFS is not installed (Debian: glusterfs-server "
-                              "glusterfs-client): no parallel RAM disk tests"),
+    pytest.mark.skipif(
+        not gluster.installed(),
+        reason="GlusterFS is not installed (Debian: glusterfs-server "
+        "glusterfs-client): no parallel RAM disk tests",
+    ),
 ]
 
 
@@ -53,14 +55,25 @@ def free_port():
 
 def task(root, name, index=0, nodes=("n0",), port=None):
     jobid, gen = layout.ids_from_name(name)
-    return Task(root, name, 16 << 20, os.getuid(), jobid=jobid, gen=gen, index=index,
-                nodes=nodes, port=free_port() if port is None else port,
-                secret="s3cret-s3cret-s3cret", fs_host="127.0.0.1")
+    return Task(
+        root,
+        name,
+        16 << 20,
+        os.getuid(),
+        jobid=jobid,
+        gen=gen,
+        index=index,
+        nodes=nodes,
+        port=free_port() if port is None else port,
+        secret="s3cret-s3cret-s3cret",
+        fs_host="127.0.0.1",
+    )
 
 
 def brick_servers(path):
-    found = subprocess.run(["pgrep", "-a", "-f", "rsa-brick"], capture_output=True,
-                           text=True).stdout
+    found = subprocess.run(
+        ["pgrep", "-a", "-f", "rsa-brick"], capture_output=True, text=True
+    ).stdout
     return [line for line in found.splitlines() if path + "/" in line]
 
 
@@ -83,7 +96,9 @@ def test_a_holder_told_to_stop_while_it_builds_stops_building_and_leaves_nothing
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # pending, as in a holder
-        with pytest.raises(layout.RamdiskError, match="stopped before the brick server listened"):
+        with pytest.raises(
+            layout.RamdiskError, match="stopped before the brick server listened"
+        ):
             GLUSTER.create(task(root, "8.1", index=1, nodes=("n0", "n1")))
         assert gluster.processes_in(root) == []
         assert os.listdir(root) == []
@@ -98,7 +113,9 @@ def test_the_volume_is_mounted_nosuid_and_nodev(root):
     t = task(root, "6.1")
     path = GLUSTER.create(t)
     with open("/proc/mounts") as f:
-        (options,) = [line.split()[3].split(",") for line in f if line.split()[1] == path]
+        (options,) = [
+            line.split()[3].split(",") for line in f if line.split()[1] == path
+        ]
     assert "nosuid" in options and "nodev" in options
     assert GLUSTER.stop(t, GLUSTER.parts(t)) == []
     assert os.listdir(root) == []

@@ -8,14 +8,15 @@ import sys
 import tempfile
 
 import pytest
-
 from conftest import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYPATH = os.path.join(ROOT, "src", "python")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 IS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting a tmpfs and chown need root")
+needs_root = pytest.mark.skipif(
+    not IS_ROOT, reason="mounting a tmpfs and chown need root"
+)
 
 
 def ramdisk(*args, env=None, **kw):
@@ -28,10 +29,23 @@ STARTED = []
 
 def start_hold(root, name="7.1", size="8M", owner=None, provider="dir", env=None):
     owner = os.getuid() if owner is None else owner
-    cmd, env = ramdisk("hold", "--provider", provider, "--root", str(root), "--name", name,
-                       "--size", size, "--owner", str(owner), env=env)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    cmd, env = ramdisk(
+        "hold",
+        "--provider",
+        provider,
+        "--root",
+        str(root),
+        "--name",
+        name,
+        "--size",
+        size,
+        "--owner",
+        str(owner),
+        env=env,
+    )
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     STARTED.append(proc)
     return proc
 
@@ -58,9 +72,12 @@ def built(proc):
 def wait_blocked(proc):
     """Until the command blocks its stop signals (interpreter started):
     they show in SigBlk, or it sleeps in sigwait (which unblocks them)."""
+
     def blocking():
         with open(f"/proc/{proc.pid}/status") as f:
-            blocked = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
+            blocked = next(
+                int(line.split()[1], 16) for line in f if line.startswith("SigBlk:")
+            )
         with open(f"/proc/{proc.pid}/wchan") as f:
             waiting = "sigtimedwait" in f.read()
         return waiting or blocked & (1 << (signal.SIGTERM - 1))
@@ -91,7 +108,10 @@ def test_dir_provider_builds_reports_and_removes_on_signal(root, owner, sig):
     path = built(proc)
     assert path == os.path.join(root, "7.1")
     st = os.stat(path)
-    assert (st.st_uid, oct(st.st_mode & 0o7777)) == (0 if IS_ROOT else os.getuid(), "0o755")
+    assert (st.st_uid, oct(st.st_mode & 0o7777)) == (
+        0 if IS_ROOT else os.getuid(),
+        "0o755",
+    )
     for area in ("in", "out"):
         st = os.stat(os.path.join(path, area))
         assert (st.st_uid, st.st_gid) == (owner.pw_uid, owner.pw_gid)
@@ -116,7 +136,9 @@ def test_tmpfs_has_the_granted_size_and_goes_away(root, owner):
     assert entry[2] == "tmpfs" and "nosuid" in entry[3] and "nodev" in entry[3]
     vfs = os.statvfs(path)
     assert vfs.f_blocks * vfs.f_frsize == 12 * 2**20
-    df = subprocess.run(["df", "-B1", "--output=size", path], capture_output=True, text=True)
+    df = subprocess.run(
+        ["df", "-B1", "--output=size", path], capture_output=True, text=True
+    )
     assert df.stdout.split()[-1] == str(12 * 2**20)
     st = os.stat(os.path.join(path, "in"))
     assert (st.st_uid, st.st_gid) == (owner.pw_uid, owner.pw_gid)
@@ -154,8 +176,10 @@ def test_refuses_foreign_directory(root):
     proc = start_hold(root)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 1 and out == ""
-    assert err.strip() == (f"flux-rsa-ramdisk: {root}/7.1 exists and is not a flux-rsa RAM disk "
-                           "(remove it or choose another [rsa] ramdisk-root)")
+    assert err.strip() == (
+        f"flux-rsa-ramdisk: {root}/7.1 exists and is not a flux-rsa RAM disk "
+        "(remove it or choose another [rsa] ramdisk-root)"
+    )
     assert os.path.isdir(os.path.join(root, "7.1", "precious"))
 
 
@@ -194,10 +218,28 @@ def test_tmpfs_needs_root(root, owner):
     os.makedirs(root)
     os.chmod(os.path.dirname(root), 0o755)
     os.chown(root, owner.pw_uid, owner.pw_gid)
-    cmd, env = ramdisk("hold", "--provider", "tmpfs", "--root", root, "--name", "7.1",
-                       "--size", "4M", "--owner", str(owner.pw_uid))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20,
-                          user=owner.pw_uid, group=owner.pw_gid)
+    cmd, env = ramdisk(
+        "hold",
+        "--provider",
+        "tmpfs",
+        "--root",
+        root,
+        "--name",
+        "7.1",
+        "--size",
+        "4M",
+        "--owner",
+        str(owner.pw_uid),
+    )
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        user=owner.pw_uid,
+        group=owner.pw_gid,
+    )
     assert proc.returncode == 1
     assert "a tmpfs RAM disk needs root" in proc.stderr
     assert 'set [rsa] provider = "dir"' in proc.stderr

@@ -8,10 +8,17 @@ import subprocess
 import tempfile
 
 import pytest
-
-from test_ramdisk_hold import (STARTED, built, mounts_at, needs_root,  # noqa: F401
-                               no_stray_holders, ramdisk, start_hold, stop)
 from conftest import ramdisk_marker
+from test_ramdisk_hold import (  # noqa: F401
+    STARTED,
+    built,
+    mounts_at,
+    needs_root,
+    no_stray_holders,
+    ramdisk,
+    start_hold,
+    stop,
+)
 
 MiB = 2**20
 
@@ -52,11 +59,28 @@ def kept_disk(root, owner, provider="dir", name="42.1", size="8M"):
 
 
 def adopt(root, path, owner, jobid=42, size="8M", provider="dir"):
-    cmd, env = ramdisk("hold", "--provider", provider, "--root", root, "--name", "42.2",
-                       "--size", size, "--owner", str(owner), "--jobid", str(jobid),
-                       "--gen", "2", "--adopt", path)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    cmd, env = ramdisk(
+        "hold",
+        "--provider",
+        provider,
+        "--root",
+        root,
+        "--name",
+        "42.2",
+        "--size",
+        size,
+        "--owner",
+        str(owner),
+        "--jobid",
+        str(jobid),
+        "--gen",
+        "2",
+        "--adopt",
+        path,
+    )
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     STARTED.append(proc)  # stopped after the test whatever happens
     return proc
 
@@ -65,14 +89,27 @@ def test_keep_leaves_the_ramdisk_marked_and_sweeps_spare_it(root, owner):
     path = kept_disk(root, owner)
     m = ramdisk_marker(path)
     assert (m["kept"], m["jobid"], m["gen"], m["owner"], m["size"]) == (
-        True, 42, 1, owner.pw_uid, 8 * MiB)
+        True,
+        42,
+        1,
+        owner.pw_uid,
+        8 * MiB,
+    )
     assert m["host"]  # outside Flux: the machine's name
     assert open(os.path.join(path, "out", "result")).read() == "precious output"
     swept = run("sweep", root, "--report-kept")
     assert swept.returncode == 0, swept.stderr
     assert [json.loads(line) for line in swept.stdout.splitlines()] == [
-        {"event": "kept", "path": path, "jobid": 42, "gen": 1, "owner": owner.pw_uid,
-         "bytes": 8 * MiB, "host": m["host"]}]
+        {
+            "event": "kept",
+            "path": path,
+            "jobid": 42,
+            "gen": 1,
+            "owner": owner.pw_uid,
+            "bytes": 8 * MiB,
+            "host": m["host"],
+        }
+    ]
     assert run("sweep", root).stdout == ""  # without the flag: silent, still spared
     assert os.path.exists(os.path.join(path, "out", "result"))
 
@@ -92,9 +129,14 @@ def test_adopt_takes_a_kept_tmpfs_over_grows_it_and_destroys_it_at_the_end(root,
     assert mounts_at(path)
     proc = adopt(root, path, owner.pw_uid, size="12M", provider="tmpfs")
     lines = [json.loads(proc.stdout.readline()) for _ in range(2)]
-    assert lines == [{"event": "adopted", "path": path, "size": 12 * MiB},
-                     {"event": "built", "path": path,
-                      "volume": {"provider": "tmpfs", "owner": owner.pw_uid}}]
+    assert lines == [
+        {"event": "adopted", "path": path, "size": 12 * MiB},
+        {
+            "event": "built",
+            "path": path,
+            "volume": {"provider": "tmpfs", "owner": owner.pw_uid},
+        },
+    ]
     m = ramdisk_marker(path)
     assert (m["kept"], m["pid"], m["size"]) == (False, proc.pid, 12 * MiB)
     vfs = os.statvfs(path)
@@ -103,17 +145,22 @@ def test_adopt_takes_a_kept_tmpfs_over_grows_it_and_destroys_it_at_the_end(root,
     # a live adopted disk is not swept, not kept, not discardable
     assert run("sweep", root, "--report-kept").stdout == ""
     refused = run("discard", path)
-    assert refused.returncode == 1 and f"is held by process {proc.pid}" in refused.stderr
+    assert (
+        refused.returncode == 1 and f"is held by process {proc.pid}" in refused.stderr
+    )
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=20)
     assert proc.returncode == 0
     assert mounts_at(path) == [] and not os.path.exists(path)
 
 
-@pytest.mark.parametrize("jobid, uid, message", [
-    (43, None, "cannot adopt {path} for job 43: it was kept for job 42"),
-    (42, 4123457, "cannot adopt {path} for uid 4123457: it belongs to uid"),
-])
+@pytest.mark.parametrize(
+    "jobid, uid, message",
+    [
+        (43, None, "cannot adopt {path} for job 43: it was kept for job 42"),
+        (42, 4123457, "cannot adopt {path} for uid 4123457: it belongs to uid"),
+    ],
+)
 def test_adopt_refuses_another_jobs_or_users_disk(root, owner, jobid, uid, message):
     path = kept_disk(root, owner)
     proc = adopt(root, path, owner.pw_uid if uid is None else uid, jobid=jobid)
@@ -138,7 +185,10 @@ def test_adopt_refuses_a_disk_that_is_held_or_gone(root, owner):
 def test_an_adopted_disk_can_be_kept_again(root, owner):
     path = kept_disk(root, owner)
     proc = adopt(root, path, owner.pw_uid)
-    assert [json.loads(proc.stdout.readline())["event"] for _ in range(2)] == ["adopted", "built"]
+    assert [json.loads(proc.stdout.readline())["event"] for _ in range(2)] == [
+        "adopted",
+        "built",
+    ]
     again = keep(proc)
     assert again["path"] == path and ramdisk_marker(path)["kept"] is True
 

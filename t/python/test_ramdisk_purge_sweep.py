@@ -6,9 +6,15 @@ import subprocess
 import tempfile
 
 import pytest
-
-from test_ramdisk_hold import (built, mounts_at, needs_root, no_stray_holders, ramdisk,  # noqa: F401
-                               start_hold, stop)
+from test_ramdisk_hold import (  # noqa: F401
+    built,
+    mounts_at,
+    needs_root,
+    no_stray_holders,
+    ramdisk,
+    start_hold,
+    stop,
+)
 
 
 def run(*args):
@@ -73,7 +79,11 @@ def test_purge_without_data_in_leaves_an_empty_directory(disk):
     assert os.path.isdir(path) and not os.path.islink(path)
     assert os.listdir(path) == []
     new = os.stat(path)
-    assert (new.st_uid, new.st_gid, oct(new.st_mode & 0o7777)) == (st.st_uid, st.st_gid, "0o700")
+    assert (new.st_uid, new.st_gid, oct(new.st_mode & 0o7777)) == (
+        st.st_uid,
+        st.st_gid,
+        "0o700",
+    )
 
 
 def test_purge_finishes_a_purge_killed_half_way(disk):
@@ -91,7 +101,8 @@ def test_purge_refuses_paths_outside_a_ramdisk(space):
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         f"flux-rsa-ramdisk: {victim}: not inside a flux-rsa RAM disk (no .rsa-ramdisk in "
-        f"{os.path.dirname(victim)}); give the RAM disk's in directory")
+        f"{os.path.dirname(victim)}); give the RAM disk's in directory"
+    )
     assert os.path.isdir(victim) and not os.path.islink(victim)
 
 
@@ -122,7 +133,8 @@ def test_sweep_removes_only_leftovers(space):
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == [
         f"flux-rsa-ramdisk: removed leftover RAM disk {dead}",
-        f"flux-rsa-ramdisk: removed leftover RAM disk {reused}"]
+        f"flux-rsa-ramdisk: removed leftover RAM disk {reused}",
+    ]
     assert sorted(os.listdir(root)) == ["2.1", "someone-elses"]
     assert os.path.isdir(os.path.join(live, "in"))
     assert stop(live_proc)[0] == 0
@@ -155,7 +167,9 @@ def test_sweep_after_a_holder_job_ended_ends_its_process_too(space):
     live = built(live_proc)
     proc = run("sweep", root, "--gone", "5.1")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [f"flux-rsa-ramdisk: removed leftover RAM disk {gone}"]
+    assert proc.stdout.splitlines() == [
+        f"flux-rsa-ramdisk: removed leftover RAM disk {gone}"
+    ]
     assert orphan.wait(timeout=30) == -9
     assert os.listdir(root) == ["6.1"] and os.path.isdir(os.path.join(live, "in"))
     assert stop(live_proc)[0] == 0

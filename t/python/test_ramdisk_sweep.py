@@ -43,8 +43,11 @@ def test_an_empty_unmarked_ram_disk_tmpfs_is_unmounted_and_removed(root):
     said = []
     assert sweep(root, say=said.append) == 0
     assert not sysmount.mounted(path) and not os.path.lexists(path)
-    assert said == [f"unmounted an empty RAM disk without its marker at {path} (its build or "
-                    "destroy was stopped halfway)", f"removed leftover RAM disk {path}"]
+    assert said == [
+        f"unmounted an empty RAM disk without its marker at {path} (its build or "
+        "destroy was stopped halfway)",
+        f"removed leftover RAM disk {path}",
+    ]
 
 
 @needs_root
@@ -56,5 +59,7 @@ def test_a_tmpfs_with_files_or_of_another_source_is_left_alone(root):
     said = []
     assert sweep(root, say=said.append) == 0
     assert said == []
-    assert sysmount.mounted(full, "tmpfs") and os.path.exists(os.path.join(full, "data"))
+    assert sysmount.mounted(full, "tmpfs") and os.path.exists(
+        os.path.join(full, "data")
+    )
     assert sysmount.top_mount(other) == ("tmpfs", "site-scratch")

@@ -5,14 +5,15 @@ is never shown."""
 import errno
 
 import pytest
-
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 
-access = pytest.importorskip("flux_rsa.service.access",
-                             reason="Flux's Python bindings are missing: no service tests")
+access = pytest.importorskip(
+    "flux_rsa.service.access",
+    reason="Flux's Python bindings are missing: no service tests",
+)
 
+import flux_rsa.core.events as E  # noqa: E402
 from flux_rsa.core import Policy, admit, parse_request  # noqa: E402
-from flux_rsa.core import events as E  # noqa: E402
 
 POLICY = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
 
@@ -40,7 +41,10 @@ def test_a_volume_secret_is_not_shown():
 def test_acting_on_another_users_job_is_as_if_it_had_no_record():
     with pytest.raises(OSError) as exc:
         access.check_request(RECORDS[2], 2, E.Release(1.0), 1000, False)
-    assert exc.value.errno == errno.ENOENT and "no RSA record for this job (or not yours)" in str(exc.value)
+    assert (
+        exc.value.errno == errno.ENOENT
+        and "no RSA record for this job (or not yours)" in str(exc.value)
+    )
     with pytest.raises(OSError) as exc:
         access.check_request(None, 9, E.Release(1.0), 1000, True)
     assert exc.value.errno == errno.ENOENT

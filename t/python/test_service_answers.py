@@ -11,7 +11,6 @@ import tempfile
 import weakref
 
 import pytest
-
 from fake_reactor import Log
 from test_pool_helpers import Instance, requires_flux
 
@@ -78,11 +77,14 @@ def test_an_rpc_answered_with_an_error_is_freed_too(h, no_collector):
 
 def test_a_committed_batch_of_records_is_written_and_freed(h, no_collector):
     import flux.kvs
+
     from flux_rsa.core import Policy, admit, parse_request
     from flux_rsa.core.states import RsaState
     from flux_rsa.service import store
 
-    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
+    policy = Policy.from_config(
+        {"proportion": 1, "node-capacity": "64M", "granule": "4M"}
+    )
     st = store.Store(h, Log())
     refs = []
     for jobid in (101, 102):

@@ -41,14 +41,17 @@ def make():
     return col, metrics, fake, now
 
 
-@pytest.mark.parametrize("promotions, quiet, waited, expected", [
-    (C.PROMOTIONS - 1, True, 0.0, False),      # not worth it yet
-    (C.PROMOTIONS - 1, False, C.MOST, False),  # ... however long
-    (C.PROMOTIONS, True, 0.0, True),           # worth it, quiet
-    (C.PROMOTIONS, False, 0.0, False),         # worth it, busy: wait
-    (C.PROMOTIONS, False, C.MOST - 1, False),
-    (C.PROMOTIONS, False, C.MOST, True),       # busy for MOST: no longer
-])
+@pytest.mark.parametrize(
+    "promotions, quiet, waited, expected",
+    [
+        (C.PROMOTIONS - 1, True, 0.0, False),  # not worth it yet
+        (C.PROMOTIONS - 1, False, C.MOST, False),  # ... however long
+        (C.PROMOTIONS, True, 0.0, True),  # worth it, quiet
+        (C.PROMOTIONS, False, 0.0, False),  # worth it, busy: wait
+        (C.PROMOTIONS, False, C.MOST - 1, False),
+        (C.PROMOTIONS, False, C.MOST, True),  # busy for MOST: no longer
+    ],
+)
 def test_due(promotions, quiet, waited, expected):
     assert C.due(promotions, quiet, waited) is expected
 

@@ -7,7 +7,9 @@ import errno
 
 import pytest
 
-pytest.importorskip("flux.constants", reason="Flux's Python bindings are missing: no service tests")
+pytest.importorskip(
+    "flux.constants", reason="Flux's Python bindings are missing: no service tests"
+)
 
 from fake_reactor import Log  # noqa: E402
 
@@ -52,13 +54,27 @@ class Pool:
 
 
 def stage(jobid, seq=1):
-    return A.StartStage(jobid, seq=seq, direction="in", src="/home/a/in", dst="/r/1.1/in",
-                        method=None, userid=1001, verify="size", nodes=("n1",))
+    return A.StartStage(
+        jobid,
+        seq=seq,
+        direction="in",
+        src="/home/a/in",
+        dst="/r/1.1/in",
+        method=None,
+        userid=1001,
+        verify="size",
+        nodes=("n1",),
+    )
 
 
 def executor(signed):
     h, pool, log = Handle(), Pool(), Log()
-    return Executor(h, log, pool, None, lambda jobid: True, signed=lambda: signed), h, pool, log
+    return (
+        Executor(h, log, pool, None, lambda jobid: True, signed=lambda: signed),
+        h,
+        pool,
+        log,
+    )
 
 
 def test_through_the_imp_a_stage_carries_the_jobs_j_and_a_stop_waits_behind_it():
@@ -68,9 +84,16 @@ def test_through_the_imp_a_stage_carries_the_jobs_j_and_a_stop_waits_behind_it()
     ex.run(A.CancelHolder(8, gen=1))  # another job is not held up
     assert [m for m, _ in pool.calls] == ["cancel"]
     (lookup,) = h.sent
-    assert (lookup.topic, lookup.payload) == ("job-info.lookup", {"id": 7, "keys": ["J"], "flags": 0})
+    assert (lookup.topic, lookup.payload) == (
+        "job-info.lookup",
+        {"id": 7, "keys": ["J"], "flags": 0},
+    )
     lookup.respond({"id": 7, "J": "hdr.payload.munge"})
-    assert [(m, p["jobid"]) for m, p in pool.calls] == [("cancel", 8), ("stage", 7), ("stop", 7)]
+    assert [(m, p["jobid"]) for m, p in pool.calls] == [
+        ("cancel", 8),
+        ("stage", 7),
+        ("stop", 7),
+    ]
     assert pool.calls[1][1]["j"] == "hdr.payload.munge"
     assert ex.waiting == {}
 
@@ -82,14 +105,20 @@ def test_a_measure_carries_it_too_and_requests_after_it_keep_their_order():
     h.sent[0].respond({"id": 5, "J": "m.j.none"})
     assert [m for m, _ in pool.calls] == ["measure"]  # the stage waits for its own J
     h.sent[1].respond({"id": 5, "J": "m.j.none"})
-    assert [(m, p.get("j")) for m, p in pool.calls] == [("measure", "m.j.none"), ("stage", "m.j.none")]
+    assert [(m, p.get("j")) for m, p in pool.calls] == [
+        ("measure", "m.j.none"),
+        ("stage", "m.j.none"),
+    ]
 
 
 def test_a_j_that_cannot_be_read_is_logged_and_the_stage_sent_without_it():
     ex, h, pool, log = executor(signed=True)
     ex.run(stage(9))
     h.sent[0].respond(OSError(errno.ENOENT, "No such file or directory"))
-    assert pool.calls == [("stage", pool.calls[0][1])] and pool.calls[0][1].get("j") is None
+    assert (
+        pool.calls == [("stage", pool.calls[0][1])]
+        and pool.calls[0][1].get("j") is None
+    )
     assert any("job 9: reading its signed request (J)" in text for _, text in log.lines)
 
 

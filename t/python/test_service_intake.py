@@ -7,27 +7,43 @@ import json
 import types
 
 import pytest
-
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 
-intake = pytest.importorskip("flux_rsa.service.intake",
-                             reason="Flux's Python bindings are missing: no service tests")
+intake = pytest.importorskip(
+    "flux_rsa.service.intake",
+    reason="Flux's Python bindings are missing: no service tests",
+)
 
 from flux_rsa.core import events as E  # noqa: E402
 from flux_rsa.service.jobs import Tracker, ended_from_eventlog  # noqa: E402
 
-JOBSPEC = {"resources": [{"type": "node", "count": 1}], "attributes": {"system": {"rsa": {"data_out": "/out"}}}}
+JOBSPEC = {
+    "resources": [{"type": "node", "count": 1}],
+    "attributes": {"system": {"rsa": {"data_out": "/out"}}},
+}
 
 
 def eventlog(*entries):
-    return "".join(json.dumps({"timestamp": t, "name": name, "context": ctx}) + "\n" for t, name, ctx in entries)
+    return "".join(
+        json.dumps({"timestamp": t, "name": name, "context": ctx}) + "\n"
+        for t, name, ctx in entries
+    )
 
 
-RAN = eventlog((1.0, "submit", {"userid": 1000}), (2.0, "alloc", {}),
-               (3.0, "rsa-ready", {"ramdisk": "/r", "out_on_ramdisk": True}),
-               (4.0, "start", {}), (5.0, "finish", {"status": 0}), (6.0, "clean", {}))
-NEVER_STARTED = eventlog((1.0, "submit", {"userid": 1000}), (2.0, "alloc", {}),
-                         (3.0, "exception", {"type": "cancel", "severity": 0}), (4.0, "clean", {}))
+RAN = eventlog(
+    (1.0, "submit", {"userid": 1000}),
+    (2.0, "alloc", {}),
+    (3.0, "rsa-ready", {"ramdisk": "/r", "out_on_ramdisk": True}),
+    (4.0, "start", {}),
+    (5.0, "finish", {"status": 0}),
+    (6.0, "clean", {}),
+)
+NEVER_STARTED = eventlog(
+    (1.0, "submit", {"userid": 1000}),
+    (2.0, "alloc", {}),
+    (3.0, "exception", {"type": "cancel", "severity": 0}),
+    (4.0, "clean", {}),
+)
 
 
 def test_a_job_that_ran_finished_with_its_ramdisk():
@@ -44,7 +60,9 @@ def test_a_job_canceled_before_it_started_was_canceled_at_its_last_event():
 
 def test_a_one_line_eventlog_comes_back_decoded_and_still_reads():
     # flux.kvs.get decodes a value that is one JSON object
-    entries = intake.eventlog_entries({"timestamp": 1.0, "name": "submit", "context": {}})
+    entries = intake.eventlog_entries(
+        {"timestamp": 1.0, "name": "submit", "context": {}}
+    )
     assert [e.name for e in entries] == ["submit"]
     assert intake.eventlog_entries(None) == []
 
@@ -55,7 +73,13 @@ class Sink:
     def __init__(self, records):
         self.records = records
         self.metrics = types.SimpleNamespace(arrived=lambda: 0.0)
-        self.applied, self.admitted, self.resumed, self.plans, self.caught = [], [], [], 0, 0
+        self.applied, self.admitted, self.resumed, self.plans, self.caught = (
+            [],
+            [],
+            [],
+            0,
+            0,
+        )
         self.behind_head = set()  # jobs behind the queue's head as last read
 
     def admit(self, facts, t):

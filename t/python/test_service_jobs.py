@@ -3,19 +3,26 @@ the jobtap plugin, and from the journal's replay when the service starts:
 any may come twice), how a job ended, and the queue job-list lists."""
 
 import pytest
-
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
+
 from flux_rsa.core import events as E
 
-flux_constants = pytest.importorskip("flux.constants", reason="Flux's Python bindings are missing: no service tests")
+flux_constants = pytest.importorskip(
+    "flux.constants", reason="Flux's Python bindings are missing: no service tests"
+)
 from flux_rsa.service.jobs import Fed, Tracker  # noqa: E402
 from flux_rsa.service.queue import Queue  # noqa: E402
 
-SCHED, RUN, DEPEND = (flux_constants.FLUX_JOB_STATE_SCHED, flux_constants.FLUX_JOB_STATE_RUN,
-                      flux_constants.FLUX_JOB_STATE_DEPEND)
+SCHED, RUN, DEPEND = (
+    flux_constants.FLUX_JOB_STATE_SCHED,
+    flux_constants.FLUX_JOB_STATE_RUN,
+    flux_constants.FLUX_JOB_STATE_DEPEND,
+)
 
-JOBSPEC = {"resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1}]}],
-           "attributes": {"system": {"rsa": {"data_in": "/in", "data_out": "/out"}}}}
+JOBSPEC = {
+    "resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1}]}],
+    "attributes": {"system": {"rsa": {"data_in": "/in", "data_out": "/out"}}},
+}
 PLAIN = {"resources": [{"type": "slot", "count": 1}], "attributes": {"system": {}}}
 
 
@@ -42,9 +49,18 @@ def test_the_queue_is_the_last_read_with_our_jobs_as_told():
     tr = Tracker()
     queued(tr, 1)
     queue = Queue(tr, head=100)
-    queue.read([listed(1, priority=16, estimate=99.0), listed(5, priority=20, t_submit=0.5, estimate=50.0),
-                listed(4, state=RUN), listed(3, state=DEPEND)])  # RUN and DEPEND are not pending
-    assert sorted((p.jobid, p.priority, p.t_estimate) for p in queue.pending()) == [(1, 16, 99.0), (5, 20, 50.0)]
+    queue.read(
+        [
+            listed(1, priority=16, estimate=99.0),
+            listed(5, priority=20, t_submit=0.5, estimate=50.0),
+            listed(4, state=RUN),
+            listed(3, state=DEPEND),
+        ]
+    )  # RUN and DEPEND are not pending
+    assert sorted((p.jobid, p.priority, p.t_estimate) for p in queue.pending()) == [
+        (1, 16, 99.0),
+        (5, 20, 50.0),
+    ]
     # ours moves at once (a new priority, its alloc); the others only at the next read
     tr.feed(1, "priority", 2.5, {"priority": 30})
     assert sorted((p.jobid, p.priority) for p in queue.pending()) == [(1, 30), (5, 20)]
@@ -87,7 +103,10 @@ def test_start_and_finish_heard_twice_count_once():
     submitted(tr, 1)
     tr.feed(1, "alloc", 3.0, {})
     starts = tr.feed(1, "start", 4.0, {}).events + tr.feed(1, "start", 4.0, {}).events
-    finishes = tr.feed(1, "finish", 5.0, {"status": 0}).events + tr.feed(1, "finish", 5.0, {"status": 0}).events
+    finishes = (
+        tr.feed(1, "finish", 5.0, {"status": 0}).events
+        + tr.feed(1, "finish", 5.0, {"status": 0}).events
+    )
     assert [type(e) for e in starts] == [E.Started]
     assert [type(e) for e in finishes] == [E.Finished]
     ended = tr.feed(1, "clean", 6.0, {})
@@ -133,7 +152,9 @@ def test_afterstaged_waiters_are_answered_once_when_the_outputs_settle():
     from flux_rsa.core import Policy, admit, parse_request, process
     from flux_rsa.service.afterstaged import Waiters
 
-    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
+    policy = Policy.from_config(
+        {"proportion": 1, "node-capacity": "64M", "granule": "4M"}
+    )
     rec = admit(5, 1000, 1, parse_request({"data_out": "/out"}), policy, 0.0)
     answers = []
     waiters = Waiters(logging.getLogger("test"))
@@ -147,7 +168,9 @@ def test_afterstaged_waiters_are_answered_once_when_the_outputs_settle():
     waiters.check(rec)
     waiters.check(rec)
     assert answers == [{"ok": True}, {"ok": True}]  # it wrote data_out directly
-    waiters.add(6, None, answers.append, replayed=False)  # no record yet: wait for the replay
+    waiters.add(
+        6, None, answers.append, replayed=False
+    )  # no record yet: wait for the replay
     assert len(answers) == 2
     waiters.replayed({5: rec})
     assert isinstance(answers[2], OSError) and answers[2].errno == errno.ENOENT

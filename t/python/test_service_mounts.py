@@ -4,11 +4,12 @@ with its rank operations and timer replaced: what is undone when."""
 import types
 
 import pytest
-
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 
-mounts = pytest.importorskip("flux_rsa.service.mounts",
-                             reason="Flux's Python bindings are missing: no service tests")
+mounts = pytest.importorskip(
+    "flux_rsa.service.mounts",
+    reason="Flux's Python bindings are missing: no service tests",
+)
 
 
 class Timer:
@@ -44,9 +45,13 @@ delivered = []
 
 
 def job(ranks):
-    return types.SimpleNamespace(jobid=7, root="/rsa", name="7.1", ranks=ranks,
-                                 volume={"user": "rsa-7-1", "servers": ["n0:24000"],
-                                         "secret": "x" * 16})
+    return types.SimpleNamespace(
+        jobid=7,
+        root="/rsa",
+        name="7.1",
+        ranks=ranks,
+        volume={"user": "rsa-7-1", "servers": ["n0:24000"], "secret": "x" * 16},
+    )
 
 
 def test_a_rank_that_attaches_after_it_was_given_up_is_detached():
@@ -60,8 +65,10 @@ def test_a_rank_that_attaches_after_it_was_given_up_is_detached():
     assert "node1 (rank 1): no answer within 60s" in delivered[0].error
     assert [(op, rank) for op, rank, _ in started if op == "detach"] == [("detach", 0)]
     ended[1](1, None)  # rank 1 attached at last
-    assert [(op, rank) for op, rank, _ in started if op == "detach"] == [("detach", 0),
-                                                                        ("detach", 1)]
+    assert [(op, rank) for op, rank, _ in started if op == "detach"] == [
+        ("detach", 0),
+        ("detach", 1),
+    ]
 
 
 def test_a_rank_that_fails_after_it_was_given_up_is_left_alone():

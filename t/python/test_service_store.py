@@ -7,12 +7,13 @@ import dataclasses
 import errno
 
 import pytest
-
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 from fake_reactor import FakeReactor, Log
 
-store = pytest.importorskip("flux_rsa.service.store",
-                            reason="Flux's Python bindings are missing: no service tests")
+store = pytest.importorskip(
+    "flux_rsa.service.store",
+    reason="Flux's Python bindings are missing: no service tests",
+)
 
 from flux_rsa.core import Policy, admit, parse_request  # noqa: E402
 from flux_rsa.core.states import JobState, RsaState  # noqa: E402
@@ -83,7 +84,9 @@ class FakeKVS:
 
 def fresh(jobid, t=0.0):
     """A record just admitted: nothing happened to it yet."""
-    policy = Policy.from_config({"proportion": 1, "node-capacity": "64M", "granule": "4M"})
+    policy = Policy.from_config(
+        {"proportion": 1, "node-capacity": "64M", "granule": "4M"}
+    )
     return admit(jobid, 1000, 1, parse_request({"data_out": "/out"}), policy, t)
 
 
@@ -118,7 +121,10 @@ def test_a_failed_commit_is_logged_retried_and_the_record_lands():
     kvs.answer(ok=False)
     assert kvs.data == {}
     assert [level for level, _ in log.lines] == ["error"]
-    assert "saving 1 record(s) to the KVS failed" in log.lines[0][1] and "trying again" in log.lines[0][1]
+    assert (
+        "saving 1 record(s) to the KVS failed" in log.lines[0][1]
+        and "trying again" in log.lines[0][1]
+    )
     assert st.pending()  # still dirty
     reactor.advance(DELAY)  # tried again without any other change
     assert len(kvs.out) == 1

@@ -6,18 +6,25 @@ other."""
 import types
 
 import pytest
-
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 from fake_reactor import FakeReactor, Log
 
-timers = pytest.importorskip("flux_rsa.service.timers",
-                             reason="Flux's Python bindings are missing: no service tests")
+timers = pytest.importorskip(
+    "flux_rsa.service.timers",
+    reason="Flux's Python bindings are missing: no service tests",
+)
 
 
 def make(after=0.5, every=0.0, fn=None):
     reactor, log, calls = FakeReactor(), Log(), []
-    timer = timers.Timer(reactor, log, "the test", fn or (lambda: calls.append(reactor.now)),
-                         after=after, every=every)
+    timer = timers.Timer(
+        reactor,
+        log,
+        "the test",
+        fn or (lambda: calls.append(reactor.now)),
+        after=after,
+        every=every,
+    )
     return reactor, log, calls, timer
 
 
@@ -103,7 +110,9 @@ def start_timer(jobid, name, seconds):
 
 def test_job_timers_one_per_job_and_name_the_newest_wins():
     reactor, fired = FakeReactor(), []
-    jt = timers.JobTimers(reactor, Log(), lambda a: fired.append((a.jobid, a.name, reactor.now)))
+    jt = timers.JobTimers(
+        reactor, Log(), lambda a: fired.append((a.jobid, a.name, reactor.now))
+    )
     jt.set(start_timer(1, "late", 5.0))
     jt.set(start_timer(1, "delay", 1.0))
     jt.set(start_timer(2, "late", 2.0))

@@ -4,89 +4,120 @@ import errno
 import os
 
 import pytest
-
-from flux_rsa.stage import bigfile, copyio, fsutil
-from flux_rsa.stage.bigfile import (BUFFERED, CACHED_READ, CHUNK, DIRECT_READ,
-                                    DIRECT_WRITE, KERNEL, SPARSE, direct_modes,
-                                    one_writer, pieces, range_strategy,
-                                    source_cached)
 from test_stage_helpers import tmpfs
 
+from flux_rsa.stage import bigfile, copyio, fsutil
+from flux_rsa.stage.bigfile import (
+    BUFFERED,
+    CACHED_READ,
+    CHUNK,
+    DIRECT_READ,
+    DIRECT_WRITE,
+    KERNEL,
+    SPARSE,
+    direct_modes,
+    one_writer,
+    pieces,
+    range_strategy,
+    source_cached,
+)
 
-@pytest.mark.parametrize("sparse, read_direct, write_direct, same_fs, expected", [
-    # holes stay holes whatever else holds
-    (True, True, False, False, SPARSE),
-    (True, False, True, False, SPARSE),
-    (True, False, False, True, SPARSE),
-    # device -> RAM disk: O_DIRECT into the destination's pages
-    (False, True, False, False, DIRECT_READ),
-    # RAM disk -> device: O_DIRECT from the mapped source
-    (False, False, True, False, DIRECT_WRITE),
-    # O_DIRECT refused (or not wanted): across file systems a buffer,
-    # within one the kernel's copy
-    (False, False, False, False, BUFFERED),
-    (False, False, False, True, KERNEL),
-])
+
+@pytest.mark.parametrize(
+    "sparse, read_direct, write_direct, same_fs, expected",
+    [
+        # holes stay holes whatever else holds
+        (True, True, False, False, SPARSE),
+        (True, False, True, False, SPARSE),
+        (True, False, False, True, SPARSE),
+        # device -> RAM disk: O_DIRECT into the destination's pages
+        (False, True, False, False, DIRECT_READ),
+        # RAM disk -> device: O_DIRECT from the mapped source
+        (False, False, True, False, DIRECT_WRITE),
+        # O_DIRECT refused (or not wanted): across file systems a buffer,
+        # within one the kernel's copy
+        (False, False, False, False, BUFFERED),
+        (False, False, False, True, KERNEL),
+    ],
+)
 def test_range_strategy(sparse, read_direct, write_direct, same_fs, expected):
     assert range_strategy(sparse, read_direct, write_direct, same_fs) == expected
 
 
-@pytest.mark.parametrize("sparse, read_direct, write_direct, same_fs, expected", [
-    # in the page cache already: read through it, not again from the device
-    (False, True, False, False, CACHED_READ),
-    # a RAM disk to another RAM disk: from memory too
-    (False, False, False, False, CACHED_READ),
-    # elsewhere nothing changes
-    (True, True, False, False, SPARSE),
-    (False, False, True, False, DIRECT_WRITE),
-    (False, False, False, True, KERNEL),
-])
-def test_range_strategy_of_a_cached_source(sparse, read_direct, write_direct, same_fs,
-                                           expected):
-    assert range_strategy(sparse, read_direct, write_direct, same_fs,
-                          src_cached=True) == expected
+@pytest.mark.parametrize(
+    "sparse, read_direct, write_direct, same_fs, expected",
+    [
+        # in the page cache already: read through it, not again from the device
+        (False, True, False, False, CACHED_READ),
+        # a RAM disk to another RAM disk: from memory too
+        (False, False, False, False, CACHED_READ),
+        # elsewhere nothing changes
+        (True, True, False, False, SPARSE),
+        (False, False, True, False, DIRECT_WRITE),
+        (False, False, False, True, KERNEL),
+    ],
+)
+def test_range_strategy_of_a_cached_source(
+    sparse, read_direct, write_direct, same_fs, expected
+):
+    assert (
+        range_strategy(sparse, read_direct, write_direct, same_fs, src_cached=True)
+        == expected
+    )
 
 
-@pytest.mark.parametrize("pages, cached", [
-    ((8192, 8192), True),
-    ((4096, 8192), True),  # half: the rest comes with read-ahead
-    ((4095, 8192), False),
-    ((0, 8192), False),
-    ((0, 0), False),
-    (None, False),  # mincore could not tell: as before, O_DIRECT
-])
+@pytest.mark.parametrize(
+    "pages, cached",
+    [
+        ((8192, 8192), True),
+        ((4096, 8192), True),  # half: the rest comes with read-ahead
+        ((4095, 8192), False),
+        ((0, 8192), False),
+        ((0, 0), False),
+        (None, False),  # mincore could not tell: as before, O_DIRECT
+    ],
+)
 def test_source_cached(pages, cached):
     assert source_cached(pages) is cached
 
 
-@pytest.mark.parametrize("dst_mem, src_mem, src_cached, whole", [
-    (True, False, True, True),  # page cache to RAM disk: one writer
-    (True, True, False, True),  # RAM disk to RAM disk: one writer
-    (True, False, False, False),  # device to RAM disk: ranges, all workers
-    (False, True, False, False),  # RAM disk to device: ranges
-    (False, False, True, False),  # to a device: ranges
-])
+@pytest.mark.parametrize(
+    "dst_mem, src_mem, src_cached, whole",
+    [
+        (True, False, True, True),  # page cache to RAM disk: one writer
+        (True, True, False, True),  # RAM disk to RAM disk: one writer
+        (True, False, False, False),  # device to RAM disk: ranges, all workers
+        (False, True, False, False),  # RAM disk to device: ranges
+        (False, False, True, False),  # to a device: ranges
+    ],
+)
 def test_one_writer(dst_mem, src_mem, src_cached, whole):
     assert one_writer(dst_mem, src_mem, src_cached) is whole
 
 
-@pytest.mark.parametrize("off, length, whole, expected", [
-    (0, 2 * CHUNK + 5, False, [(0, CHUNK), (CHUNK, CHUNK), (2 * CHUNK, 5)]),
-    (0, 2 * CHUNK + 5, True, [(0, 2 * CHUNK + 5)]),
-    (CHUNK, CHUNK, False, [(CHUNK, CHUNK)]),
-])
+@pytest.mark.parametrize(
+    "off, length, whole, expected",
+    [
+        (0, 2 * CHUNK + 5, False, [(0, CHUNK), (CHUNK, CHUNK), (2 * CHUNK, 5)]),
+        (0, 2 * CHUNK + 5, True, [(0, 2 * CHUNK + 5)]),
+        (CHUNK, CHUNK, False, [(CHUNK, CHUNK)]),
+    ],
+)
 def test_pieces(off, length, whole, expected):
     assert pieces(off, length, whole) == expected
 
 
-@pytest.mark.parametrize("src_mem, dst_mem, direct, expected", [
-    (False, True, None, (True, False)),  # stage-in: direct reads
-    (True, False, None, (False, True)),  # stage-out: direct writes
-    (False, False, None, (False, False)),  # disk to disk: page cache
-    (True, True, None, (False, False)),  # RAM disk to RAM disk
-    (False, False, True, (True, False)),  # asked for
-    (False, True, False, (False, False)),  # refused by the caller
-])
+@pytest.mark.parametrize(
+    "src_mem, dst_mem, direct, expected",
+    [
+        (False, True, None, (True, False)),  # stage-in: direct reads
+        (True, False, None, (False, True)),  # stage-out: direct writes
+        (False, False, None, (False, False)),  # disk to disk: page cache
+        (True, True, None, (False, False)),  # RAM disk to RAM disk
+        (False, False, True, (True, False)),  # asked for
+        (False, True, False, (False, False)),  # refused by the caller
+    ],
+)
 def test_direct_modes(src_mem, dst_mem, direct, expected):
     assert direct_modes(src_mem, dst_mem, direct) == expected
 
@@ -98,8 +129,13 @@ def test_big_files_are_split_into_whole_chunks():
 def _copy_range(src, dst, size):
     """One range of SRC (0, SIZE) copied by a RangeCopier set for O_DIRECT
     reads, as into a RAM disk; returns its strategy counts."""
-    rc = bigfile.RangeCopier(read_direct=True, write_direct=False, same_fs=False,
-                             src_in_memory=False, writeback=False)
+    rc = bigfile.RangeCopier(
+        read_direct=True,
+        write_direct=False,
+        same_fs=False,
+        src_in_memory=False,
+        writeback=False,
+    )
 
     class F:
         name = os.path.basename(src)
@@ -139,7 +175,9 @@ def test_a_cached_big_file_is_read_through_the_cache(tmp_path):
         os.pread(fd, size, 0)  # now cached
         if not source_cached(fsutil.cached_pages(fd, 0, size)):
             pytest.skip("mincore cannot see the page cache here")
-        assert _copy_range(src, os.fsencode(tmp_path / "out1"), size) == {CACHED_READ: 1}
+        assert _copy_range(src, os.fsencode(tmp_path / "out1"), size) == {
+            CACHED_READ: 1
+        }
         assert (tmp_path / "out1").read_bytes() == data
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         if source_cached(fsutil.cached_pages(fd, 0, size)):
@@ -240,17 +278,24 @@ def test_a_big_file_copied_whole_reports_each_chunk(tmp_path, from_ram):
         with open(src / "big", "rb") as f:  # cached
             f.read()
         seen = []
-        c = Copier(p, os.fsencode(mnt / "out"),
-                   progress=lambda t: seen.append(t.bytes_done))
+        c = Copier(
+            p, os.fsencode(mnt / "out"), progress=lambda t: seen.append(t.bytes_done)
+        )
         try:
             c.run()
         finally:
             c.close()
         assert (mnt / "out" / "big").read_bytes() == data
-        assert sorted({b for b in seen if 0 < b < size}) == [CHUNK, 2 * CHUNK, 3 * CHUNK]
+        assert sorted({b for b in seen if 0 < b < size}) == [
+            CHUNK,
+            2 * CHUNK,
+            3 * CHUNK,
+        ]
 
 
-def test_a_file_system_that_cannot_find_holes_gets_the_whole_range_copied(tmp_path, monkeypatch):
+def test_a_file_system_that_cannot_find_holes_gets_the_whole_range_copied(
+    tmp_path, monkeypatch
+):
     """A sharded GlusterFS volume answers SEEK_DATA with EOPNOTSUPP: the
     sparse copy then copies everything (holes as zeros), rather than fail."""
     src = tmp_path / "sparse"

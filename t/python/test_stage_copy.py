@@ -7,12 +7,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
-
-from flux_rsa.stage import plan as planmod, tasks as tk
 from conftest import wait_until
-from test_stage_helpers import (PY, PYPATH, allocated, make_tree, nobody_tree, rsync_diff,
-                                stage, tmpfs)
+from hypothesis import given
+from hypothesis import strategies as st
+from test_stage_helpers import (
+    PY,
+    PYPATH,
+    allocated,
+    make_tree,
+    nobody_tree,
+    rsync_diff,
+    stage,
+    tmpfs,
+)
+
+from flux_rsa.stage import plan as planmod
+from flux_rsa.stage import tasks as tk
 
 
 def test_copy_matches_rsync_a(tmp_path):
@@ -87,7 +97,10 @@ def test_existing_destination_root_keeps_its_own_mode_and_times(tmp_path):
     os.utime(dst, ns=(2_000_000_000, 1_300_000_000_000_000_000))
     stage("copy", src, dst, check=0)
     st = os.stat(dst)
-    assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == (0o2775, 1_300_000_000_000_000_000)
+    assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == (
+        0o2775,
+        1_300_000_000_000_000_000,
+    )
     fresh = tmp_path / "fresh"
     stage("copy", src, fresh, check=0)
     assert os.stat(fresh).st_mtime_ns != 1_100_000_000_000_000_000
@@ -97,8 +110,10 @@ def test_second_run_copies_nothing_and_rewrites_nothing(tmp_path):
     src = make_tree(tmp_path / "src")
     dst = tmp_path / "dst"
     stage("copy", src, dst, check=0)
-    before = {p: (os.lstat(p).st_ino, os.lstat(p).st_ctime_ns)
-              for p in (dst / "a.txt", dst / "sub" / "deep" / "random.bin")}
+    before = {
+        p: (os.lstat(p).st_ino, os.lstat(p).st_ctime_ns)
+        for p in (dst / "a.txt", dst / "sub" / "deep" / "random.bin")
+    }
     proc = stage("copy", src, dst, "--summary", check=0)
     assert b'"bytes_copied": 0' in proc.stderr
     after = {p: (os.lstat(p).st_ino, os.lstat(p).st_ctime_ns) for p in before}
@@ -118,11 +133,16 @@ def test_changed_file_is_recopied(tmp_path):
 
 def test_source_is_never_modified(tmp_path):
     src = make_tree(tmp_path / "src")
-    snap = subprocess.run(["find", src, "-printf", "%p %s %T@ %C@ %m\n"],
-                          stdout=subprocess.PIPE).stdout
+    snap = subprocess.run(
+        ["find", src, "-printf", "%p %s %T@ %C@ %m\n"], stdout=subprocess.PIPE
+    ).stdout
     stage("copy", src, tmp_path / "dst", "--verify", "checksum", check=0)
-    assert subprocess.run(["find", src, "-printf", "%p %s %T@ %C@ %m\n"],
-                          stdout=subprocess.PIPE).stdout == snap
+    assert (
+        subprocess.run(
+            ["find", src, "-printf", "%p %s %T@ %C@ %m\n"], stdout=subprocess.PIPE
+        ).stdout
+        == snap
+    )
 
 
 def _big_tree(base, nfiles=400, size=256 << 10):
@@ -146,23 +166,48 @@ def test_killed_run_resumes_without_recopying(tmp_path):
     _big_tree(src)
     dst = tmp_path / "dst"
     env = dict(os.environ, PYTHONPATH=PYPATH)
-    proc = subprocess.Popen([PY, "-m", "flux_rsa.stage", "copy", str(src), str(dst),
-                             "--workers", "2", "--progress-json"],
-                            env=env, stdout=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "flux_rsa.stage",
+            "copy",
+            str(src),
+            str(dst),
+            "--workers",
+            "2",
+            "--progress-json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     # wait until part of the tree is there, then kill everything hard
-    wait_until(lambda: dst.exists() and len(list(dst.rglob("f*"))) > 20, 20,
-               "part of the tree copied", every=0.005)
+    wait_until(
+        lambda: dst.exists() and len(list(dst.rglob("f*"))) > 20,
+        20,
+        "part of the tree copied",
+        every=0.005,
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     seen = {}  # final path -> (inode, ctime) of each file complete at the kill
     for p in dst.rglob("f*"):
-        final = Path(*[part.removeprefix(".rsa-stage.0.d.").removesuffix(".tmp")
-                       if part.startswith(".rsa-stage.0.d.") else part
-                       for part in p.relative_to(dst).parts])
+        final = Path(
+            *[
+                part.removeprefix(".rsa-stage.0.d.").removesuffix(".tmp")
+                if part.startswith(".rsa-stage.0.d.")
+                else part
+                for part in p.relative_to(dst).parts
+            ]
+        )
         if p.name != final.name or not p.is_file():
             continue
         st = os.stat(p)
-        if st.st_size == 256 << 10 and st.st_mtime_ns == os.stat(src / final).st_mtime_ns:
+        if (
+            st.st_size == 256 << 10
+            and st.st_mtime_ns == os.stat(src / final).st_mtime_ns
+        ):
             seen[dst / final] = (st.st_ino, st.st_ctime_ns)
     assert seen, "the copy finished or never started before the kill"
     assert not any((dst / f"d{d}").exists() for d in range(4)), sorted(dst.iterdir())
@@ -197,8 +242,10 @@ def test_a_failed_copy_names_the_new_directories_it_filled():
         assert proc.returncode == 0, proc.stderr
 
         def tree(top):
-            return sorted((str(p.relative_to(top)), p.read_bytes() if p.is_file() else None)
-                          for p in Path(top).rglob("*"))
+            return sorted(
+                (str(p.relative_to(top)), p.read_bytes() if p.is_file() else None)
+                for p in Path(top).rglob("*")
+            )
 
         assert tree(out) == tree(src)
         assert not [p for p in Path(out).rglob(".rsa-stage.*")]
@@ -248,7 +295,7 @@ def test_big_file_into_a_ram_disk_read_into_its_pages(tmp_path):
         with open(src / name, "wb") as f:
             for _ in range(size >> 20):
                 f.write(piece)
-            f.write(piece[:size & ((1 << 20) - 1)])
+            f.write(piece[: size & ((1 << 20) - 1)])
             f.flush()
             os.fsync(f.fileno())
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
@@ -271,7 +318,7 @@ def test_big_file_out_of_a_ram_disk_written_direct(tmp_path):
             with open(src / name, "wb") as f:
                 for i in range(size >> 20):
                     f.write(piece[i:] + piece[:i])
-                f.write(piece[:size & ((1 << 20) - 1)])
+                f.write(piece[: size & ((1 << 20) - 1)])
         with open(src / "holes", "wb") as f:
             f.truncate(80 << 20)
             f.seek(70 << 20)

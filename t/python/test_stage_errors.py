@@ -4,7 +4,6 @@ import contextlib
 import os
 
 import pytest
-
 from test_stage_helpers import failing_disk, make_tree, nobody_tree, stage, tmpfs
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tmpfs mount)")
@@ -31,7 +30,14 @@ def test_usage_error_exit_2(tmp_path):
 
 def test_help_lists_modes_and_exit_codes():
     proc = stage("--help", check=0)
-    for word in (b"copy", b"untar", b"script", b"--as-user", b"--shard", b"exit status"):
+    for word in (
+        b"copy",
+        b"untar",
+        b"script",
+        b"--as-user",
+        b"--shard",
+        b"exit status",
+    ):
         assert word in proc.stdout
 
 
@@ -66,7 +72,9 @@ def test_a_write_back_error_fails_the_stage(tmp_path):
         proc = stage("copy", src, mnt / "out")
         assert proc.returncode == 1, proc.stderr
         line = _one_line(proc)
-        assert line.startswith(f"flux-rsa-stage: {mnt}/out: writing to the device failed: ")
+        assert line.startswith(
+            f"flux-rsa-stage: {mnt}/out: writing to the device failed: "
+        )
         assert "run the stage again" in line
         # its size and mtime are right, its data is not on the device: the
         # name is gone, so running the stage again copies it again
@@ -142,12 +150,14 @@ def test_a_failed_close_leaves_no_file_under_its_name(tmp_path, monkeypatch, tmp
         os.close(sfd)
         worker.close()
         c.close()
-    assert err.value.code == EXIT_NOSPACE and err.value.path == os.fsencode(dst / "a.dat")
+    assert err.value.code == EXIT_NOSPACE and err.value.path == os.fsencode(
+        dst / "a.dat"
+    )
     assert os.listdir(dst) == []
 
 
 def test_verify_checksum_names_a_mismatch(tmp_path):
-    from flux_rsa.stage import verify, plan, errors
+    from flux_rsa.stage import errors, plan, verify
 
     src = make_tree(tmp_path / "src")
     dst = tmp_path / "dst"
@@ -169,7 +179,9 @@ def test_verify_checksum_names_a_mismatch(tmp_path):
     assert b"random.bin" in os.fsencode(ei.value.line())
     assert "content differs" in ei.value.line()
     # the source or the copy changed meanwhile: running it again can help
-    assert ei.value.line().endswith("(the copy differs from the source; run the stage again)")
+    assert ei.value.line().endswith(
+        "(the copy differs from the source; run the stage again)"
+    )
 
 
 def test_script_failure_exit_7_one_line(tmp_path):
@@ -180,8 +192,10 @@ def test_script_failure_exit_7_one_line(tmp_path):
     (tmp_path / "data").mkdir()
     proc = stage("script", script, tmp_path / "ram", tmp_path / "data")
     assert proc.returncode == 7
-    assert _one_line(proc) == (f"flux-rsa-stage: {script}: stage script exited with "
-                               "status 3 (its own messages, if any, are just above)")
+    assert _one_line(proc) == (
+        f"flux-rsa-stage: {script}: stage script exited with "
+        "status 3 (its own messages, if any, are just above)"
+    )
 
 
 def test_script_not_executable_exit_4(tmp_path):
@@ -229,7 +243,7 @@ def test_tar_unreadable_file_or_directory_named_exit_4(tmp_path):
 
 
 def test_verify_names_a_mode_the_destination_did_not_keep(tmp_path):
-    from flux_rsa.stage import verify, plan, errors
+    from flux_rsa.stage import errors, plan, verify
 
     src = make_tree(tmp_path / "src")
     dst = tmp_path / "dst"
@@ -248,7 +262,7 @@ def test_verify_names_a_mode_the_destination_did_not_keep(tmp_path):
 def test_a_mode_not_kept_says_which_bits_and_suggests_no_retry(tmp_path):
     """The stager set the mode; a file system that keeps other bits keeps
     them at every run: the message says what differs, not to run again."""
-    from flux_rsa.stage import verify, plan, errors
+    from flux_rsa.stage import errors, plan, verify
 
     src = tmp_path / "src"
     src.mkdir()
@@ -264,11 +278,13 @@ def test_a_mode_not_kept_says_which_bits_and_suggests_no_retry(tmp_path):
         f"flux-rsa-stage: {dst}/tool: verification failed: mode 2755, expected 6755: the "
         "destination file system did not keep setuid (running the stage again would not "
         "change it: stage to a file system that keeps these bits, or change the mode in "
-        "the source)")
+        "the source)"
+    )
 
 
 def test_one_way_to_show_a_value_in_a_message():
     from flux_rsa.stage.errors import show
+
     # bytes and the str os.fsdecode makes of them read alike: undecodable
     # bytes escaped, the line kept one line
     assert show(b"in-\xff\xfe/a\nb") == "in-\\xff\\xfe/a\\nb"

@@ -13,8 +13,12 @@ PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executabl
 def stage(*args, user=None, check=None):
     """Run python3 -m flux_rsa.stage ARGS; return CompletedProcess (bytes)."""
     env = dict(os.environ, PYTHONPATH=PYPATH)
-    cmd = [PY, "-m", "flux_rsa.stage", *[os.fsencode(a) if isinstance(a, bytes) else a
-                                         for a in args]]
+    cmd = [
+        PY,
+        "-m",
+        "flux_rsa.stage",
+        *[os.fsencode(a) if isinstance(a, bytes) else a for a in args],
+    ]
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if check is not None:
         assert proc.returncode == check, (proc.returncode, proc.stderr)
@@ -53,7 +57,9 @@ def tmpfs(mnt, size):
     """A tmpfs of SIZE (e.g. "1m") mounted on the new directory MNT (root
     only), unmounted at the end."""
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "rsa-test", mnt], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "rsa-test", mnt], check=True
+    )
     try:
         yield mnt
     finally:
@@ -74,10 +80,16 @@ def failing_disk(base):
         img = back / "disk.img"
         with open(img, "wb") as f:
             f.truncate(64 << 20)
-        subprocess.run(["mkfs.ext4", "-q", "-O", "^has_journal", "-E", "nodiscard", img],
-                       check=True)
-        made = subprocess.run(["losetup", "-f", "--show", img], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+        subprocess.run(
+            ["mkfs.ext4", "-q", "-O", "^has_journal", "-E", "nodiscard", img],
+            check=True,
+        )
+        made = subprocess.run(
+            ["losetup", "-f", "--show", img],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if made.returncode != 0:
             raise OSError(f"no loop device: {made.stderr.strip()}")
         loop = made.stdout.strip()
@@ -96,13 +108,26 @@ def rsync_diff(src, dst, root=False):
     The stager copies SRC's contents and leaves DST's own mode and times
     alone, so the line for the root itself ('./') counts only with ROOT."""
     out = subprocess.run(
-        ["rsync", "-n", "-a", "-i", "--checksum", os.fsencode(src) + b"/",
-         os.fsencode(dst) + b"/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            "rsync",
+            "-n",
+            "-a",
+            "-i",
+            "--checksum",
+            os.fsencode(src) + b"/",
+            os.fsencode(dst) + b"/",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout.decode("utf-8", "backslashreplace")
     if not root:
-        text = "".join(line for line in text.splitlines(keepends=True)
-                       if line.rstrip("\n")[12:] != "./")
+        text = "".join(
+            line
+            for line in text.splitlines(keepends=True)
+            if line.rstrip("\n")[12:] != "./"
+        )
     return text
 
 

@@ -8,12 +8,12 @@ import subprocess
 import tempfile
 
 import pytest
-
 from test_stage_helpers import PYPATH, stage
 
 USER = "rsa-stage-test"
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root to create a test user and switch to it")
+    os.geteuid() != 0, reason="needs root to create a test user and switch to it"
+)
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +21,9 @@ def owner():
     try:
         return pwd.getpwnam(USER)
     except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", USER],
-                       check=True)
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/bin/sh", USER], check=True
+        )
         return pwd.getpwnam(USER)
 
 
@@ -58,8 +59,14 @@ def test_symlink_to_root_only_file_is_copied_as_a_link(space, owner):
 def test_files_are_owned_by_the_owner(space, owner):
     (space / "in" / "f").write_bytes(b"x")
     os.chown(space / "in" / "f", owner.pw_uid, owner.pw_gid)
-    stage("copy", space / "in", space / "out" / "ram", "--as-user", str(owner.pw_uid),
-          check=0)
+    stage(
+        "copy",
+        space / "in",
+        space / "out" / "ram",
+        "--as-user",
+        str(owner.pw_uid),
+        check=0,
+    )
     assert os.stat(space / "out" / "ram" / "f").st_uid == owner.pw_uid
 
 
@@ -70,8 +77,10 @@ def test_unwritable_data_out_fails_with_permission_error(space, owner):
     proc = stage("copy", space / "in", locked / "out", "--as-user", USER)
     assert proc.returncode == 4
     line = proc.stderr.decode().strip()
-    assert line == (f"flux-rsa-stage: {locked}/out: Permission denied "
-                    "(the job owner may not access this path)")
+    assert line == (
+        f"flux-rsa-stage: {locked}/out: Permission denied "
+        "(the job owner may not access this path)"
+    )
     assert not (locked / "out").exists()
 
 
@@ -87,7 +96,7 @@ def test_user_script_has_only_the_owners_rights(space, owner):
     rootdir = space / "rootdir"
     rootdir.mkdir(mode=0o755)
     script = space / "s.sh"
-    script.write_text(f"#!/bin/sh\nid -u > \"$2/uid\"\ntouch {rootdir}/evil\n")
+    script.write_text(f'#!/bin/sh\nid -u > "$2/uid"\ntouch {rootdir}/evil\n')
     script.chmod(0o755)
     proc = stage("script", script, space / "in", space / "out", "--as-user", USER)
     assert proc.returncode == 7
@@ -98,11 +107,25 @@ def test_user_script_has_only_the_owners_rights(space, owner):
 
 def test_non_root_cannot_switch_user(space, owner):
     proc = subprocess.run(
-        ["setpriv", f"--reuid={owner.pw_uid}", f"--regid={owner.pw_gid}",
-         "--clear-groups", "env", f"PYTHONPATH={PYPATH}",
-         "/usr/bin/python3", "-m", "flux_rsa.stage", "copy", str(space / "in"),
-         str(space / "out" / "x"), "--as-user", "root"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            "setpriv",
+            f"--reuid={owner.pw_uid}",
+            f"--regid={owner.pw_gid}",
+            "--clear-groups",
+            "env",
+            f"PYTHONPATH={PYPATH}",
+            "/usr/bin/python3",
+            "-m",
+            "flux_rsa.stage",
+            "copy",
+            str(space / "in"),
+            str(space / "out" / "x"),
+            "--as-user",
+            "root",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.returncode == 4
     assert b"cannot switch from uid" in proc.stderr
     assert b"flux-imp run" in proc.stderr

@@ -5,13 +5,14 @@ import os
 import subprocess
 
 import pytest
+from test_stage_helpers import ROOT, make_tree, rsync_diff, stage
 
-from flux_rsa.stage import native, plan as planmod
+from flux_rsa.stage import native
+from flux_rsa.stage import plan as planmod
 from flux_rsa.stage.copy import Copier
 from flux_rsa.stage.copyworker import CopyWorker
-from flux_rsa.stage.tasks import Batch, make_tasks
 from flux_rsa.stage.errors import StageError
-from test_stage_helpers import ROOT, make_tree, rsync_diff, stage
+from flux_rsa.stage.tasks import Batch, make_tasks
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown)")
 
@@ -25,8 +26,20 @@ def library(tmp_path_factory):
         assert os.path.exists(path), f"{native.ENV}={path} does not exist"
         return path
     path = str(tmp_path_factory.mktemp("lib") / native.LIBRARY)
-    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", path,
-                    os.path.join(ROOT, "src", "stage", "copybatch.c")], check=True)
+    subprocess.run(
+        [
+            "cc",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            "-shared",
+            "-fPIC",
+            "-o",
+            path,
+            os.path.join(ROOT, "src", "stage", "copybatch.c"),
+        ],
+        check=True,
+    )
     return path
 
 
@@ -56,11 +69,14 @@ class Copied:
     """One in-process copy with the C loop (no worker processes): what it
     copied, and the error it raised."""
 
-    def __init__(self, src, dst, tmpfile=True, plan=None, hide=False, before_publish=None):
+    def __init__(
+        self, src, dst, tmpfile=True, plan=None, hide=False, before_publish=None
+    ):
         self.plan = plan or planmod.walk(os.fsencode(src))
         planmod.compare_dest(self.plan, os.fsencode(dst), b"0")
-        self.copier = c = Copier(self.plan, os.fsencode(dst), workers=1, tmpfile=tmpfile,
-                                 hide=hide)
+        self.copier = c = Copier(
+            self.plan, os.fsencode(dst), workers=1, tmpfile=tmpfile, hide=hide
+        )
         assert c.lib is not None, os.environ.get(native.ENV)
         self.in_c = []
         self.error = None
@@ -126,12 +142,18 @@ def test_the_c_loop_sets_owners_and_set_id_bits(tmp_path, library, monkeypatch, 
     assert run.error is None and sum(run.in_c) == 8
     assert rsync_diff(src, tmp_path / "dst") == ""  # -a as root: owners too
     st = os.stat(tmp_path / "dst" / "d001" / "f1")
-    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (owner.pw_uid, owner.pw_gid, 0o4755)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (
+        owner.pw_uid,
+        owner.pw_gid,
+        0o4755,
+    )
     assert os.stat(tmp_path / "dst" / "d000" / "f1").st_uid == os.stat(mine).st_uid
 
 
 @pytest.mark.parametrize("tmpfile", [True, False], ids=["o_tmpfile", "named_tmp"])
-def test_the_c_loop_replaces_an_older_file_whole(tmp_path, library, monkeypatch, tmpfile):
+def test_the_c_loop_replaces_an_older_file_whole(
+    tmp_path, library, monkeypatch, tmpfile
+):
     monkeypatch.setenv(native.ENV, library)
     src = tmp_path / "src"
     src.mkdir()
@@ -148,8 +170,9 @@ def test_the_c_loop_replaces_an_older_file_whole(tmp_path, library, monkeypatch,
     assert sorted(os.listdir(dst)) == ["a"]
 
 
-def test_the_c_loop_writes_in_place_in_a_hidden_new_directory(tmp_path, library,
-                                                              monkeypatch):
+def test_the_c_loop_writes_in_place_in_a_hidden_new_directory(
+    tmp_path, library, monkeypatch
+):
     # a new directory is filled under its hidden name, its files created
     # under their final names; one a killed run left there (partial) is
     # replaced; the directory gets its name when all is in
@@ -194,8 +217,14 @@ def _stage_error(src, dst, engine, library, monkeypatch, change):
 def test_a_file_gone_since_the_plan_is_named(tmp_path, engine, library, monkeypatch):
     src = tmp_path / "src"
     _many_files(src, ndirs=3, per_dir=4)
-    err = _stage_error(src, tmp_path / "dst", engine, library, monkeypatch,
-                       lambda s: os.unlink(s / "d001" / "f2"))
+    err = _stage_error(
+        src,
+        tmp_path / "dst",
+        engine,
+        library,
+        monkeypatch,
+        lambda s: os.unlink(s / "d001" / "f2"),
+    )
     assert err.path == os.fsencode(src / "d001" / "f2")
     assert "No such file or directory" in str(err)
     assert not (tmp_path / "dst" / "d001" / "f2").exists()
@@ -203,8 +232,9 @@ def test_a_file_gone_since_the_plan_is_named(tmp_path, engine, library, monkeypa
 
 
 @both
-def test_a_file_changed_since_the_plan_is_named_and_not_kept(tmp_path, engine, library,
-                                                            monkeypatch):
+def test_a_file_changed_since_the_plan_is_named_and_not_kept(
+    tmp_path, engine, library, monkeypatch
+):
     src = tmp_path / "src"
     _many_files(src, ndirs=3, per_dir=4)
 
@@ -289,15 +319,18 @@ def test_the_c_scan_makes_room_for_a_big_directory(tmp_path, library, monkeypatc
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         got = scanner.scan(fd)
-        assert sorted(os.fsdecode(name) for name, _ in got) == sorted(os.listdir(tmp_path))
+        assert sorted(os.fsdecode(name) for name, _ in got) == sorted(
+            os.listdir(tmp_path)
+        )
         assert scanner.scan(fd) == got  # read from the start again
     finally:
         os.close(fd)
     assert scanner.room >= 300
 
 
-def test_a_streamed_copy_compares_each_directory_as_it_is_walked(tmp_path, library,
-                                                                 monkeypatch):
+def test_a_streamed_copy_compares_each_directory_as_it_is_walked(
+    tmp_path, library, monkeypatch
+):
     """With the C loop the stager copies while it walks: each directory is
     compared with the destination when it is scanned (a resumed run keeps
     complete files, replaces changed ones, removes its stale temporary
@@ -343,7 +376,9 @@ def _watch_c_verify(tmp_path, monkeypatch, damage=None, bad=None):
     def watched(lib, root, rels, packs, check_one):
         if any(rels[p.d] == bad_dir for p in packs):
             try:  # once
-                os.close(os.open(tmp_path / "damaged", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.close(
+                    os.open(tmp_path / "damaged", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                )
                 if damage == "truncated":
                     os.truncate(bad, 1)
                 elif damage == "mode":
@@ -360,7 +395,9 @@ def _watch_c_verify(tmp_path, monkeypatch, damage=None, bad=None):
     return checked
 
 
-def test_the_c_verify_checks_every_file_the_c_loop_copied(tmp_path, library, monkeypatch):
+def test_the_c_verify_checks_every_file_the_c_loop_copied(
+    tmp_path, library, monkeypatch
+):
     """--verify size checks each file the C loop copied with the C loop,
     in the workers."""
     from flux_rsa.stage import api
@@ -391,6 +428,9 @@ def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, 
         api.run("copy", src, dst, workers=2)
     assert "d001 4" in checked.read_text().split("\n")  # found by a C pass
     assert err.value.code == EXIT_VERIFY and err.value.path == os.fsencode(bad)
-    why = {"truncated": "size 1, expected 301", "mode": "mode 0666, expected 0644",
-           "gone": "missing"}[damage]
+    why = {
+        "truncated": "size 1, expected 301",
+        "mode": "mode 0666, expected 0644",
+        "gone": "missing",
+    }[damage]
     assert f"verification failed: {why}" in str(err.value)

@@ -32,9 +32,20 @@ def test_progress_that_cannot_be_written_fails_the_run(tmp_path):
     src = make_tree(tmp_path / "src")
     env = dict(os.environ, PYTHONPATH=PYPATH)
     with open("/dev/full", "wb") as full:
-        proc = subprocess.run([PY, "-m", "flux_rsa.stage", "copy", str(src),
-                               str(tmp_path / "dst"), "--progress-json"],
-                              env=env, stdout=full, stderr=subprocess.PIPE)
+        proc = subprocess.run(
+            [
+                PY,
+                "-m",
+                "flux_rsa.stage",
+                "copy",
+                str(src),
+                str(tmp_path / "dst"),
+                "--progress-json",
+            ],
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+        )
     assert proc.returncode == 1
     assert b"No space left on device" in proc.stderr
 
@@ -54,8 +65,14 @@ def test_meter_rate_limits_to_one_a_second():
 def test_api_run_returns_result(tmp_path):
     src = make_tree(tmp_path / "src")
     snaps = []
-    r = run("copy", os.fsdecode(src), str(tmp_path / "dst"), workers=2,
-            verify="checksum", progress=snaps.append)
+    r = run(
+        "copy",
+        os.fsdecode(src),
+        str(tmp_path / "dst"),
+        workers=2,
+        verify="checksum",
+        progress=snaps.append,
+    )
     assert r.files_copied == r.files_total == 7 and r.verified == "checksum"
     assert snaps[-1].phase == "done"
     r2 = run("copy", src, str(tmp_path / "dst"), workers=2)

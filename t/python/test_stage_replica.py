@@ -22,9 +22,25 @@ def tree(root):
 
 
 def stage(src, dst, replica):
-    out = subprocess.run([sys.executable, "-m", "flux_rsa.stage", "copy", src, dst, "--replica", replica],
-                         env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, check=True)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flux_rsa.stage",
+            "copy",
+            src,
+            dst,
+            "--replica",
+            replica,
+        ],
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [
+        json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")
+    ]
 
 
 def test_a_copied_tree_matches_and_any_change_breaks_the_match(tmp_path):

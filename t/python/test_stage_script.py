@@ -35,13 +35,17 @@ def test_a_failing_script_s_last_message_is_in_the_error_line(tmp_path):
     """The stager's last stderr line becomes the RSA record's error: it
     must say what the script said, e.g. the path it could not write."""
     s = tmp_path / "fails.sh"
-    s.write_text('#!/bin/sh\necho copying\necho "cannot write /some/path" >&2\nexit 3\n')
+    s.write_text(
+        '#!/bin/sh\necho copying\necho "cannot write /some/path" >&2\nexit 3\n'
+    )
     s.chmod(0o755)
     proc = stage("script", s, tmp_path, tmp_path, check=7)
     lines = proc.stderr.decode().splitlines()
     assert lines[:2] == ["copying", "cannot write /some/path"]
-    assert lines[-1] == (f"flux-rsa-stage: {s}: stage script exited with status 3 "
-                         "(its last message: cannot write /some/path)")
+    assert lines[-1] == (
+        f"flux-rsa-stage: {s}: stage script exited with status 3 "
+        "(its last message: cannot write /some/path)"
+    )
 
 
 def _gated_copy_script(path, gates):
@@ -52,7 +56,8 @@ def _gated_copy_script(path, gates):
         "for i in 1 2 3 4; do\n"
         f'    while ! test -e "{gates}/gate$i"; do sleep 0.05; done\n'
         '    cp "$2/part$i" "$1/"\n'
-        "done\n")
+        "done\n"
+    )
     path.chmod(0o755)
     return path
 
@@ -77,7 +82,9 @@ def test_a_stage_in_script_s_progress_is_measured_as_the_ramdisk_fills(tmp_path)
                 (tmp_path / f"gate{opened + 1}").touch()
 
     api.run("script", script, (ram, data), progress=progress, direction="in")
-    copying = [done for phase, done, total in seen if phase == "copy" and total == 400_000]
+    copying = [
+        done for phase, done, total in seen if phase == "copy" and total == 400_000
+    ]
     assert copying == sorted(copying)
     assert {100_000, 200_000, 300_000} <= set(copying)  # each part seen arriving
     assert max(copying) < 400_000  # below 100% until the script has ended
@@ -91,5 +98,10 @@ def test_a_script_without_a_direction_reports_no_sizes(tmp_path):
     seen = []
     from flux_rsa.stage import api
 
-    api.run("script", s, (tmp_path, tmp_path), progress=lambda snap: seen.append(snap.bytes_total))
+    api.run(
+        "script",
+        s,
+        (tmp_path, tmp_path),
+        progress=lambda snap: seen.append(snap.bytes_total),
+    )
     assert set(seen) == {0}

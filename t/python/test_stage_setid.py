@@ -28,11 +28,11 @@ import tarfile
 import tempfile
 
 import pytest
-
 from test_stage_helpers import PY, PYPATH, tmpfs
 
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root to run the stager as another user")
+    os.geteuid() != 0, reason="needs root to run the stager as another user"
+)
 
 USER = "rsa-stage-test"  # the stager tests' owner (conftest.TEST_USER)
 OTHER_GROUP = "rsa-stage-other"  # a group USER is not in
@@ -71,16 +71,23 @@ def _made(name, lookup, make, remove):
 
 @pytest.fixture(scope="module")
 def owner():
-    with _made(USER, pwd.getpwnam,
-               ["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", USER],
-               ["userdel", USER]) as pw:
+    with _made(
+        USER,
+        pwd.getpwnam,
+        ["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", USER],
+        ["userdel", USER],
+    ) as pw:
         yield pw
 
 
 @pytest.fixture(scope="module")
 def other_group(owner):
-    with _made(OTHER_GROUP, grp.getgrnam, ["groupadd", "--system", OTHER_GROUP],
-               ["groupdel", OTHER_GROUP]) as gr:
+    with _made(
+        OTHER_GROUP,
+        grp.getgrnam,
+        ["groupadd", "--system", OTHER_GROUP],
+        ["groupdel", OTHER_GROUP],
+    ) as gr:
         assert owner.pw_name not in gr.gr_mem and gr.gr_gid != owner.pw_gid
         yield gr
 
@@ -108,8 +115,9 @@ def as_owner(*cmd, python=True, env=()):
     pre = ["runuser", "-u", USER, "--", "env", f"PYTHONPATH={PYPATH}", *env]
     if python:
         pre += [PY, "-m", "flux_rsa.stage"]
-    return subprocess.run(pre + list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
+    return subprocess.run(
+        pre + list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def make_tree(root, owner, modes=MODES):
@@ -123,8 +131,11 @@ def make_tree(root, owner, modes=MODES):
             os.mkdir(path)
         else:
             with open(path, "wb") as f:
-                f.write(rel.encode() * (BIG // len(rel) + 1) if rel.startswith("big")
-                        else rel.encode())
+                f.write(
+                    rel.encode() * (BIG // len(rel) + 1)
+                    if rel.startswith("big")
+                    else rel.encode()
+                )
         # chown first: it clears the set-ID bits chmod then sets
         os.chown(path, owner.pw_uid, owner.pw_gid)
         os.chmod(path, stat.S_IMODE(mode))
@@ -139,15 +150,18 @@ def modes_of(root):
             path = os.path.join(dirpath, name)
             st = os.lstat(path)
             rel = os.path.relpath(path, root)
-            found[rel] = stat.S_IMODE(st.st_mode) | (stat.S_IFDIR if stat.S_ISDIR(st.st_mode)
-                                                     else 0)
+            found[rel] = stat.S_IMODE(st.st_mode) | (
+                stat.S_IFDIR if stat.S_ISDIR(st.st_mode) else 0
+            )
     return found
 
 
 def same_contents(a, b):
     for rel, mode in MODES.items():
         if not stat.S_ISDIR(mode):
-            with open(os.path.join(a, rel), "rb") as x, open(os.path.join(b, rel), "rb") as y:
+            with open(os.path.join(a, rel), "rb") as x, open(
+                os.path.join(b, rel), "rb"
+            ) as y:
                 assert x.read() == y.read(), rel
 
 
@@ -159,7 +173,9 @@ def rsync_as_owner(src, dst):
 
 @pytest.mark.parametrize("loop", ["C", "Python"])
 @pytest.mark.parametrize("direction", ["in", "out"])
-def test_copy_as_the_owner_keeps_set_id_bits_as_rsync_does(space, owner, direction, loop):
+def test_copy_as_the_owner_keeps_set_id_bits_as_rsync_does(
+    space, owner, direction, loop
+):
     """Stage-in (disk to RAM disk) and stage-out (RAM disk to disk), small
     files by the C loop or by Python, and a big file by ranges."""
     frm, to = ("disk", "ram") if direction == "in" else ("ram", "disk")
@@ -183,8 +199,11 @@ def test_tar_and_untar_as_the_owner_keep_set_id_bits(space, owner):
     assert proc.returncode == 0, proc.stderr
     archive = os.path.join(out, "rsa-output.tar")
     with tarfile.open(archive) as t:  # what tar tvf lists
-        members = {m.name: m.mode | (stat.S_IFDIR if m.isdir() else 0)
-                   for m in t.getmembers() if m.name != "."}
+        members = {
+            m.name: m.mode | (stat.S_IFDIR if m.isdir() else 0)
+            for m in t.getmembers()
+            if m.name != "."
+        }
     assert members == MODES
     with open(os.path.join(out, "launcher"), "wb") as f:
         f.write(b"#!/bin/sh\n")
@@ -208,7 +227,9 @@ def test_a_replica_keeps_set_id_bits_and_is_reused(space, owner):
     dst = os.path.join(space["ram"], "dst")
     proc = as_owner("copy", src, dst, "--replica", replica)
     assert proc.returncode == 0, proc.stderr
-    assert {"reused": replica} in [json.loads(line) for line in proc.stdout.splitlines()]
+    assert {"reused": replica} in [
+        json.loads(line) for line in proc.stdout.splitlines()
+    ]
     assert modes_of(dst) == MODES
 
 

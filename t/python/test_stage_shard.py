@@ -4,8 +4,8 @@ import os
 import shutil
 import tempfile
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_stage_helpers import make_tree, rsync_diff, stage
 
 from flux_rsa.stage import run
@@ -36,10 +36,16 @@ def test_each_shard_copies_only_its_share(tmp_path):
 
 
 name = st.binary(min_size=1, max_size=40).filter(
-    lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b".."))
-tree = st.dictionaries(name, st.one_of(st.binary(max_size=3000),
-                                       st.dictionaries(name, st.binary(max_size=500),
-                                                       max_size=4)), max_size=8)
+    lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b"..")
+)
+tree = st.dictionaries(
+    name,
+    st.one_of(
+        st.binary(max_size=3000),
+        st.dictionaries(name, st.binary(max_size=500), max_size=4),
+    ),
+    max_size=8,
+)
 
 
 def _build(base, spec):
@@ -53,8 +59,11 @@ def _build(base, spec):
                 f.write(v)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(spec=tree)
 def test_random_trees_with_odd_names_copy_and_round_trip(spec):
     base = tempfile.mkdtemp(prefix="rsa-stage-hyp-").encode()

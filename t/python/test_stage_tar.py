@@ -3,8 +3,9 @@
 import os
 import subprocess
 
-from flux_rsa.stage import tarformat as tf
 from test_stage_helpers import allocated, make_tree, rsync_diff, stage
+
+from flux_rsa.stage import tarformat as tf
 
 
 def test_tar_writes_one_archive_gnu_tar_restores_exactly(tmp_path):
@@ -14,8 +15,11 @@ def test_tar_writes_one_archive_gnu_tar_restores_exactly(tmp_path):
     assert sorted(os.listdir(out)) == ["rsa-output.tar"]
     restored = tmp_path / "gnu"
     restored.mkdir()
-    subprocess.run(["tar", "-C", restored, "-xf", out / "rsa-output.tar"], check=True,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["tar", "-C", restored, "-xf", out / "rsa-output.tar"],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     assert rsync_diff(src, restored) == ""
     assert allocated(restored / "big-sparse") <= 64 << 10
 
@@ -43,15 +47,17 @@ def test_untar_reads_gnu_tar_archives_and_copies_other_entries(tmp_path):
     src = make_tree(tmp_path / "src")
     data_in = tmp_path / "in"
     data_in.mkdir()
-    subprocess.run(["tar", "--format=posix", "-C", src, "-cf", data_in / "x.tar", "."],
-                   check=True)
+    subprocess.run(
+        ["tar", "--format=posix", "-C", src, "-cf", data_in / "x.tar", "."], check=True
+    )
     (data_in / "notes.txt").write_bytes(b"copied as is")
     ram = tmp_path / "ram"
     stage("untar", data_in, ram, check=0)
     assert (ram / "notes.txt").read_bytes() == b"copied as is"
     assert not (ram / "x.tar").exists()
-    assert (ram / "sub" / "deep" / "random.bin").read_bytes() == \
-        open(os.path.join(src, b"sub/deep/random.bin"), "rb").read()
+    assert (ram / "sub" / "deep" / "random.bin").read_bytes() == open(
+        os.path.join(src, b"sub/deep/random.bin"), "rb"
+    ).read()
     root = os.stat(ram)
     os.unlink(ram / "notes.txt")  # which changes the root's mtime: put it back
     os.utime(ram, ns=(root.st_atime_ns, root.st_mtime_ns))
@@ -62,8 +68,19 @@ def test_untar_refuses_members_leaving_the_destination(tmp_path):
     evil = tmp_path / "in"
     evil.mkdir()
     (tmp_path / "payload").write_bytes(b"x")
-    subprocess.run(["tar", "-C", tmp_path, "-cf", evil / "e.tar",
-                    "--transform", "s,^,../,", "payload"], check=True)
+    subprocess.run(
+        [
+            "tar",
+            "-C",
+            tmp_path,
+            "-cf",
+            evil / "e.tar",
+            "--transform",
+            "s,^,../,",
+            "payload",
+        ],
+        check=True,
+    )
     proc = stage("untar", evil, tmp_path / "ram")
     assert proc.returncode == 1
     assert b"leaves the destination" in proc.stderr
@@ -114,17 +131,31 @@ def test_gnu_tar_restores_directory_times_exactly(tmp_path):
     stage("tar", src, out, check=0)
     restored = tmp_path / "gnu"
     restored.mkdir()
-    subprocess.run(["tar", "-C", restored, "-xf", out / "rsa-output.tar"], check=True,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["tar", "-C", restored, "-xf", out / "rsa-output.tar"],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     assert _dir_times(restored) == _dir_times(src)
-    assert os.stat(restored / "b" / "x").st_ino == os.stat(restored / "a" / "c" / "y").st_ino
+    assert (
+        os.stat(restored / "b" / "x").st_ino
+        == os.stat(restored / "a" / "c" / "y").st_ino
+    )
     assert rsync_diff(src, restored) == ""
 
 
 def test_untar_restores_directory_times_and_late_links_exactly(tmp_path):
     src = _tree_with_late_link(tmp_path / "src")
-    stage("tar", src, tmp_path / "in", "--name", "input.tar", "--verify", "checksum",
-          check=0)
+    stage(
+        "tar",
+        src,
+        tmp_path / "in",
+        "--name",
+        "input.tar",
+        "--verify",
+        "checksum",
+        check=0,
+    )
     ram = tmp_path / "ram"
     stage("untar", tmp_path / "in", ram, check=0)
     assert _dir_times(ram, top=False) == _dir_times(src, top=False)
@@ -141,22 +172,47 @@ def test_untar_verify_checksum_reads_members_inside_archives(tmp_path):
 
 def test_headers_written_in_place_equal_the_built_ones():
     written = 0
-    for path in (b"a", b"d/", b"./", b"sub/deep/f.dat", b"x" * 99, b"y/" * 60,
-                 b"z" * 299, b"z" * 300, b"caf\xc3\xa9", b"bad-\xff", b"new\nline"):
-        for mtime in (0, 1_500_000_000_987_654_321, 7 * 10**9, 8**11 * 10**9 - 1,
-                      8**11 * 10**9, -1):
-            for size, uid in ((0, 0), (4096, 1000), (8**11 - 1, 8**7 - 1),
-                              (8**11, 0), (1, 8**7)):
+    for path in (
+        b"a",
+        b"d/",
+        b"./",
+        b"sub/deep/f.dat",
+        b"x" * 99,
+        b"y/" * 60,
+        b"z" * 299,
+        b"z" * 300,
+        b"caf\xc3\xa9",
+        b"bad-\xff",
+        b"new\nline",
+    ):
+        for mtime in (
+            0,
+            1_500_000_000_987_654_321,
+            7 * 10**9,
+            8**11 * 10**9 - 1,
+            8**11 * 10**9,
+            -1,
+        ):
+            for size, uid in (
+                (0, 0),
+                (4096, 1000),
+                (8**11 - 1, 8**7 - 1),
+                (8**11, 0),
+                (1, 8**7),
+            ):
                 for flag in (tf.TYPE_FILE, tf.TYPE_DIR):
                     buf = bytearray(4000)
-                    n = tf.header_into(buf, 100, path, 0o100640, uid, 7, size, mtime, flag)
+                    n = tf.header_into(
+                        buf, 100, path, 0o100640, uid, 7, size, mtime, flag
+                    )
                     if not n:
                         assert not any(buf)
                         continue
                     written += 1
-                    assert bytes(buf[100:100 + n]) == tf.header(
-                        path, 0o100640, uid, 7, size, mtime, flag)
-                    assert not any(buf[:100]) and not any(buf[100 + n:])
+                    assert bytes(buf[100 : 100 + n]) == tf.header(
+                        path, 0o100640, uid, 7, size, mtime, flag
+                    )
+                    assert not any(buf[:100]) and not any(buf[100 + n :])
     assert written > 100
 
 
@@ -164,8 +220,11 @@ def gnu_extract(tmp_path):
     """GNU tar's extraction of tmp_path/out/rsa-output.tar, in tmp_path/gnu."""
     restored = tmp_path / "gnu"
     restored.mkdir()
-    subprocess.run(["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
-                   check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["tar", "-C", restored, "-xf", tmp_path / "out" / "rsa-output.tar"],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     return restored
 
 
@@ -182,8 +241,12 @@ def test_tar_long_names_and_deep_trees_round_trip(tmp_path):
     assert rsync_diff(src, restored) == ""
     stage("untar", tmp_path / "out", tmp_path / "ram", check=0)
     assert rsync_diff(src, tmp_path / "ram") == ""
-    assert os.stat(os.path.join(os.fsencode(tmp_path / "ram"), *([b"d" * 50] * 7),
-                                b"short")).st_mtime_ns == 1_234_567_890_123_456_789
+    assert (
+        os.stat(
+            os.path.join(os.fsencode(tmp_path / "ram"), *([b"d" * 50] * 7), b"short")
+        ).st_mtime_ns
+        == 1_234_567_890_123_456_789
+    )
 
 
 def test_tar_many_batches_and_a_big_file_between_small_ones(tmp_path):
@@ -202,8 +265,10 @@ def test_tar_many_batches_and_a_big_file_between_small_ones(tmp_path):
     stage("tar", src, tmp_path / "out", "--verify", "checksum", check=0)
     restored = gnu_extract(tmp_path)
     assert rsync_diff(src, restored) == ""
-    assert os.stat(restored / "d0" / "z-link").st_ino == \
-        os.stat(restored / "d2" / "f0001").st_ino
+    assert (
+        os.stat(restored / "d0" / "z-link").st_ino
+        == os.stat(restored / "d2" / "f0001").st_ino
+    )
 
 
 def test_an_archive_changed_meanwhile_asks_for_a_run_a_wrong_layout_does_not(tmp_path):

@@ -5,7 +5,10 @@ again for a second without a look, a refused one is judged every time."""
 
 import pytest
 
-pytest.importorskip("flux", reason="no Flux (flux-core not installed): the validator plugin needs its bindings")
+pytest.importorskip(
+    "flux",
+    reason="no Flux (flux-core not installed): the validator plugin needs its bindings",
+)
 
 from flux_rsa import validate  # noqa: E402
 
@@ -83,7 +86,11 @@ def checked(looked_up, monkeypatch):
 
     def check_request(attrs, userid, pool=None, who=None):
         runs.append((userid, attrs.get("data_in")))
-        return None if attrs.get("data_in") == "/ok" else f"rsa.data_in: {attrs.get('data_in')!r} is bad"
+        return (
+            None
+            if attrs.get("data_in") == "/ok"
+            else f"rsa.data_in: {attrs.get('data_in')!r} is bad"
+        )
 
     monkeypatch.setattr(validate, "check_request", check_request)
     return v, clock, runs
@@ -114,5 +121,7 @@ def test_another_user_or_another_request_or_pool_is_checked_for_itself(checked):
     v.check({"data_out": "/o", "data_in": "/ok"}, 1000, None)  # the same request
     v.check({"data_in": "/ok", "data_out": "/o"}, 1001, None)  # another user
     v.check({"data_in": "/ok", "data_out": "/p"}, 1000, None)  # another request
-    v.check({"data_in": "/ok", "data_out": "/o"}, 1000, "pool of 3 nodes")  # the pool changed
+    v.check(
+        {"data_in": "/ok", "data_out": "/o"}, 1000, "pool of 3 nodes"
+    )  # the pool changed
     assert len(runs) == 4

@@ -13,4 +13,6 @@ def setup(context):
 # RAM disks are destroyed by their holders instead of being killed.
 @task("rsa-cleanup", ranks="0", after=["push-cleanup"], needs_config=["rsa"])
 def rsa_cleanup(context):
-    context.rpc("runat.push", {"name": "cleanup", "commands": ["flux rsa pool --shutdown"]}).get()
+    context.rpc(
+        "runat.push", {"name": "cleanup", "commands": ["flux rsa pool --shutdown"]}
+    ).get()

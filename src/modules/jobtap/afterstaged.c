@@ -35,14 +35,14 @@
 
 struct afterstaged {
     flux_plugin_t *p;
-    flux_jobid_t id;            /* the waiting job */
-    flux_jobid_t after;         /* the job whose outputs it waits for */
+    flux_jobid_t id;    /* the waiting job */
+    flux_jobid_t after; /* the job whose outputs it waits for */
     char after_f58[32];
-    char description[64];       /* the dependency: "afterstaged=<after>" */
-    char *data_in;              /* implicit: the waiting job's data_in */
-    flux_future_t *f;           /* rsa.afterstaged in flight */
-    flux_watcher_t *retry_w;    /* ask again (the service was away) */
-    bool warned;                /* said once that the service is away */
+    char description[64];    /* the dependency: "afterstaged=<after>" */
+    char *data_in;           /* implicit: the waiting job's data_in */
+    flux_future_t *f;        /* rsa.afterstaged in flight */
+    flux_watcher_t *retry_w; /* ask again (the service was away) */
+    bool warned;             /* said once that the service is away */
 };
 
 static void afterstaged_destroy (void *arg)
@@ -102,17 +102,17 @@ static void afterstaged_answered (flux_future_t *f, void *arg)
             && errno != ENOENT)
             flux_log_error (h, "rsa: removing dependency %s", description);
     }
-    else if (*data_in
-             ? flux_jobtap_raise_exception (p, id, "dependency", 0,
-                                            "rsa: data_in %s is the data_out "
-                                            "of job %s: %s: not starting on "
-                                            "what part of them reached it",
-                                            data_in, after_f58,
-                                            why ? why : "no answer") < 0
-             : flux_jobtap_raise_exception (p, id, "dependency", 0,
-                                            "afterstaged: job %s: %s",
-                                            after_f58,
-                                            why ? why : "no answer") < 0)
+    else if (*data_in ? flux_jobtap_raise_exception (
+                            p, id, "dependency", 0,
+                            "rsa: data_in %s is the data_out "
+                            "of job %s: %s: not starting on "
+                            "what part of them reached it",
+                            data_in, after_f58, why ? why : "no answer")
+                            < 0
+                      : flux_jobtap_raise_exception (
+                            p, id, "dependency", 0, "afterstaged: job %s: %s",
+                            after_f58, why ? why : "no answer")
+                            < 0)
         flux_log_error (h, "rsa: raising the afterstaged exception");
     flux_future_destroy (f);
 }
@@ -123,8 +123,8 @@ static int afterstaged_ask (struct afterstaged *as)
 
     rsa_tell (as->p, as->after);
     flux_future_destroy (as->f);
-    if (!(as->f = flux_rpc_pack (h, "rsa.afterstaged", 0, 0,
-                                 "{s:I}", "id", as->after))
+    if (!(as->f = flux_rpc_pack (h, "rsa.afterstaged", 0, 0, "{s:I}", "id",
+                                 as->after))
         || flux_future_then (as->f, -1., afterstaged_answered, as) < 0) {
         flux_future_destroy (as->f);
         as->f = NULL;
@@ -148,11 +148,13 @@ static bool mentions_rsa (flux_plugin_arg_t *args)
     json_t *jobspec = NULL;
     json_t *rsa = NULL;
 
-    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN,
-                                "{s:o}", "jobspec", &jobspec) < 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s:o}", "jobspec",
+                                &jobspec)
+        < 0)
         return false;
-    if (json_unpack (jobspec, "{s:{s:{s:o}}}",
-                     "attributes", "system", "rsa", &rsa) < 0)
+    if (json_unpack (jobspec, "{s:{s:{s:o}}}", "attributes", "system", "rsa",
+                     &rsa)
+        < 0)
         return false;
     return json_is_object (rsa);
 }
@@ -162,10 +164,8 @@ static bool mentions_rsa (flux_plugin_arg_t *args)
  * second wait for the same job is the first one (EEXIST: added before a
  * job-manager restart or plugin reload).
  */
-static int afterstaged_add (flux_plugin_t *p,
-                            flux_jobid_t id,
-                            flux_jobid_t after,
-                            const char *data_in)
+static int afterstaged_add (flux_plugin_t *p, flux_jobid_t id,
+                            flux_jobid_t after, const char *data_in)
 {
     flux_reactor_t *r = flux_get_reactor (flux_jobtap_get_flux (p));
     struct afterstaged *as;
@@ -176,8 +176,8 @@ static int afterstaged_add (flux_plugin_t *p,
     as->p = p;
     as->id = id;
     as->after = after;
-    if (flux_job_id_encode (after, "f58", as->after_f58,
-                            sizeof (as->after_f58)) < 0)
+    if (flux_job_id_encode (after, "f58", as->after_f58, sizeof (as->after_f58))
+        < 0)
         snprintf (as->after_f58, sizeof (as->after_f58), "%ju",
                   (uintmax_t)after);
     snprintf (as->description, sizeof (as->description), "afterstaged=%s",
@@ -189,11 +189,10 @@ static int afterstaged_add (flux_plugin_t *p,
     }
     if ((data_in && !(as->data_in = strdup (data_in)))
         || !(as->retry_w = flux_timer_watcher_create (r, 0., 0.,
-                                                      afterstaged_retry_cb,
-                                                      as))
-        || flux_jobtap_job_aux_set (p, FLUX_JOBTAP_CURRENT_JOB,
-                                    key, as,
-                                    afterstaged_destroy) < 0) {
+                                                      afterstaged_retry_cb, as))
+        || flux_jobtap_job_aux_set (p, FLUX_JOBTAP_CURRENT_JOB, key, as,
+                                    afterstaged_destroy)
+               < 0) {
         afterstaged_destroy (as);
         return -1;
     }
@@ -247,19 +246,20 @@ static bool overlap (const char *a, const char *b)
 }
 
 /* rsa.data_out of job `after`, an RSA job, or NULL (copied into buf). */
-static const char *data_out_of (flux_plugin_t *p, flux_jobid_t after,
-                                char *buf, size_t size)
+static const char *data_out_of (flux_plugin_t *p, flux_jobid_t after, char *buf,
+                                size_t size)
 {
     flux_plugin_arg_t *target = flux_jobtap_job_lookup (p, after);
     json_t *jobspec = NULL;
     const char *data_out = NULL;
 
     if (target
-        && flux_plugin_arg_unpack (target, FLUX_PLUGIN_ARG_IN,
-                                   "{s:o}", "jobspec", &jobspec) == 0
-        && json_unpack (jobspec, "{s:{s:{s:{s:s}}}}",
-                        "attributes", "system", "rsa",
-                        "data_out", &data_out) == 0)
+        && flux_plugin_arg_unpack (target, FLUX_PLUGIN_ARG_IN, "{s:o}",
+                                   "jobspec", &jobspec)
+               == 0
+        && json_unpack (jobspec, "{s:{s:{s:{s:s}}}}", "attributes", "system",
+                        "rsa", "data_out", &data_out)
+               == 0)
         snprintf (buf, size, "%s", data_out);
     flux_plugin_arg_destroy (target);
     return data_out ? buf : NULL;
@@ -269,8 +269,8 @@ static const char *data_out_of (flux_plugin_t *p, flux_jobid_t after,
  * every "after" scheme that waits for the other job to end */
 static bool waits_for_end (const char *scheme)
 {
-    const char *schemes[] = { "afterok", "afterany", "afterfinish",
-                              "afternotok", NULL };
+    const char *schemes[] = {"afterok", "afterany", "afterfinish", "afternotok",
+                             NULL};
     for (int i = 0; schemes[i]; i++)
         if (strcmp (scheme, schemes[i]) == 0)
             return true;
@@ -293,24 +293,26 @@ int rsa_inputs_wait (struct rsa_job *job, flux_plugin_arg_t *args)
     if (!job->eligible
         || json_unpack (job->attrs, "{s:s}", "data_in", &data_in) < 0)
         return 0;
-    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN,
-                                "{s:o}", "jobspec", &jobspec) == 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s:o}", "jobspec",
+                                &jobspec)
+        == 0)
         (void)json_unpack (jobspec, "{s:{s:{s:o}}}", "attributes", "system",
                            "dependencies", &deps);
-    json_array_foreach (deps, i, dep) {
+    json_array_foreach (deps, i, dep)
+    {
         const char *scheme, *value;
         flux_jobid_t after;
-        if (json_unpack (dep, "{s:s s:s}", "scheme", &scheme,
-                         "value", &value) < 0
-            || !waits_for_end (scheme)
-            || flux_job_id_parse (value, &after) < 0
+        if (json_unpack (dep, "{s:s s:s}", "scheme", &scheme, "value", &value)
+                < 0
+            || !waits_for_end (scheme) || flux_job_id_parse (value, &after) < 0
             || !overlap (data_in, data_out_of (p, after, out, sizeof (out))))
             continue;
         if (afterstaged_add (p, job->id, after, data_in) < 0)
             flux_log_error (h, "rsa: %s: waiting for the outputs of %s",
                             job->idf58, value);
     }
-    json_object_foreach (job->ctx->writers, key, path) {
+    json_object_foreach (job->ctx->writers, key, path)
+    {
         flux_jobid_t after;
         if (flux_job_id_parse (key, &after) < 0 || after == job->id
             || !overlap (data_in, json_string_value (path)))
@@ -331,11 +333,10 @@ int rsa_afterstaged_cb (flux_plugin_t *p, const char *topic,
     uint32_t userid, after_userid;
     const char *value;
 
-    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN,
-                                "{s:I s:i s:{s:s}}",
-                                "id", &id,
-                                "userid", &userid,
-                                "dependency", "value", &value) < 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s:I s:i s:{s:s}}",
+                                "id", &id, "userid", &userid, "dependency",
+                                "value", &value)
+        < 0)
         return flux_jobtap_reject_job (p, args, "afterstaged: %s",
                                        flux_plugin_arg_strerror (args));
     if (flux_job_id_parse (value, &after) < 0
@@ -345,12 +346,12 @@ int rsa_afterstaged_cb (flux_plugin_t *p, const char *topic,
                                        "(use --dependency=afterstaged:JOBID)",
                                        value);
     if (!(target = flux_jobtap_job_lookup (p, after))
-        || flux_plugin_arg_unpack (target, FLUX_PLUGIN_ARG_IN,
-                                   "{s:i}", "userid", &after_userid) < 0) {
+        || flux_plugin_arg_unpack (target, FLUX_PLUGIN_ARG_IN, "{s:i}",
+                                   "userid", &after_userid)
+               < 0) {
         flux_plugin_arg_destroy (target);
-        return flux_jobtap_reject_job (p, args,
-                                       "afterstaged: job %s: no such job",
-                                       value);
+        return flux_jobtap_reject_job (
+            p, args, "afterstaged: job %s: no such job", value);
     }
     if (after_userid != userid) {
         flux_plugin_arg_destroy (target);
@@ -371,7 +372,8 @@ int rsa_afterstaged_cb (flux_plugin_t *p, const char *topic,
     if (afterstaged_add (p, id, after, NULL) < 0)
         return flux_jobtap_reject_job (p, args,
                                        "afterstaged: cannot wait for job %s: "
-                                       "%s", value, strerror (errno));
+                                       "%s",
+                                       value, strerror (errno));
     return 0;
 }
 

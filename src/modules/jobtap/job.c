@@ -32,10 +32,8 @@ static void rsa_job_destroy (void *arg)
     }
 }
 
-static struct rsa_job *rsa_job_create (flux_plugin_t *p,
-                                       struct rsa_ctx *ctx,
-                                       flux_jobid_t id,
-                                       uint32_t userid,
+static struct rsa_job *rsa_job_create (flux_plugin_t *p, struct rsa_ctx *ctx,
+                                       flux_jobid_t id, uint32_t userid,
                                        json_t *attrs)
 {
     struct rsa_job *job;
@@ -76,8 +74,7 @@ int rsa_release_job (struct rsa_job *job, json_t *env, int status)
     flux_watcher_stop (job->hold_w);
     if (env && !json_is_null (env)
         && flux_jobtap_event_post_pack (p, job->id, "rsa-ready", "O", env) < 0)
-        flux_log_error (flux_jobtap_get_flux (p),
-                        "rsa: %s: posting rsa-ready",
+        flux_log_error (flux_jobtap_get_flux (p), "rsa: %s: posting rsa-ready",
                         job->idf58);
     return flux_jobtap_prolog_finish (p, job->id, PROLOG_NAME, status);
 }
@@ -90,13 +87,10 @@ static void fall_back (struct rsa_job *job, const char *why)
 
     flux_log (h, LOG_WARNING, "rsa: %s: starting on persistent storage: %s",
               job->idf58, why);
-    env = json_pack ("{s:n s:s? s:s? s:b s:b s:s}",
-                     "ramdisk",
-                     "data_in", attr_string (job, "data_in"),
-                     "data_out", attr_string (job, "data_out"),
-                     "staged_in", 0,
-                     "out_on_ramdisk", 0,
-                     "fallback", why);
+    env = json_pack ("{s:n s:s? s:s? s:b s:b s:s}", "ramdisk", "data_in",
+                     attr_string (job, "data_in"), "data_out",
+                     attr_string (job, "data_out"), "staged_in", 0,
+                     "out_on_ramdisk", 0, "fallback", why);
     if (!env || rsa_release_job (job, env, 0) < 0)
         flux_log_error (h, "rsa: %s: fallback", job->idf58);
     json_decref (env);
@@ -143,14 +137,9 @@ static int send_start (struct rsa_job *job)
 
     rsa_tell (job->p, job->id);
     flux_future_destroy (job->f);
-    if (!(job->f = flux_rpc_pack (h,
-                                  "rsa.start",
-                                  0,
-                                  0,
-                                  "{s:I s:i s:s}",
-                                  "id", job->id,
-                                  "userid", (int)job->userid,
-                                  "ranks", job->ranks ? job->ranks : ""))
+    if (!(job->f = flux_rpc_pack (h, "rsa.start", 0, 0, "{s:I s:i s:s}", "id",
+                                  job->id, "userid", (int)job->userid, "ranks",
+                                  job->ranks ? job->ranks : ""))
         || flux_future_then (job->f, -1., start_continuation, job) < 0) {
         flux_future_destroy (job->f);
         job->f = NULL;
@@ -178,18 +167,12 @@ static void hold_cb (flux_reactor_t *r, flux_watcher_t *w, int revents,
 /* An event of job for the service (sent with the others of this turn of
  * the reactor, see rsa.c).
  */
-static json_t *job_event (struct rsa_job *job,
-                          const char *name,
-                          double timestamp,
-                          json_t *context,
-                          json_t *jobspec)
+static json_t *job_event (struct rsa_job *job, const char *name,
+                          double timestamp, json_t *context, json_t *jobspec)
 {
-    return json_pack ("{s:I s:s s:f s:O? s:O?}",
-                      "id", job->id,
-                      "name", name,
-                      "timestamp", timestamp,
-                      "context", context,
-                      "jobspec", jobspec);
+    return json_pack ("{s:I s:s s:f s:O? s:O?}", "id", job->id, "name", name,
+                      "timestamp", timestamp, "context", context, "jobspec",
+                      jobspec);
 }
 
 /* The service hears of the job's submit first, once. */
@@ -213,9 +196,7 @@ void rsa_tell (flux_plugin_t *p, flux_jobid_t id)
     rsa_events_flush (rsa_ctx (p));
 }
 
-static void send_event (struct rsa_job *job,
-                        const char *name,
-                        double timestamp,
+static void send_event (struct rsa_job *job, const char *name, double timestamp,
                         json_t *context)
 {
     tell_submit (job);
@@ -226,8 +207,8 @@ static void send_event (struct rsa_job *job,
  * those of a restarted instance): a new job's submit is sent at DEPEND,
  * with its INITIAL annotation; a replayed one's now.
  */
-int rsa_new_cb (flux_plugin_t *p, const char *topic,
-                flux_plugin_arg_t *args, void *arg)
+int rsa_new_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
+                void *arg)
 {
     json_t *jobspec = NULL;
     json_t *attrs = NULL;
@@ -239,40 +220,35 @@ int rsa_new_cb (flux_plugin_t *p, const char *topic,
     double t_submit;
     struct rsa_job *job;
 
-    if (flux_plugin_arg_unpack (args,
-                                FLUX_PLUGIN_ARG_IN,
-                                "{s:I s:i s:i s:f s:o}",
-                                "id", &id,
-                                "userid", &userid,
-                                "state", &state,
-                                "t_submit", &t_submit,
-                                "jobspec", &jobspec) < 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN,
+                                "{s:I s:i s:i s:f s:o}", "id", &id, "userid",
+                                &userid, "state", &state, "t_submit", &t_submit,
+                                "jobspec", &jobspec)
+        < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
                                   flux_plugin_arg_strerror (args));
-    attrs = json_object_get (json_object_get (json_object_get (jobspec,
-                                                               "attributes"),
-                                              "system"),
-                             "rsa");
+    attrs = json_object_get (
+        json_object_get (json_object_get (jobspec, "attributes"), "system"),
+        "rsa");
     if (!attrs)
         return 0; /* not an RSA job */
     if (!(job = rsa_job_create (p, rsa_ctx (p), id, userid, attrs))
-        || flux_jobtap_job_aux_set (p,
-                                    FLUX_JOBTAP_CURRENT_JOB,
-                                    JOB_AUX,
-                                    job,
-                                    rsa_job_destroy) < 0) {
+        || flux_jobtap_job_aux_set (p, FLUX_JOBTAP_CURRENT_JOB, JOB_AUX, job,
+                                    rsa_job_destroy)
+               < 0) {
         rsa_job_destroy (job);
         return flux_jobtap_error (p, args, "rsa: cannot track job");
     }
     /* what the service reads of the jobspec: the nodes, the request */
     context = json_pack ("{s:i}", "userid", (int)userid);
-    part = json_pack ("{s:O? s:{s:{s:O}}}",
-                      "resources", json_object_get (jobspec, "resources"),
-                      "attributes", "system", "rsa", attrs);
+    part = json_pack ("{s:O? s:{s:{s:O}}}", "resources",
+                      json_object_get (jobspec, "resources"), "attributes",
+                      "system", "rsa", attrs);
     if (!context || !part
         || !(job->submit = job_event (job, "submit", t_submit, context, part)))
         flux_log (flux_jobtap_get_flux (p), LOG_ERR,
-                  "rsa: %s: out of memory: the service is not told", job->idf58);
+                  "rsa: %s: out of memory: the service is not told",
+                  job->idf58);
     json_decref (context);
     json_decref (part);
     if (state != FLUX_JOB_STATE_NEW)
@@ -283,25 +259,19 @@ int rsa_new_cb (flux_plugin_t *p, const char *topic,
 /* job.state.depend (every job): a new RSA job is annotated INITIAL, then
  * the service hears of it (so the service's own annotations come after).
  */
-int rsa_depend_cb (flux_plugin_t *p, const char *topic,
-                   flux_plugin_arg_t *args, void *arg)
+int rsa_depend_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
+                   void *arg)
 {
-    struct rsa_job *job = flux_jobtap_job_aux_get (p,
-                                                   FLUX_JOBTAP_CURRENT_JOB,
-                                                   JOB_AUX);
+    struct rsa_job *job =
+        flux_jobtap_job_aux_get (p, FLUX_JOBTAP_CURRENT_JOB, JOB_AUX);
 
     if (!job || !job->submit)
         return 0; /* not ours, or the service was told already */
-    if (flux_plugin_arg_pack (args,
-                              FLUX_PLUGIN_ARG_OUT,
-                              "{s:{s:{s:{s:s}}}}",
-                              "annotations",
-                                "user",
-                                  "rsa",
-                                    "state", "INITIAL") < 0)
-        flux_log (flux_jobtap_get_flux (p), LOG_ERR,
-                  "rsa: %s: annotating: %s", job->idf58,
-                  flux_plugin_arg_strerror (args));
+    if (flux_plugin_arg_pack (args, FLUX_PLUGIN_ARG_OUT, "{s:{s:{s:{s:s}}}}",
+                              "annotations", "user", "rsa", "state", "INITIAL")
+        < 0)
+        flux_log (flux_jobtap_get_flux (p), LOG_ERR, "rsa: %s: annotating: %s",
+                  job->idf58, flux_plugin_arg_strerror (args));
     tell_submit (job);
     return rsa_inputs_wait (job, args);
 }
@@ -309,19 +279,21 @@ int rsa_depend_cb (flux_plugin_t *p, const char *topic,
 /* The broker ranks of R (R_lite's idsets joined with commas), or NULL. */
 static char *R_ranks (json_t *R)
 {
-    json_t *R_lite = json_object_get (json_object_get (R, "execution"),
-                                      "R_lite");
+    json_t *R_lite =
+        json_object_get (json_object_get (R, "execution"), "R_lite");
     json_t *entry;
     size_t i;
     char *ranks = NULL;
 
-    json_array_foreach (R_lite, i, entry) {
+    json_array_foreach (R_lite, i, entry)
+    {
         const char *idset = json_string_value (json_object_get (entry, "rank"));
         char *more;
         if (!idset)
             continue;
         if (asprintf (&more, "%s%s%s", ranks ? ranks : "", ranks ? "," : "",
-                      idset) < 0) {
+                      idset)
+            < 0) {
             free (ranks);
             return NULL;
         }
@@ -333,12 +305,11 @@ static char *R_ranks (json_t *R)
 
 /* job.state.run (every job): hold an RSA job's start until the service
  * answers */
-int rsa_run_cb (flux_plugin_t *p, const char *topic,
-                flux_plugin_arg_t *args, void *arg)
+int rsa_run_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
+                void *arg)
 {
-    struct rsa_job *job = flux_jobtap_job_aux_get (p,
-                                                   FLUX_JOBTAP_CURRENT_JOB,
-                                                   JOB_AUX);
+    struct rsa_job *job =
+        flux_jobtap_job_aux_get (p, FLUX_JOBTAP_CURRENT_JOB, JOB_AUX);
     flux_t *h = flux_jobtap_get_flux (p);
     flux_reactor_t *r = flux_get_reactor (h);
 
@@ -350,23 +321,22 @@ int rsa_run_cb (flux_plugin_t *p, const char *topic,
         job->phase = DONE;
         job->offer_used = true;
         if (flux_jobtap_event_post_pack (p, job->id, "rsa-ready", "O",
-                                         job->offer) < 0)
+                                         job->offer)
+            < 0)
             flux_log_error (h, "rsa: %s: posting rsa-ready", job->idf58);
         return 0;
     }
     json_t *R = NULL;
-    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s?o}", "R", &R) == 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s?o}", "R", &R)
+        == 0)
         job->ranks = R_ranks (R);
     if (flux_jobtap_prolog_start (p, PROLOG_NAME) < 0)
         return flux_jobtap_error (p, args, "rsa: prolog_start failed");
     job->phase = HOLDING;
     job->t_first = flux_reactor_now (r);
     if (!(job->retry_w = flux_timer_watcher_create (r, 0., 0., retry_cb, job))
-        || !(job->hold_w = flux_timer_watcher_create (r,
-                                                      job->ctx->conf.max_hold,
-                                                      0.,
-                                                      hold_cb,
-                                                      job))) {
+        || !(job->hold_w = flux_timer_watcher_create (
+                 r, job->ctx->conf.max_hold, 0., hold_cb, job))) {
         fall_back (job, "out of memory");
         return 0;
     }
@@ -380,15 +350,13 @@ int rsa_run_cb (flux_plugin_t *p, const char *topic,
 int rsa_exception_cb (flux_plugin_t *p, const char *topic,
                       flux_plugin_arg_t *args, void *arg)
 {
-    struct rsa_job *job = flux_jobtap_job_aux_get (p,
-                                                   FLUX_JOBTAP_CURRENT_JOB,
-                                                   JOB_AUX);
+    struct rsa_job *job =
+        flux_jobtap_job_aux_get (p, FLUX_JOBTAP_CURRENT_JOB, JOB_AUX);
     int severity = -1;
 
-    if (flux_plugin_arg_unpack (args,
-                                FLUX_PLUGIN_ARG_IN,
-                                "{s:{s:{s:i}}}",
-                                "entry", "context", "severity", &severity) < 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s:{s:{s:i}}}",
+                                "entry", "context", "severity", &severity)
+        < 0)
         return -1;
     if (job && job->phase == HOLDING && severity == 0)
         rsa_release_job (job, NULL, 1);
@@ -399,22 +367,18 @@ int rsa_exception_cb (flux_plugin_t *p, const char *topic,
 int rsa_forward_cb (flux_plugin_t *p, const char *topic,
                     flux_plugin_arg_t *args, void *arg)
 {
-    struct rsa_job *job = flux_jobtap_job_aux_get (p,
-                                                   FLUX_JOBTAP_CURRENT_JOB,
-                                                   JOB_AUX);
+    struct rsa_job *job =
+        flux_jobtap_job_aux_get (p, FLUX_JOBTAP_CURRENT_JOB, JOB_AUX);
     const char *name;
     double timestamp;
     json_t *context = NULL;
 
     if (!job)
         return 0;
-    if (flux_plugin_arg_unpack (args,
-                                FLUX_PLUGIN_ARG_IN,
-                                "{s:{s:s s:F s?o}}",
-                                "entry",
-                                  "name", &name,
-                                  "timestamp", &timestamp,
-                                  "context", &context) < 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s:{s:s s:F s?o}}",
+                                "entry", "name", &name, "timestamp", &timestamp,
+                                "context", &context)
+        < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking %s: %s", topic,
                                   flux_plugin_arg_strerror (args));
     send_event (job, name, timestamp, context);

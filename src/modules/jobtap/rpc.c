@@ -21,13 +21,13 @@ static void respond (flux_t *h, const flux_msg_t *msg, const char *topic,
                      int rc, const char *errmsg)
 {
     if ((rc == 0 ? flux_respond (h, msg, NULL)
-                 : flux_respond_error (h, msg, errno, errmsg)) < 0)
+                 : flux_respond_error (h, msg, errno, errmsg))
+        < 0)
         flux_log_error (h, "rsa: %s: respond", topic);
 }
 
 /* The RSA state of active job id, or NULL with errno and errmsg set. */
-static struct rsa_job *active_job (flux_plugin_t *p,
-                                   flux_jobid_t id,
+static struct rsa_job *active_job (flux_plugin_t *p, flux_jobid_t id,
                                    const char **errmsg)
 {
     struct rsa_job *job = flux_jobtap_job_aux_get (p, id, JOB_AUX);
@@ -39,8 +39,8 @@ static struct rsa_job *active_job (flux_plugin_t *p,
 }
 
 /* job-manager.rsa.answer {id, env}: the service's start decision */
-static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
-                       const flux_msg_t *msg, void *arg)
+static void answer_cb (flux_t *h, flux_msg_handler_t *mh, const flux_msg_t *msg,
+                       void *arg)
 {
     flux_plugin_t *p = arg;
     flux_jobid_t id;
@@ -48,7 +48,8 @@ static void answer_cb (flux_t *h, flux_msg_handler_t *mh,
     struct rsa_job *job;
     const char *errmsg = NULL;
 
-    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env) < 0)
+    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env)
+        < 0)
         goto error;
     if (!(job = active_job (p, id, &errmsg)))
         goto error;
@@ -72,8 +73,8 @@ error:
 }
 
 /* job-manager.rsa.offer {id, env}: start with env at once, if it runs */
-static void offer_cb (flux_t *h, flux_msg_handler_t *mh,
-                      const flux_msg_t *msg, void *arg)
+static void offer_cb (flux_t *h, flux_msg_handler_t *mh, const flux_msg_t *msg,
+                      void *arg)
 {
     flux_plugin_t *p = arg;
     flux_jobid_t id;
@@ -81,7 +82,8 @@ static void offer_cb (flux_t *h, flux_msg_handler_t *mh,
     struct rsa_job *job;
     const char *errmsg = NULL;
 
-    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env) < 0)
+    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env)
+        < 0)
         goto error;
     if (!json_is_object (env)) {
         errmsg = "env must be an object";
@@ -145,8 +147,8 @@ static bool valid_event_name (const char *name)
 }
 
 /* job-manager.rsa.post {id, name, context}: post "rsa-<name>" */
-static void post_cb (flux_t *h, flux_msg_handler_t *mh,
-                     const flux_msg_t *msg, void *arg)
+static void post_cb (flux_t *h, flux_msg_handler_t *mh, const flux_msg_t *msg,
+                     void *arg)
 {
     flux_plugin_t *p = arg;
     flux_jobid_t id;
@@ -155,13 +157,13 @@ static void post_cb (flux_t *h, flux_msg_handler_t *mh,
     char event[64];
     const char *errmsg = NULL;
 
-    if (flux_request_unpack (msg, NULL, "{s:I s:s s:o}",
-                             "id", &id,
-                             "name", &name,
-                             "context", &context) < 0)
+    if (flux_request_unpack (msg, NULL, "{s:I s:s s:o}", "id", &id, "name",
+                             &name, "context", &context)
+        < 0)
         goto error;
     if (!valid_event_name (name) || !json_is_object (context)) {
-        errmsg = "name must be lower-case letters and dashes, context an object";
+        errmsg =
+            "name must be lower-case letters and dashes, context an object";
         errno = EPROTO;
         goto error;
     }
@@ -192,10 +194,12 @@ static void writers_cb (flux_t *h, flux_msg_handler_t *mh,
         respond (h, msg, "writers", -1, NULL);
         return;
     }
-    json_object_foreach (writers, key, path) {
+    json_object_foreach (writers, key, path)
+    {
         if (!json_is_string (path)) {
             errno = EPROTO;
-            respond (h, msg, "writers", -1, "writers: each value must be a path");
+            respond (h, msg, "writers", -1,
+                     "writers: each value must be a path");
             return;
         }
     }

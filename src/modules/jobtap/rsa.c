@@ -67,7 +67,7 @@
 #define MOVED_DELAY 0.05 /* seconds: rsa.queue-moved hints are coalesced */
 #define EVENTS_MAX 64    /* job events in one rsa.job-event message */
 
-static const struct rsa_conf defaults = { 60., 1200., 1. };
+static const struct rsa_conf defaults = {60., 1200., 1.};
 
 struct rsa_ctx *rsa_ctx (flux_plugin_t *p)
 {
@@ -148,8 +148,14 @@ void rsa_event_queue (struct rsa_ctx *ctx, json_t *event)
  */
 static double duration (json_t *o)
 {
-    static const struct { char unit; double scale; } units[] = {
-        { 's', 1. }, { 'm', 60. }, { 'h', 3600. }, { 'd', 86400. },
+    static const struct {
+        char unit;
+        double scale;
+    } units[] = {
+        {'s', 1.},
+        {'m', 60.},
+        {'h', 3600.},
+        {'d', 86400.},
     };
     const char *s;
     char *end;
@@ -183,13 +189,11 @@ static double duration (json_t *o)
 }
 
 /* [rsa] start-timeout and max-hold into conf, or -1 with errbuf. */
-static int conf_from_rsa_table (json_t *rsa,
-                                struct rsa_conf *conf,
-                                char *errbuf,
-                                size_t size)
+static int conf_from_rsa_table (json_t *rsa, struct rsa_conf *conf,
+                                char *errbuf, size_t size)
 {
-    const char *keys[] = { "start-timeout", "max-hold" };
-    double *values[] = { &conf->start_timeout, &conf->max_hold };
+    const char *keys[] = {"start-timeout", "max-hold"};
+    double *values[] = {&conf->start_timeout, &conf->max_hold};
 
     for (int i = 0; i < 2; i++) {
         json_t *o = json_object_get (rsa, keys[i]);
@@ -220,32 +224,32 @@ static int conf_update_cb (flux_plugin_t *p, const char *topic,
     json_t *instance = NULL;
     char errbuf[256];
 
-    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN,
-                                "{s:o}", "conf", &instance) < 0)
+    if (flux_plugin_arg_unpack (args, FLUX_PLUGIN_ARG_IN, "{s:o}", "conf",
+                                &instance)
+        < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking conf.update: %s",
                                   flux_plugin_arg_strerror (args));
     if (flux_plugin_get_conf (p)
-        && flux_plugin_conf_unpack (p,
-                                    "{s?F s?F s?F}",
-                                    "start-timeout", &conf.start_timeout,
-                                    "max-hold", &conf.max_hold,
-                                    "retry", &conf.retry) < 0)
+        && flux_plugin_conf_unpack (p, "{s?F s?F s?F}", "start-timeout",
+                                    &conf.start_timeout, "max-hold",
+                                    &conf.max_hold, "retry", &conf.retry)
+               < 0)
         return flux_jobtap_error (p, args,
                                   "rsa: plugin conf: start-timeout, max-hold "
                                   "and retry must be numbers of seconds");
-    if (conf_from_rsa_table (json_object_get (instance, "rsa"), &conf,
-                             errbuf, sizeof (errbuf)) < 0)
+    if (conf_from_rsa_table (json_object_get (instance, "rsa"), &conf, errbuf,
+                             sizeof (errbuf))
+        < 0)
         return flux_jobtap_error (p, args, "%s", errbuf);
     if (conf.start_timeout < 0 || conf.max_hold <= 0 || conf.retry <= 0)
-        return flux_jobtap_error (p, args,
-                                  "rsa: start-timeout %g, max-hold %g, retry %g:"
-                                  " start-timeout >= 0, max-hold > 0 and "
-                                  "retry > 0 seconds are required",
-                                  conf.start_timeout, conf.max_hold,
-                                  conf.retry);
+        return flux_jobtap_error (
+            p, args,
+            "rsa: start-timeout %g, max-hold %g, retry %g:"
+            " start-timeout >= 0, max-hold > 0 and "
+            "retry > 0 seconds are required",
+            conf.start_timeout, conf.max_hold, conf.retry);
     if (ctx->conf.start_timeout != conf.start_timeout
-        || ctx->conf.max_hold != conf.max_hold
-        || ctx->conf.retry != conf.retry)
+        || ctx->conf.max_hold != conf.max_hold || ctx->conf.retry != conf.retry)
         flux_log (flux_jobtap_get_flux (p), LOG_INFO,
                   "rsa: start-timeout=%gs max-hold=%gs retry=%gs",
                   conf.start_timeout, conf.max_hold, conf.retry);
@@ -278,12 +282,11 @@ static struct rsa_ctx *ctx_create (flux_plugin_t *p)
         return NULL;
     ctx->p = p;
     ctx->conf = defaults;
-    if (!(ctx->moved_w = flux_timer_watcher_create (r, MOVED_DELAY, 0.,
-                                                    moved_cb, ctx))
-        || !(ctx->flush_w = flux_timer_watcher_create (r, 0., 0.,
-                                                       flush_cb, ctx))
-        || !(ctx->events = json_array ())
-        || !(ctx->writers = json_object ())) {
+    if (!(ctx->moved_w =
+              flux_timer_watcher_create (r, MOVED_DELAY, 0., moved_cb, ctx))
+        || !(ctx->flush_w =
+                 flux_timer_watcher_create (r, 0., 0., flush_cb, ctx))
+        || !(ctx->events = json_array ()) || !(ctx->writers = json_object ())) {
         ctx_destroy (ctx);
         return NULL;
     }
@@ -291,20 +294,20 @@ static struct rsa_ctx *ctx_create (flux_plugin_t *p)
 }
 
 static const struct flux_plugin_handler tab[] = {
-    { "conf.update", conf_update_cb, NULL },
-    { "job.new", rsa_new_cb, NULL },
-    { "job.state.depend", rsa_depend_cb, NULL },
-    { "job.state.run", rsa_run_cb, NULL },
-    { "job.event.exception", rsa_exception_cb, NULL },
-    { "job.event.priority", rsa_forward_cb, NULL },
-    { "job.event.flux-restart", rsa_forward_cb, NULL },
-    { "job.event.alloc", rsa_forward_cb, NULL },
-    { "job.event.rsa-ready", rsa_forward_cb, NULL },
-    { "job.event.start", rsa_forward_cb, NULL },
-    { "job.event.finish", rsa_forward_cb, NULL },
-    { "job.event.clean", rsa_forward_cb, NULL },
-    { "job.dependency.afterstaged", rsa_afterstaged_cb, NULL },
-    { 0 },
+    {"conf.update", conf_update_cb, NULL},
+    {"job.new", rsa_new_cb, NULL},
+    {"job.state.depend", rsa_depend_cb, NULL},
+    {"job.state.run", rsa_run_cb, NULL},
+    {"job.event.exception", rsa_exception_cb, NULL},
+    {"job.event.priority", rsa_forward_cb, NULL},
+    {"job.event.flux-restart", rsa_forward_cb, NULL},
+    {"job.event.alloc", rsa_forward_cb, NULL},
+    {"job.event.rsa-ready", rsa_forward_cb, NULL},
+    {"job.event.start", rsa_forward_cb, NULL},
+    {"job.event.finish", rsa_forward_cb, NULL},
+    {"job.event.clean", rsa_forward_cb, NULL},
+    {"job.dependency.afterstaged", rsa_afterstaged_cb, NULL},
+    {0},
 };
 
 int flux_plugin_init (flux_plugin_t *p)

@@ -19,26 +19,26 @@
 #include <flux/jobtap.h>
 
 #define PROLOG_NAME "rsa"
-#define JOB_AUX "rsa::job"      /* struct rsa_job of a job */
-#define CTX_AUX "rsa::ctx"      /* struct rsa_ctx of the plugin */
+#define JOB_AUX "rsa::job" /* struct rsa_job of a job */
+#define CTX_AUX "rsa::ctx" /* struct rsa_ctx of the plugin */
 
 struct rsa_conf {
-    double start_timeout;       /* keep retrying an unreachable service */
-    double max_hold;            /* the longest a start waits for its answer */
-    double retry;               /* between attempts */
+    double start_timeout; /* keep retrying an unreachable service */
+    double max_hold;      /* the longest a start waits for its answer */
+    double retry;         /* between attempts */
 };
 
 /* Everything the plugin keeps between callbacks (the plugin's aux). */
 struct rsa_ctx {
     flux_plugin_t *p;
-    struct rsa_conf conf;       /* as of the last conf.update */
-    int jobs;                   /* active jobs that mention rsa */
-    flux_watcher_t *moved_w;    /* an rsa.queue-moved hint is due */
+    struct rsa_conf conf;    /* as of the last conf.update */
+    int jobs;                /* active jobs that mention rsa */
+    flux_watcher_t *moved_w; /* an rsa.queue-moved hint is due */
     bool moved_armed;
-    json_t *events;             /* job events for the service, not sent yet */
-    flux_watcher_t *flush_w;    /* sends them at the reactor's next turn */
+    json_t *events;          /* job events for the service, not sent yet */
+    flux_watcher_t *flush_w; /* sends them at the reactor's next turn */
     bool flush_armed;
-    json_t *writers;            /* {"<id>": data_out} of ended jobs whose
+    json_t *writers; /* {"<id>": data_out} of ended jobs whose
                                  * stage-out may still write there (the
                                  * service's job-manager.rsa.writers) */
 };
@@ -52,17 +52,17 @@ struct rsa_job {
     char idf58[32];
     uint32_t userid;
     enum phase phase;
-    bool eligible;              /* attrs is an object: the RSA manages it */
-    json_t *attrs;              /* attributes.system.rsa */
-    flux_future_t *f;           /* rsa.start in flight */
-    flux_watcher_t *retry_w;    /* next rsa.start attempt */
-    flux_watcher_t *hold_w;     /* max-hold watchdog */
-    double t_first;             /* first attempt (for start-timeout) */
-    char *ranks;                /* the job's broker ranks (an idset), from R */
-    json_t *offer;              /* env to start with at once, or NULL */
-    bool offer_used;            /* the job started with the offer */
-    bool ended;                 /* clean: no longer counted in ctx->jobs */
-    json_t *submit;             /* its submit event until it is sent */
+    bool eligible;           /* attrs is an object: the RSA manages it */
+    json_t *attrs;           /* attributes.system.rsa */
+    flux_future_t *f;        /* rsa.start in flight */
+    flux_watcher_t *retry_w; /* next rsa.start attempt */
+    flux_watcher_t *hold_w;  /* max-hold watchdog */
+    double t_first;          /* first attempt (for start-timeout) */
+    char *ranks;             /* the job's broker ranks (an idset), from R */
+    json_t *offer;           /* env to start with at once, or NULL */
+    bool offer_used;         /* the job started with the offer */
+    bool ended;              /* clean: no longer counted in ctx->jobs */
+    json_t *submit;          /* its submit event until it is sent */
 };
 
 /* rsa.c */
@@ -73,12 +73,12 @@ void rsa_events_flush (struct rsa_ctx *ctx);
 
 /* job.c: job.new, job.state.depend, job.state.run, job.event.exception,
  * other job.event.* */
-int rsa_new_cb (flux_plugin_t *p, const char *topic,
-                flux_plugin_arg_t *args, void *arg);
-int rsa_depend_cb (flux_plugin_t *p, const char *topic,
-                   flux_plugin_arg_t *args, void *arg);
-int rsa_run_cb (flux_plugin_t *p, const char *topic,
-                flux_plugin_arg_t *args, void *arg);
+int rsa_new_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
+                void *arg);
+int rsa_depend_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
+                   void *arg);
+int rsa_run_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
+                void *arg);
 int rsa_exception_cb (flux_plugin_t *p, const char *topic,
                       flux_plugin_arg_t *args, void *arg);
 int rsa_forward_cb (flux_plugin_t *p, const char *topic,

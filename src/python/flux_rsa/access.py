@@ -60,7 +60,9 @@ def _enter(directory, who):
     except OSError as exc:
         raise Refused(f"{shown(directory)}: {exc.strerror}") from None
     if not who.may(st, EXEC):
-        raise Refused(f"{shown(directory)}: Permission denied (user {who.name} cannot enter it)")
+        raise Refused(
+            f"{shown(directory)}: Permission denied (user {who.name} cannot enter it)"
+        )
 
 
 def resolve(path, who, kind="dir"):
@@ -124,7 +126,10 @@ def look(path, who, kind, want):
             need = "read"
         else:
             need = "enter"
-        return None, f"{shown(path)}: Permission denied (user {who.name} cannot {need} it)"
+        return (
+            None,
+            f"{shown(path)}: Permission denied (user {who.name} cannot {need} it)",
+        )
     return real, None
 
 

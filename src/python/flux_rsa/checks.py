@@ -35,7 +35,7 @@ def _too_big(attrs, req, pool):
         return (
             f"rsa.capacity: {show(attrs['capacity'])} is more than one RSA node holds "
             f"({format_size(pool.node_bytes)}), and this site's RAM disks cannot span nodes "
-            f"([rsa] provider = \"{pool.policy.provider}\"): ask for at most "
+            f'([rsa] provider = "{pool.policy.provider}"): ask for at most '
             f"{format_size(pool.node_bytes)}"
         )
     return (
@@ -60,13 +60,27 @@ def check_request(attrs, userid, pool=None, who=None):
         return why
     who = who or Who(userid)
     checks = [
-        ("data_in", req.data_in, "dir", READ | EXEC, "an existing directory you can read"),
-        ("data_out", req.data_out, "dir", WRITE | EXEC, "an existing directory you can write"),
+        (
+            "data_in",
+            req.data_in,
+            "dir",
+            READ | EXEC,
+            "an existing directory you can read",
+        ),
+        (
+            "data_out",
+            req.data_out,
+            "dir",
+            WRITE | EXEC,
+            "an existing directory you can write",
+        ),
     ]
     for key in ("stage_in", "stage_out"):
         script = getattr(req, key)
         if script not in (None, "tar"):
-            checks.append((key, script, "file", READ | EXEC, "an executable script you can read"))
+            checks.append(
+                (key, script, "file", READ | EXEC, "an executable script you can read")
+            )
     real = {}
     for key, path, kind, want, fix in checks:
         if path is None:

@@ -31,7 +31,6 @@ from flux_rsa.access import Who
 from flux_rsa.checks import Pool, check_request
 from flux_rsa.core import BadConfig, Policy
 
-
 POOL_TTL = 1.0  # s a worker uses one reading of the pool's size
 WHO_TTL = 1.0  # s a worker uses one look-up of a user's groups
 WHO_KEEP = 1024  # users remembered at most (all forgotten beyond)
@@ -85,16 +84,22 @@ class Validator(ValidatorPlugin):
         if self._checked is None:
             self._checked = Readings(CHECK_TTL, CHECK_KEEP)
         key = (userid, json.dumps(attrs, sort_keys=True), pool)
-        why = self._checked.get(key, lambda: check_request(attrs, userid, pool=pool, who=self.who(userid)))
+        why = self._checked.get(
+            key, lambda: check_request(attrs, userid, pool=pool, who=self.who(userid))
+        )
         if why is not None:
-            self._checked.forget(key)  # judged afresh: the user may be fixing what it names
+            self._checked.forget(
+                key
+            )  # judged afresh: the user may be fixing what it names
         return why
 
     def read_pool(self):
         """The RSA pool's size now, or None when it cannot be told (no or
         bad [rsa] table, no RSA nodes): rsa.capacity is then not bounded here."""
         try:
-            policy = Policy.from_config(self.flux.conf_get("rsa", default={}, update=True))
+            policy = Policy.from_config(
+                self.flux.conf_get("rsa", default={}, update=True)
+            )
             rset = flux.resource.resource_list(self.flux).get().all
             nodes = rset.copy_constraint({"properties": [policy.node_property]}).nnodes
         except (BadConfig, OSError, ValueError, TypeError):
@@ -106,7 +111,11 @@ class Validator(ValidatorPlugin):
             attrs = job.jobspec["attributes"]["system"]["rsa"]
         except (KeyError, TypeError):
             return None
-        pool = self.pool() if isinstance(attrs, dict) and attrs.get("capacity") is not None else None
+        pool = (
+            self.pool()
+            if isinstance(attrs, dict) and attrs.get("capacity") is not None
+            else None
+        )
         why = self.check(attrs, job.userid, pool)
         if why:
             return (errno.EINVAL, why)

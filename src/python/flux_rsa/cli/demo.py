@@ -32,11 +32,15 @@ def make_inputs(root, i):
 
 
 def flux_cmd(*args):
-    return subprocess.run(["flux", *args], check=True, capture_output=True, text=True).stdout.rstrip()
+    return subprocess.run(
+        ["flux", *args], check=True, capture_output=True, text=True
+    ).stdout.rstrip()
 
 
 def states(jobs):
-    out = json.loads(flux_cmd("rsa", "status", "-a", "-o", "json", *[j.f58 for j, _, _ in jobs]))
+    out = json.loads(
+        flux_cmd("rsa", "status", "-a", "-o", "json", *[j.f58 for j, _, _ in jobs])
+    )
     return {r["jobid"]: r["rsa_state"] for r in out}
 
 
@@ -68,16 +72,25 @@ def run(h, args):
     for i in range(args.jobs):
         inp, out = make_inputs(root, i)
         jobid = flux_cmd(
-            "submit", "-N1", f"--output={root}/job{i}.log", "--setattr=rsa.capacity=16M",
-            f"--setattr=rsa.data_in={inp}", f"--setattr=rsa.data_out={out}", script,
+            "submit",
+            "-N1",
+            f"--output={root}/job{i}.log",
+            "--setattr=rsa.capacity=16M",
+            f"--setattr=rsa.data_in={inp}",
+            f"--setattr=rsa.data_out={out}",
+            script,
         )
         jobs.append((JobID(jobid), inp, out))
         print(f"  {JobID(jobid).f58}: data_in={inp} data_out={out}")
     staged = wait_staged(jobs)
-    print(f"\nflux rsa status ({'all staged in while pending' if staged else 'not all staged after 120s'}):")
+    print(
+        f"\nflux rsa status ({'all staged in while pending' if staged else 'not all staged after 120s'}):"
+    )
     print(flux_cmd("rsa", "status", "-a"))
     flux_cmd("cancel", blocker)
-    print(f"\n  {JobID(blocker).f58}: cancelled; the RSA jobs run on their staged inputs")
+    print(
+        f"\n  {JobID(blocker).f58}: cancelled; the RSA jobs run on their staged inputs"
+    )
     failures = 0
     for jobid, inp, out in jobs:
         rc = subprocess.run(["flux", "rsa", "wait", "-t", "120", jobid.f58]).returncode
@@ -91,11 +104,16 @@ def run(h, args):
     print("\nflux rsa status -a:")
     print(flux_cmd("rsa", "status", "-a"))
     picture = os.path.join(root, "timeline.png")
-    drawn = subprocess.run(["flux", "rsa", "timeline", "-o", picture, *[j.f58 for j, _, _ in jobs]],
-                           capture_output=True, text=True)
+    drawn = subprocess.run(
+        ["flux", "rsa", "timeline", "-o", picture, *[j.f58 for j, _, _ in jobs]],
+        capture_output=True,
+        text=True,
+    )
     if drawn.returncode == 0:
         print(f"\nflux rsa timeline: what happened, as a picture: {picture}")
     else:
         print(f"\nflux rsa timeline: no picture: {drawn.stderr.strip()}")
-    print(f"\nflux-rsa demo: {len(jobs) - failures} of {len(jobs)} jobs staged in and out")
+    print(
+        f"\nflux-rsa demo: {len(jobs) - failures} of {len(jobs)} jobs staged in and out"
+    )
     return 1 if failures else 0

@@ -26,7 +26,12 @@ def shows_inputs(rec, here):
     the job's record, ``here`` this process's RSA_DATA_IN."""
     env = rec.get("env") or {}
     data_in = (rec.get("request") or {}).get("data_in")
-    if env.get("paths") != "bind" or not env.get("staged_in") or not data_in or not here:
+    if (
+        env.get("paths") != "bind"
+        or not env.get("staged_in")
+        or not data_in
+        or not here
+    ):
         return False
     return same_dir(data_in, here)
 

@@ -84,9 +84,13 @@ def job_row(rec, now):
     """A job's row: its phases and the spans its RAM disk held capacity."""
     history = rec.get("history") or []
     end = history[-1][0] if history and Record.from_dict(rec).final else now
-    segments = [{"phase": s["name"], "start": s["start"], "end": s["end"]}
-                for s in spans(history, phase, end)]
-    held = spans(history, lambda j, r: "ramdisk" if RsaState(r) in GRANTED else None, end)
+    segments = [
+        {"phase": s["name"], "start": s["start"], "end": s["end"]}
+        for s in spans(history, phase, end)
+    ]
+    held = spans(
+        history, lambda j, r: "ramdisk" if RsaState(r) in GRANTED else None, end
+    )
     need = rec.get("granted") or rec.get("need") or 0
     return {
         "jobid": rec["jobid"],
@@ -94,7 +98,9 @@ def job_row(rec, now):
         "rsa_state": rec["rsa_state"],
         "submit": history[0][0] if history else None,
         "segments": segments,
-        "ramdisk": [{"start": s["start"], "end": s["end"], "bytes": need} for s in held],
+        "ramdisk": [
+            {"start": s["start"], "end": s["end"], "bytes": need} for s in held
+        ],
     }
 
 
@@ -122,9 +128,16 @@ def data(records, compute=(), pool_bytes=None, since=None, now=0.0):
     of jobs that ran on compute nodes) and the capacity steps."""
     rows = [job_row(rec, now) for rec in records if rec.get("history")]
     if since is not None:
-        rows = [r for r in rows if not r["segments"] or r["segments"][-1]["end"] >= since]
+        rows = [
+            r for r in rows if not r["segments"] or r["segments"][-1]["end"] >= since
+        ]
     rows.sort(key=lambda r: (r["submit"], r["jobid"]))
-    times = [s[k] for r in rows for s in r["segments"] + r["ramdisk"] for k in ("start", "end")]
+    times = [
+        s[k]
+        for r in rows
+        for s in r["segments"] + r["ramdisk"]
+        for k in ("start", "end")
+    ]
     t0 = min(times) if times else now
     t1 = max(times) if times else now
     compute = [c for c in compute if c["end"] >= t0 and c["start"] <= t1]
@@ -155,25 +168,43 @@ def draw(picture, path, label=str):
     nodes = sorted({n for c in picture["compute"] for n in c["nodes"]})
     heights = [max(1.5, 0.45 * len(jobs) + 0.6), max(0.9, 0.35 * len(nodes) + 0.5), 1.8]
     fig, (ax_jobs, ax_nodes, ax_cap) = plt.subplots(
-        3, 1, sharex=True, figsize=(12, sum(heights) + 1.6),
-        gridspec_kw={"height_ratios": heights, "hspace": 0.35})
+        3,
+        1,
+        sharex=True,
+        figsize=(12, sum(heights) + 1.6),
+        gridspec_kw={"height_ratios": heights, "hspace": 0.35},
+    )
 
     # one row per RSA job: its phases, and the RAM disk's life under them
     for y, row in enumerate(jobs):
         for seg in row["segments"]:
-            ax_jobs.broken_barh([(seg["start"] - t0, seg["end"] - seg["start"])], (y - 0.3, 0.45),
-                                facecolors=PHASES[seg["phase"]][0], edgecolor="none")
+            ax_jobs.broken_barh(
+                [(seg["start"] - t0, seg["end"] - seg["start"])],
+                (y - 0.3, 0.45),
+                facecolors=PHASES[seg["phase"]][0],
+                edgecolor="none",
+            )
         for held in row["ramdisk"]:
-            ax_jobs.broken_barh([(held["start"] - t0, held["end"] - held["start"])], (y + 0.2, 0.12),
-                                facecolors=RAMDISK_COLOUR, edgecolor="none")
+            ax_jobs.broken_barh(
+                [(held["start"] - t0, held["end"] - held["start"])],
+                (y + 0.2, 0.12),
+                facecolors=RAMDISK_COLOUR,
+                edgecolor="none",
+            )
     ax_jobs.set_yticks(range(len(jobs)), [label(r["jobid"]) for r in jobs])
     ax_jobs.set_ylim(len(jobs) - 0.4, -0.6)
     ax_jobs.set_title("RSA jobs")
     legend = [Patch(color=colour, label=text) for colour, text in PHASES.values()]
     legend.append(Patch(color=RAMDISK_COLOUR, label="RAM disk holds capacity"))
     legend.append(Patch(color=OTHER_COLOUR, label="a job without RAM disk"))
-    ax_jobs.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, 1.02 + 0.9 / heights[0]),
-                   ncol=5, fontsize=8, frameon=False)
+    ax_jobs.legend(
+        handles=legend,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1.02 + 0.9 / heights[0]),
+        ncol=5,
+        fontsize=8,
+        frameon=False,
+    )
 
     # one row per compute node: the jobs that ran there (RSA jobs in the
     # colour of their running phase, others in grey), named where they fit
@@ -183,11 +214,22 @@ def draw(picture, path, label=str):
         colour = PHASES["running"][0] if c["jobid"] in rsa_jobs else OTHER_COLOUR
         for node in c["nodes"]:
             y = nodes.index(node)
-            ax_nodes.broken_barh([(c["start"] - t0, c["end"] - c["start"])], (y - 0.35, 0.7),
-                                 facecolors=colour, edgecolor="white")
+            ax_nodes.broken_barh(
+                [(c["start"] - t0, c["end"] - c["start"])],
+                (y - 0.35, 0.7),
+                facecolors=colour,
+                edgecolor="white",
+            )
             if (c["end"] - c["start"]) / span > 0.08:
-                ax_nodes.text((c["start"] + c["end"]) / 2 - t0, y, label(c["jobid"]), ha="center",
-                              va="center", fontsize=7, clip_on=True)
+                ax_nodes.text(
+                    (c["start"] + c["end"]) / 2 - t0,
+                    y,
+                    label(c["jobid"]),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    clip_on=True,
+                )
     ax_nodes.set_yticks(range(len(nodes)), nodes)
     ax_nodes.set_ylim(max(1, len(nodes)) - 0.5, -0.5)
     ax_nodes.set_title("compute nodes")
@@ -197,16 +239,26 @@ def draw(picture, path, label=str):
     if steps:
         xs = [s["t"] - t0 for s in steps]
         ax_cap.step(xs, [s["bytes"] for s in steps], where="post", color=RAMDISK_COLOUR)
-        ax_cap.fill_between(xs, [s["bytes"] for s in steps], step="post", color=RAMDISK_COLOUR, alpha=0.35)
+        ax_cap.fill_between(
+            xs,
+            [s["bytes"] for s in steps],
+            step="post",
+            color=RAMDISK_COLOUR,
+            alpha=0.35,
+        )
     if picture.get("pool_bytes"):
-        ax_cap.axhline(picture["pool_bytes"], color="black", linestyle="--", linewidth=0.8)
+        ax_cap.axhline(
+            picture["pool_bytes"], color="black", linestyle="--", linewidth=0.8
+        )
         ax_cap.text(0, picture["pool_bytes"], " pool total", va="bottom", fontsize=7)
         ax_cap.set_ylim(0, picture["pool_bytes"] * 1.15)
     top = max([picture.get("pool_bytes") or 0] + [s["bytes"] for s in steps] + [1])
     ax_cap.yaxis.set_major_locator(MultipleLocator(2 ** math.ceil(math.log2(top / 5))))
     ax_cap.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v))))
     ax_cap.set_title("RAM-disk capacity reserved on the RSA nodes")
-    ax_cap.set_xlabel(f"seconds after {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t0))}")
+    ax_cap.set_xlabel(
+        f"seconds after {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t0))}"
+    )
     ax_cap.set_xlim(0, max(1e-3, picture["t1"] - t0) * 1.02)
     for ax in (ax_jobs, ax_nodes, ax_cap):
         ax.grid(axis="x", alpha=0.3)

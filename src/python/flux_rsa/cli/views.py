@@ -75,8 +75,13 @@ class Config(flux.util.UtilConfig):
     }
 
     def __init__(self, subcommand):
-        super().__init__(name="flux-rsa", subcommand=subcommand,
-                         initial_dict={name: {"formats": dict(f)} for name, f in self.builtin_formats.items()})
+        super().__init__(
+            name="flux-rsa",
+            subcommand=subcommand,
+            initial_dict={
+                name: {"formats": dict(f)} for name, f in self.builtin_formats.items()
+            },
+        )
         self.config = self.dict[subcommand]
 
 
@@ -223,7 +228,11 @@ class RsaJob:
     def eta(self):
         if not self.bytes_rate or not self.size:
             return "-"
-        return str(datetime.timedelta(seconds=math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate))))
+        return str(
+            datetime.timedelta(
+                seconds=math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate))
+            )
+        )
 
     @property
     def note(self):
@@ -245,7 +254,8 @@ def attached(rec, hosts):
     if not state or not rec.get("ranks"):
         return "-"
     names = flux.hostlist.Hostlist(
-        [hosts[r] if r < len(hosts) else str(r) for r in rec["ranks"]]).encode()
+        [hosts[r] if r < len(hosts) else str(r) for r in rec["ranks"]]
+    ).encode()
     where = f"{names}:{rec.get('mount_path') or '-'}"
     return where if state == "attached" else f"{where} ({state})"
 
@@ -258,7 +268,11 @@ class PoolNode:
         self.reserved = Size(node.get("reserved", 0))
         self.free = Size(node.get("free", 0))
         self.used = self.reserved / self.total if self.total else 0.0
-        self.state = "drained" if node.get("drained") else ("down" if node.get("state") == "down" else "ok")
+        self.state = (
+            "drained"
+            if node.get("drained")
+            else ("down" if node.get("state") == "down" else "ok")
+        )
         self.reason = node.get("reason") or ""
         holders = node.get("holders", [])
         self.jobs = " ".join(JobID(h["jobid"]).f58 for h in holders)
@@ -279,11 +293,13 @@ def select(items, states=(), user=None, everything=False):
 
 
 def parse_states(text):
-    """"staging_in,READY" -> {"STAGING_IN", "READY"}; ValueError names a bad one."""
+    """ "staging_in,READY" -> {"STAGING_IN", "READY"}; ValueError names a bad one."""
     names = {s.strip().upper() for s in text.split(",") if s.strip()}
     bad = sorted(names - set(STATE_NAMES))
     if bad:
-        raise ValueError(f"--filter: {bad[0]}: not a state (job-states and rsa-states: {', '.join(STATE_NAMES)})")
+        raise ValueError(
+            f"--filter: {bad[0]}: not a state (job-states and rsa-states: {', '.join(STATE_NAMES)})"
+        )
     return names
 
 
@@ -298,7 +314,9 @@ def parse_user(text):
     try:
         return pwd.getpwnam(text).pw_uid
     except KeyError:
-        raise ValueError(f"--user: {text!r}: no such user (give a name, a userid or \"all\")") from None
+        raise ValueError(
+            f'--user: {text!r}: no such user (give a name, a userid or "all")'
+        ) from None
 
 
 def formatter(cls, subcommand, fmt, sort=""):

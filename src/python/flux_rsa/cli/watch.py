@@ -19,9 +19,16 @@ class StageBar(flux.progress.ProgressBar):
 
     def __init__(self):
         super().__init__(
-            total=1, style="bar", before="{label:>22}  ",
+            total=1,
+            style="bar",
+            before="{label:>22}  ",
             after=" {percent:5.1f}% {done:>6}/{size:<6} {rate:>9} ETA {eta}",
-            label="", done="", size="", rate="", eta="")
+            label="",
+            done="",
+            size="",
+            rate="",
+            eta="",
+        )
         self.since = time.time()
 
     @property
@@ -32,8 +39,13 @@ class StageBar(flux.progress.ProgressBar):
         self.total = max(1, int(job.size))
         self.count = min(int(job.done), self.total)
         label = "stage-in" if job.rsa_state == "STAGING_IN" else "stage-out"
-        self.kwargs.update(label=label, done=format(job.done), size=format(job.size),
-                           rate=job.rate, eta=job.eta)
+        self.kwargs.update(
+            label=label,
+            done=format(job.done),
+            size=format(job.size),
+            rate=job.rate,
+            eta=job.eta,
+        )
         return self.formatter(self, width)
 
 

@@ -46,7 +46,9 @@ class StartStage(Action):
     verify: str
     nodes: tuple
     size: int = 0  # bytes expected (the reservation), for estimates and simulation
-    replica: Optional[str] = None  # a staged copy of src on the node (set by the service: core.reuse)
+    replica: Optional[
+        str
+    ] = None  # a staged copy of src on the node (set by the service: core.reuse)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,11 @@ from flux_rsa.ramdisk import registry
 
 SIZE = {"type": ["string", "integer"], "description": 'a size such as "16G"'}
 DURATION = {"type": ["string", "number"], "description": 'a duration such as "5m"'}
-SCRIPT = {"type": "string", "pattern": "^/",
-          "description": "the absolute path of a site script (owned by root, not writable by others)"}
+SCRIPT = {
+    "type": "string",
+    "pattern": "^/",
+    "description": "the absolute path of a site script (owned by root, not writable by others)",
+}
 #: the steps of provider ``command``: its site scripts, required first
 COMMAND_STEPS = ("create", "destroy", "attach", "detach")
 
@@ -27,53 +30,116 @@ SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "proportion": {"type": "integer", "minimum": 1, "description": "compute nodes per RSA node"},
-        "min-nodes": {"type": "integer", "minimum": 1, "description": "smallest job (nodes) that gets a RAM disk"},
+        "proportion": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "compute nodes per RSA node",
+        },
+        "min-nodes": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "smallest job (nodes) that gets a RAM disk",
+        },
         "delay": DURATION,
         "on-late": {"enum": ["ignore", "wait"], "description": '"ignore" or "wait"'},
-        "paths": {"enum": list(job_paths.SITE_MODES),
-                  "description": '"auto" (bind where job shells may make a user namespace, '
-                                 'else env), "bind" or "env"'},
+        "paths": {
+            "enum": list(job_paths.SITE_MODES),
+            "description": '"auto" (bind where job shells may make a user namespace, '
+            'else env), "bind" or "env"',
+        },
         "late-timeout": DURATION,
         "lock-in": {"type": "boolean", "description": "true or false"},
         "lookahead": DURATION,
-        "ondeck-depth": {"type": "integer", "minimum": 1, "description": "pending jobs looked at without estimates"},
+        "ondeck-depth": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "pending jobs looked at without estimates",
+        },
         "keep-demoted": {"type": "boolean", "description": "true or false"},
-        "headroom": {"type": "number", "minimum": 0, "maximum": 1000,
-                     "description": "0 (off) or the factor applied to the size of data_in, such as 1.5"},
+        "headroom": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1000,
+            "description": "0 (off) or the factor applied to the size of data_in, such as 1.5",
+        },
         "reuse": {"type": "boolean", "description": "true or false"},
         "stage-rate": SIZE,
         "node-capacity": SIZE,
         "granule": SIZE,
-        "provider": {"enum": list(registry.PROVIDERS),
-                     "description": " or ".join(f'"{name}" ({caps.summary})'
-                                                for name, caps in registry.PROVIDERS.items())},
-        "attach": {"enum": ["export", "site"],
-                   "description": '"export" (compute nodes mount each RAM disk over the '
-                                  'network) or "site" (the site shows ramdisk-root on compute '
-                                  'nodes under the same path; flux-rsa only checks)'},
+        "provider": {
+            "enum": list(registry.PROVIDERS),
+            "description": " or ".join(
+                f'"{name}" ({caps.summary})'
+                for name, caps in registry.PROVIDERS.items()
+            ),
+        },
+        "attach": {
+            "enum": ["export", "site"],
+            "description": '"export" (compute nodes mount each RAM disk over the '
+            'network) or "site" (the site shows ramdisk-root on compute '
+            "nodes under the same path; flux-rsa only checks)",
+        },
         "command-create": SCRIPT,
         "command-destroy": SCRIPT,
         "command-attach": SCRIPT,
         "command-detach": SCRIPT,
         "command-spans": {"type": "boolean", "description": "true or false"},
-        "mount-root": {"type": "string", "pattern": "^/",
-                       "description": "an absolute directory on compute nodes"},
-        "fs-host": {"type": "string", "pattern": "^[A-Za-z0-9._-]*(\\{host\\}[A-Za-z0-9._-]*)?$",
-                    "description": 'the address of an RSA node\'s file-system server, "{host}" '
-                                   'standing for its name (e.g. "{host}-ib0")'},
-        "fs-ports": {"type": "string", "pattern": "^[0-9]+-[0-9]+$",
-                     "description": 'a range of TCP ports such as "24100-24999"'},
-        "privilege": {"enum": ["auto", "direct", "imp"],
-                      "description": '"auto", "direct" or "imp" (through flux-imp run rsa)'},
-        "ramdisk-root": {"type": "string", "pattern": "^/", "description": "an absolute directory on the RSA nodes"},
-        "property": {"type": "string", "minLength": 1, "description": "the resource property of RSA nodes"},
-        "queue": {"type": "string", "minLength": 1, "description": "the name of the queue of the RSA nodes"},
-        "stage-workers": {"type": "integer", "minimum": 0, "description": "copy workers per RSA node (0: one per core)"},
-        "pool-cores": {"type": "integer", "minimum": 2, "description": "virtual cores per RSA node in the pool"},
-        "keep": {"type": "integer", "minimum": 0, "description": "records of ended jobs kept for `flux rsa status`"},
+        "mount-root": {
+            "type": "string",
+            "pattern": "^/",
+            "description": "an absolute directory on compute nodes",
+        },
+        "fs-host": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9._-]*(\\{host\\}[A-Za-z0-9._-]*)?$",
+            "description": 'the address of an RSA node\'s file-system server, "{host}" '
+            'standing for its name (e.g. "{host}-ib0")',
+        },
+        "fs-ports": {
+            "type": "string",
+            "pattern": "^[0-9]+-[0-9]+$",
+            "description": 'a range of TCP ports such as "24100-24999"',
+        },
+        "privilege": {
+            "enum": ["auto", "direct", "imp"],
+            "description": '"auto", "direct" or "imp" (through flux-imp run rsa)',
+        },
+        "ramdisk-root": {
+            "type": "string",
+            "pattern": "^/",
+            "description": "an absolute directory on the RSA nodes",
+        },
+        "property": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the resource property of RSA nodes",
+        },
+        "queue": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the name of the queue of the RSA nodes",
+        },
+        "stage-workers": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "copy workers per RSA node (0: one per core)",
+        },
+        "pool-cores": {
+            "type": "integer",
+            "minimum": 2,
+            "description": "virtual cores per RSA node in the pool",
+        },
+        "keep": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "records of ended jobs kept for `flux rsa status`",
+        },
         "simulate-rate": SIZE,
-        "stage-retries": {"type": "integer", "minimum": 0, "description": "a number of retries (0: none)"},
+        "stage-retries": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "a number of retries (0: none)",
+        },
         "retry-backoff": DURATION,
         "stage-timeout": DURATION,
         "holder-timeout": DURATION,
@@ -102,8 +168,12 @@ class Policy:
     lock_in: bool = True
     lookahead: float = 900.0
     ondeck_depth: int = 8
-    keep_demoted: bool = True  # a demoted job keeps its data until the capacity is needed
-    headroom: float = 0.0  # >0: capacity = size of data_in x headroom (when rsa.capacity is unset)
+    keep_demoted: bool = (
+        True  # a demoted job keeps its data until the capacity is needed
+    )
+    headroom: float = (
+        0.0  # >0: capacity = size of data_in x headroom (when rsa.capacity is unset)
+    )
     reuse: bool = False  # stage-in copies a same-owner, unchanged data_in already staged on the node
     stage_rate: int = 200 * 2**20  # bytes/s assumed until stage-ins are measured
     node_capacity: int = 4 * 2**30
@@ -115,7 +185,9 @@ class Policy:
     fs_ports: str = "24100-24999"  # ports for file-system servers, a block per holder
     command_create: str = ""  # provider command: the site's scripts for each step
     command_destroy: str = ""
-    command_attach: str = ""  # "": compute nodes reach the RAM disk by the site's own means
+    command_attach: str = (
+        ""  # "": compute nodes reach the RAM disk by the site's own means
+    )
     command_detach: str = ""
     command_spans: bool = True  # provider command: may one RAM disk span RSA nodes?
     privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
@@ -154,11 +226,15 @@ class Policy:
             values[name] = value
         policy = cls(**values, imp=imp or "", userns=bool(userns))
         if policy.granule <= 0:
-            raise BadConfig(f"[rsa] granule: {table.get('granule')!r} must be larger than 0 (e.g. \"1G\")")
+            raise BadConfig(
+                f"[rsa] granule: {table.get('granule')!r} must be larger than 0 (e.g. \"1G\")"
+            )
         low, _, high = policy.fs_ports.partition("-")
         if not 0 < int(low) <= int(high) < 65536:
-            raise BadConfig(f"[rsa] fs-ports: {policy.fs_ports!r} must be LOW-HIGH with "
-                            "0 < LOW <= HIGH < 65536")
+            raise BadConfig(
+                f"[rsa] fs-ports: {policy.fs_ports!r} must be LOW-HIGH with "
+                "0 < LOW <= HIGH < 65536"
+            )
         _check_provider_keys(policy, table)
         if policy.node_capacity < policy.granule:
             raise BadConfig(
@@ -202,8 +278,9 @@ class Policy:
             script = request.stage_in not in (None, "tar")
             on_late = "wait" if script or request.scratch else self.on_late
         delay = self.delay if request.delay is None else request.delay
-        paths = job_paths.resolve(request.paths, self.paths, self.userns,
-                                  request.data_in, request.data_out)
+        paths = job_paths.resolve(
+            request.paths, self.paths, self.userns, request.data_in, request.data_out
+        )
         return dataclasses.replace(request, on_late=on_late, delay=delay, paths=paths)
 
     @property
@@ -229,8 +306,11 @@ class Policy:
     @property
     def scripts(self):
         """Provider command's site scripts that are set: {step: path}."""
-        return {step: getattr(self, f"command_{step}") for step in COMMAND_STEPS
-                if getattr(self, f"command_{step}")}
+        return {
+            step: getattr(self, f"command_{step}")
+            for step in COMMAND_STEPS
+            if getattr(self, f"command_{step}")
+        }
 
     @property
     def node_bytes(self):
@@ -255,7 +335,11 @@ class Policy:
 
     def sizes_from_input(self, request):
         """True when the reservation is sized from the measured data_in."""
-        return self.headroom > 0 and request.capacity is None and request.data_in is not None
+        return (
+            self.headroom > 0
+            and request.capacity is None
+            and request.data_in is not None
+        )
 
     def granules(self, nbytes):
         return math.ceil(nbytes / self.granule)
@@ -275,24 +359,33 @@ def _check_provider_keys(policy, table):
             continue
         given = [key for key in table if key.startswith(other.config_prefix)]
         if given:
-            raise BadConfig(f"[rsa] {given[0]}: only used with provider = \"{other.name}\" "
-                            f"(provider is {policy.provider!r}): remove it or set provider = "
-                            f"\"{other.name}\"")
+            raise BadConfig(
+                f'[rsa] {given[0]}: only used with provider = "{other.name}" '
+                f"(provider is {policy.provider!r}): remove it or set provider = "
+                f'"{other.name}"'
+            )
     for key in caps.config_needs:
         if not table.get(key):
-            raise BadConfig(f"[rsa] provider = \"{policy.provider}\" needs {key} (the absolute "
-                            "path of the site's script for that step; see flux-config-rsa(5))")
+            raise BadConfig(
+                f'[rsa] provider = "{policy.provider}" needs {key} (the absolute '
+                "path of the site's script for that step; see flux-config-rsa(5))"
+            )
     for first, second in caps.config_together:
         if bool(table.get(first)) != bool(table.get(second)):
             have, lack = (first, second) if table.get(first) else (second, first)
-            raise BadConfig(f"[rsa] {have} needs {lack} too (compute nodes that "
-                            f"{have.rpartition('-')[2]} the RAM disk must also "
-                            f"{lack.rpartition('-')[2]} it), or remove {have}")
+            raise BadConfig(
+                f"[rsa] {have} needs {lack} too (compute nodes that "
+                f"{have.rpartition('-')[2]} the RAM disk must also "
+                f"{lack.rpartition('-')[2]} it), or remove {have}"
+            )
     for key, value in table.items():
         if SCHEMA["properties"].get(key) is SCRIPT and (
-                posixpath.normpath(value) != value or value.startswith("//")):
-            raise BadConfig(f"[rsa] {key}: {value!r} is not a plain absolute path (no "
-                            f"'.', '..', '//' or trailing '/'; e.g. {posixpath.normpath(value)!r})")
+            posixpath.normpath(value) != value or value.startswith("//")
+        ):
+            raise BadConfig(
+                f"[rsa] {key}: {value!r} is not a plain absolute path (no "
+                f"'.', '..', '//' or trailing '/'; e.g. {posixpath.normpath(value)!r})"
+            )
 
 
 def _checked(parse, value, key):

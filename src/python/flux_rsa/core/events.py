@@ -71,7 +71,9 @@ class HolderStarted(Event):
 class RamdiskBuilt(Event):
     gen: int
     path: str
-    volume: Optional[dict] = None  # what compute nodes need to attach it (None: simulated)
+    volume: Optional[
+        dict
+    ] = None  # what compute nodes need to attach it (None: simulated)
 
 
 @dataclass(frozen=True)

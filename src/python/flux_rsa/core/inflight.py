@@ -9,7 +9,17 @@ from collections import namedtuple
 from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
 from flux_rsa.core import steps
-from flux_rsa.core.states import HOLDING, OUTPUT_KEPT, PRE_RUN, STAGE_RUNS, JobState, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import (
+    HOLDING,
+    OUTPUT_KEPT,
+    PRE_RUN,
+    STAGE_RUNS,
+    JobState,
+    Measure,
+    Mount,
+    Offer,
+    RsaState,
+)
 
 S = RsaState
 
@@ -40,7 +50,11 @@ def reissue(rec):
     value of a sub-machine first (offer, measure, mount), else the rsa-state's."""
     if rec.offer is Offer.WITHDRAWING:
         return steps.withdraw(rec, None)[1]
-    if rec.offer is Offer.MADE and rec.rsa_state is S.READY and rec.job_state in PRE_RUN:
+    if (
+        rec.offer is Offer.MADE
+        and rec.rsa_state is S.READY
+        and rec.job_state in PRE_RUN
+    ):
         return steps.offer(rec, None)[1]
     if rec.measure is Measure.ASKED:
         return steps.measure(rec, None)[1]
@@ -66,16 +80,30 @@ def timers(rec, now):
         left = deadline.seconds - (now - rec.state_since)
         out.append(dataclasses.replace(deadline, seconds=max(0.0, left)))
     if rec.retry_pending:
-        out.append(A.StartTimer(rec.jobid, name="retry", seconds=rec.limits.retry_backoff))
+        out.append(
+            A.StartTimer(rec.jobid, name="retry", seconds=rec.limits.retry_backoff)
+        )
     entered = {}
     for tr in rec.history:
         entered[tr.rsa_state] = tr.t
-    if rec.rsa_state is S.INUSE_IN and rec.request.delay is not None and rec.request.has_stage_out:
+    if (
+        rec.rsa_state is S.INUSE_IN
+        and rec.request.delay is not None
+        and rec.request.has_stage_out
+    ):
         left = rec.request.delay - (now - entered.get(S.INUSE_IN, now))
         out.append(A.StartTimer(rec.jobid, name="delay", seconds=max(0.0, left)))
     if rec.start_pending and rec.request.on_late == "wait":
-        since = next((tr.t for tr in rec.history if tr.job_state is JobState.RUNNING), now)
-        out.append(A.StartTimer(rec.jobid, name="late", seconds=max(0.0, rec.limits.late_timeout - (now - since))))
+        since = next(
+            (tr.t for tr in rec.history if tr.job_state is JobState.RUNNING), now
+        )
+        out.append(
+            A.StartTimer(
+                rec.jobid,
+                name="late",
+                seconds=max(0.0, rec.limits.late_timeout - (now - since)),
+            )
+        )
     return out
 
 
@@ -109,14 +137,24 @@ def reconcile(records, listing, t):
         else:
             kept_out.append((kept, None))
     stages = {(s["jobid"], s["seq"]) for s in listing.get("stages", [])}
-    wanted_holders = {(r.jobid, r.gen) for r in records.values() if r.rsa_state in HOLDING}
-    wanted_stages = {(r.jobid, r.stage_seq) for r in records.values() if r.rsa_state in STAGE_RUNS}
+    wanted_holders = {
+        (r.jobid, r.gen) for r in records.values() if r.rsa_state in HOLDING
+    }
+    wanted_stages = {
+        (r.jobid, r.stage_seq) for r in records.values() if r.rsa_state in STAGE_RUNS
+    }
     lost = []
     for rec in records.values():
         if rec.rsa_state not in HOLDING or (rec.jobid, rec.gen) in holders:
             continue
         if rec.rsa_state is S.REQUESTED:
             continue  # its hold was (re)sent: the pool makes it
-        why = None if rec.rsa_state is S.TEARDOWN else "the RSA pool restarted without this RAM disk"
+        why = (
+            None
+            if rec.rsa_state is S.TEARDOWN
+            else "the RSA pool restarted without this RAM disk"
+        )
         lost.append((rec.jobid, E.HolderEnded(t, rec.gen, why)))
-    return Reconciled(kept_out, sorted(holders - wanted_holders), sorted(stages - wanted_stages), lost)
+    return Reconciled(
+        kept_out, sorted(holders - wanted_holders), sorted(stages - wanted_stages), lost
+    )

@@ -113,7 +113,11 @@ def settle(rec, ev, actions=None):
     actions = [] if actions is None else actions
     for _ in range(MAX_PASS):
         for row in PASS_ROWS:
-            if rec.job_state in row.jobs and rec.rsa_state in row.states and row.guard(rec):
+            if (
+                rec.job_state in row.jobs
+                and rec.rsa_state in row.states
+                and row.guard(rec)
+            ):
                 if row.to is None and not row.steps:
                     return rec, actions
                 before = (rec.job_state, rec.rsa_state)
@@ -121,7 +125,9 @@ def settle(rec, ev, actions=None):
                 break
         else:
             return rec, actions
-    raise RuntimeError(f"job {rec.jobid}: the pass does not settle in {rec.job_state}/{rec.rsa_state}")
+    raise RuntimeError(
+        f"job {rec.jobid}: the pass does not settle in {rec.job_state}/{rec.rsa_state}"
+    )
 
 
 def admit(jobid, userid, nnodes, request, policy, t):
@@ -133,10 +139,14 @@ def admit(jobid, userid, nnodes, request, policy, t):
         nnodes=nnodes,
         request=policy.resolve(request),
         need=0 if reason else policy.need(nnodes, request),
-        measure=Measure.WANTED if not reason and policy.sizes_from_input(request) else Measure.NONE,
+        measure=Measure.WANTED
+        if not reason and policy.sizes_from_input(request)
+        else Measure.NONE,
         rsa_state=RsaState.INELIGIBLE if reason else RsaState.INITIAL,
         reason=reason,
         limits=policy.limits(),
         state_since=t,
     )
-    return dataclasses.replace(rec, history=(Transition(t, rec.job_state, rec.rsa_state),))
+    return dataclasses.replace(
+        rec, history=(Transition(t, rec.job_state, rec.rsa_state),)
+    )

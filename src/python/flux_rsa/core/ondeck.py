@@ -95,7 +95,11 @@ class Ledger:
         if rec.nodes:
             self._spread(want, rec.nodes, -1)
         else:  # not placed yet: give it back to the emptiest open node
-            node = max((n for n in self.free if n not in self.closed), key=self.free.get, default=None)
+            node = max(
+                (n for n in self.free if n not in self.closed),
+                key=self.free.get,
+                default=None,
+            )
             if node is not None:
                 self.free[node] += want
 
@@ -175,7 +179,13 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
 
     def candidate(p):
         rec = records.get(p.jobid)
-        if rec is None or rec.rsa_state is S.INELIGIBLE or rec.failed or not rec.need or rec.measure is not Measure.NONE:
+        if (
+            rec is None
+            or rec.rsa_state is S.INELIGIBLE
+            or rec.failed
+            or not rec.need
+            or rec.measure is not Measure.NONE
+        ):
             return False
         stay = HYSTERESIS if rec.job_state is J.ONDECK else 1.0
         if p.t_estimate is not None:
@@ -190,8 +200,14 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
         return (max(t, now), position[p.jobid])
 
     whole = policy.node_granules * len(nodes)
-    never = {p.jobid for p in order if candidate(p) and policy.granules(records[p.jobid].need) > whole}
-    candidates = sorted((p for p in order if candidate(p) and p.jobid not in never), key=start_key)
+    never = {
+        p.jobid
+        for p in order
+        if candidate(p) and policy.granules(records[p.jobid].need) > whole
+    }
+    candidates = sorted(
+        (p for p in order if candidate(p) and p.jobid not in never), key=start_key
+    )
     key = {p.jobid: start_key(p) for p in candidates}
     ledger = Ledger(nodes, policy, drained)
     # fixed: capacity of jobs that are not pending, or already being revoked
@@ -262,6 +278,11 @@ def plan(pending, records, nodes, policy, now, rate=0.0, drained=()):
             continue
         if rec.job_state is J.ONDECK and jobid not in d.ondeck:
             out.append((jobid, E.Demoted(now)))
-        if jobid in d.revoke or (not policy.keep_demoted and jobid not in d.ondeck and _holds(rec) and not rec.revoked):
+        if jobid in d.revoke or (
+            not policy.keep_demoted
+            and jobid not in d.ondeck
+            and _holds(rec)
+            and not rec.revoked
+        ):
             out.append((jobid, E.Revoke(now)))
     return out

@@ -20,7 +20,9 @@ NONE = "none"
 def not_home(rec):
     """The job was given an output area on its RAM disk and what it wrote
     there has not been staged out (yet, or ever)."""
-    return rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is not True
+    return (
+        rec.env is not None and rec.env.out_on_ramdisk and rec.output_home is not True
+    )
 
 
 def at_risk(rec):

@@ -26,8 +26,10 @@ def bind_blocker(data_in, data_out):
         if path == "/":
             return f"rsa.{key} is / (a mount there would hide every other path)"
     if data_in and data_out and data_in.startswith(data_out.rstrip("/") + "/"):
-        return ("rsa.data_in is inside rsa.data_out (the output area shown at data_out "
-                "would hide it)")
+        return (
+            "rsa.data_in is inside rsa.data_out (the output area shown at data_out "
+            "would hide it)"
+        )
     return None
 
 

@@ -38,4 +38,6 @@ def median_rate(samples, default):
 
 def stage_rate(records, default):
     """Median bytes/s of the most recent complete stage-ins, else ``default``."""
-    return median_rate([s for s in map(sample, records.values()) if s is not None], default)
+    return median_rate(
+        [s for s in map(sample, records.values()) if s is not None], default
+    )

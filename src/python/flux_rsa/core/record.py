@@ -7,7 +7,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from flux_rsa.core.states import AT_REST, ENDED, JobState, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import (
+    AT_REST,
+    ENDED,
+    JobState,
+    Measure,
+    Mount,
+    Offer,
+    RsaState,
+)
 
 #: the RAM disk's layout: inputs and outputs live side by side
 IN_AREA = "in"
@@ -30,12 +38,18 @@ class Request:
 
     @property
     def wants_rsa(self):
-        return self.data_in is not None or self.data_out is not None or self.capacity is not None
+        return (
+            self.data_in is not None
+            or self.data_out is not None
+            or self.capacity is not None
+        )
 
     @property
     def scratch(self):
         """Only a RAM disk to work in (rsa.capacity alone): nothing staged."""
-        return self.capacity is not None and self.data_in is None and self.data_out is None
+        return (
+            self.capacity is not None and self.data_in is None and self.data_out is None
+        )
 
     @property
     def has_stage_in(self):
@@ -50,7 +64,9 @@ class Request:
 
     @classmethod
     def from_dict(cls, d):
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+        return cls(
+            **{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
+        )
 
 
 @dataclass(frozen=True)
@@ -105,15 +121,25 @@ class Limits:
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
     headroom: float = 0.0  # >0: the reservation is data_in's size times this
     granule: int = 4 * 2**20  # reservations are whole granules
-    cap: int = 0  # >0: the most one reservation may hold (a provider that cannot span nodes)
-    mount_root: str = ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
+    cap: int = (
+        0  # >0: the most one reservation may hold (a provider that cannot span nodes)
+    )
+    mount_root: str = (
+        ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
+    )
 
     def to_dict(self):
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d):
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in (d or {})})
+        return cls(
+            **{
+                f.name: d[f.name]
+                for f in dataclasses.fields(cls)
+                if f.name in (d or {})
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -166,7 +192,9 @@ class Record:
     restages: int = 0  # stage-ins started beyond the first
     output_home: Optional[bool] = None  # None until stage-out ends
     reused: Optional[str] = None  # inputs copied from this replica, not data_in
-    volume: Optional[dict] = None  # what compute nodes need to attach it (None: simulated)
+    volume: Optional[
+        dict
+    ] = None  # what compute nodes need to attach it (None: simulated)
     ranks: tuple = ()  # the job's compute nodes (broker ranks), from its start
     mount: Mount = Mount.NONE  # the RAM disk on the compute nodes
     mount_path: Optional[str] = None  # where the compute nodes attach(ed) it
@@ -176,8 +204,11 @@ class Record:
     def final(self):
         """Nothing is held, in flight or attached, and never will be again:
         the job ended and its RAM disk is gone (or never was)."""
-        return (self.job_state in ENDED and self.rsa_state in AT_REST
-                and self.mount in (Mount.NONE, Mount.FAILED))
+        return (
+            self.job_state in ENDED
+            and self.rsa_state in AT_REST
+            and self.mount in (Mount.NONE, Mount.FAILED)
+        )
 
     @property
     def fresh(self):
@@ -185,8 +216,11 @@ class Record:
         held a RAM disk, its job is pending.  After a restart the journal's
         replay admits such a job again from its submit event, so its record
         needs no copy in the KVS (one write less for every queued job)."""
-        return (self.rsa_state is RsaState.INITIAL and self.gen == 0
-                and self.job_state is JobState.PENDING)
+        return (
+            self.rsa_state is RsaState.INITIAL
+            and self.gen == 0
+            and self.job_state is JobState.PENDING
+        )
 
     def area(self, name):
         """Path of an area (IN_AREA or OUT_AREA) on the current RAM disk,
@@ -200,8 +234,12 @@ class Record:
         """The RAM disk as the job's compute nodes see it: where they attach
         it (``[rsa] mount-root``), else (nothing mounted: the site shows it)
         the RSA nodes' path."""
-        if (self.ramdisk is None or self.volume is None or self.volume.get("same_path")
-                or not self.limits.mount_root):
+        if (
+            self.ramdisk is None
+            or self.volume is None
+            or self.volume.get("same_path")
+            or not self.limits.mount_root
+        ):
             return self.ramdisk
         return f"{self.limits.mount_root.rstrip('/')}/{self.ramdisk.rsplit('/', 1)[-1]}"
 

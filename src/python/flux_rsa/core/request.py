@@ -40,8 +40,10 @@ KEYS = {
     "capacity": 'a RAM-disk size with a unit, such as "512M", "16G" or "2T"; K, M, G, T, P count in powers of 1024',
     "on_late": '"ignore" to start on data_in, or "wait" to hold the job for its inputs',
     "verify": '"size" or "checksum"',
-    "paths": ('"bind" (the job sees the RAM disk at data_in\'s and data_out\'s own paths) '
-              'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)'),
+    "paths": (
+        "\"bind\" (the job sees the RAM disk at data_in's and data_out's own paths) "
+        'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)'
+    ),
 }
 
 _PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH, "pattern": "^/"}
@@ -150,7 +152,9 @@ def _check_shape(attrs):
     if not err.path:
         if err.validator == "additionalProperties":
             unknown = sorted((k for k in attrs if k not in KEYS), key=str)
-            raise BadRequest(f"rsa.{_key(unknown[0])}: unknown key (known keys: {', '.join(KEYS)})")
+            raise BadRequest(
+                f"rsa.{_key(unknown[0])}: unknown key (known keys: {', '.join(KEYS)})"
+            )
         raise BadRequest(
             f"rsa: {show(attrs)} is not a table of settings "
             "(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)"
@@ -250,7 +254,9 @@ def parse_request(attrs):
     _check_shape(attrs)
     get = attrs.get
     data_in = _path("data_in", get("data_in")) if get("data_in") is not None else None
-    data_out = _path("data_out", get("data_out")) if get("data_out") is not None else None
+    data_out = (
+        _path("data_out", get("data_out")) if get("data_out") is not None else None
+    )
     if data_in and data_out:
         if data_out == data_in or data_out.startswith(data_in.rstrip("/") + "/"):
             raise BadRequest(
@@ -281,10 +287,17 @@ def parse_request(attrs):
 NEEDS = {
     "stage_in": ("all", ("data_in",), "the directory the stage-in works on"),
     "stage_out": ("all", ("data_out",), "the directory the stage-out works on"),
-    "delay": ("all", ("data_in", "data_out"),
-              "the staged inputs are dropped after the delay to make room for outputs"),
+    "delay": (
+        "all",
+        ("data_in", "data_out"),
+        "the staged inputs are dropped after the delay to make room for outputs",
+    ),
     "verify": ("any", ("data_in", "data_out"), "it checks what is staged"),
-    "on_late": ("any", ("data_in", "data_out", "capacity"), "without them the job gets no RAM disk"),
+    "on_late": (
+        "any",
+        ("data_in", "data_out", "capacity"),
+        "without them the job gets no RAM disk",
+    ),
     "paths": ("any", ("data_in", "data_out"), "they are the paths it is about"),
 }
 
@@ -299,5 +312,7 @@ def _check_needs(attrs, request):
         if mode == "all":
             named = " and ".join(f"rsa.{k}" for k in missing)
         else:
-            named = ", ".join(f"rsa.{k}" for k in missing[:-1]) + f" or rsa.{missing[-1]}"
+            named = (
+                ", ".join(f"rsa.{k}" for k in missing[:-1]) + f" or rsa.{missing[-1]}"
+            )
         raise BadRequest(f"rsa.{key}: {show(attrs[key])} needs {named} too ({why})")

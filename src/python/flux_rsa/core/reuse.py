@@ -37,9 +37,15 @@ def donors(rec, records):
     in jobid order (none for a job with a stage-in script)."""
     if rec.request.data_in is None or rec.request.stage_in is not None:
         return []
-    return [o for o in sorted(records.values(), key=lambda r: r.jobid)
-            if o.jobid != rec.jobid and o.userid == rec.userid and o.nodes
-            and o.request.data_in == rec.request.data_in and has_inputs(o)]
+    return [
+        o
+        for o in sorted(records.values(), key=lambda r: r.jobid)
+        if o.jobid != rec.jobid
+        and o.userid == rec.userid
+        and o.nodes
+        and o.request.data_in == rec.request.data_in
+        and has_inputs(o)
+    ]
 
 
 def replica(rec, records):

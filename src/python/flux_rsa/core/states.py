@@ -172,7 +172,15 @@ AT_REST = frozenset({S.INITIAL, S.INELIGIBLE, S.DESTROYED})
 #: rsa-states waiting for an answer from the pool (the "in flight" ones
 #: above): each is bounded by a deadline and asked again after a restart
 IN_FLIGHT = frozenset(
-    {S.REQUESTED, S.ASSIGNED, S.BOOTING, S.STAGING_IN, S.STOPPING, S.STAGING_OUT, S.TEARDOWN}
+    {
+        S.REQUESTED,
+        S.ASSIGNED,
+        S.BOOTING,
+        S.STAGING_IN,
+        S.STOPPING,
+        S.STAGING_OUT,
+        S.TEARDOWN,
+    }
 )
 
 #: rsa-states in which a holder is asked for but has no RAM disk yet
@@ -183,4 +191,6 @@ STAGE_RUNS = frozenset({S.STAGING_IN, S.STAGING_OUT, S.STOPPING})
 
 #: rsa-states whose RAM disk may hold outputs the job wrote and that are not
 #: yet home: losing it loses them (``outputs.at_risk``); a pool restart keeps it
-OUTPUT_KEPT = frozenset({S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED})
+OUTPUT_KEPT = frozenset(
+    {S.INUSE_IN, S.INUSE_OUT, S.STAGING_OUT, S.HELD, S.STOPPING, S.ABORTED}
+)

@@ -7,8 +7,8 @@ import dataclasses
 import math
 
 from flux_rsa.core import actions as A
-from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
 from flux_rsa.core import outputs
+from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
 from flux_rsa.core.states import IN_FLIGHT, RAMDISK_UP, Measure, Mount, Offer, RsaState
 
 S = RsaState
@@ -23,12 +23,18 @@ def start_env(rec):
     the RAM disk if one exists, persistent storage otherwise (thesis 3.2.1:
     a job that starts before its stage-in is done reads data_in directly)."""
     req = rec.request
-    usable = rec.rsa_state in RAMDISK_UP and not rec.revoked and rec.mount is not Mount.FAILED
+    usable = (
+        rec.rsa_state in RAMDISK_UP
+        and not rec.revoked
+        and rec.mount is not Mount.FAILED
+    )
     if not usable or rec.ramdisk is None:
         return Env(data_in=req.data_in, data_out=req.data_out)
     staged = rec.rsa_state is S.READY and req.has_stage_in
     on_ramdisk_out = req.has_stage_out
-    if not staged and not on_ramdisk_out and not req.scratch:  # nothing of it is for the job
+    if (
+        not staged and not on_ramdisk_out and not req.scratch
+    ):  # nothing of it is for the job
         return Env(data_in=req.data_in, data_out=req.data_out)
     return Env(
         ramdisk=rec.job_ramdisk,
@@ -51,12 +57,16 @@ def request(rec, ev):
 
 def ask_capacity(rec, ev):
     """Ask the pool for the current reservation (again, after a restart)."""
-    return rec, [A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)]
+    return rec, [
+        A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)
+    ]
 
 
 def measure(rec, ev):
     """Size the reservation from data_in: ask the pool to measure it."""
-    return _set(rec, measure=Measure.ASKED), [A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)]
+    return _set(rec, measure=Measure.ASKED), [
+        A.Measure(rec.jobid, path=rec.request.data_in, userid=rec.userid)
+    ]
 
 
 def sized(rec, ev):
@@ -65,8 +75,10 @@ def sized(rec, ev):
     from flux_rsa.core.units import format_size
 
     if not ev.ok:
-        error = (f"measuring rsa.data_in failed ({ev.error}): reserving "
-                 f"{format_size(rec.need)} by the proportion rule instead")
+        error = (
+            f"measuring rsa.data_in failed ({ev.error}): reserving "
+            f"{format_size(rec.need)} by the proportion rule instead"
+        )
         return _set(rec, measure=Measure.NONE, error=error), []
     granule = rec.limits.granule
     need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
@@ -97,7 +109,8 @@ def forget_holder(rec, ev):
 def attach(rec, ev):
     root, _, name = rec.job_ramdisk.rpartition("/")
     return _set(rec, mount=Mount.ATTACHING, mount_path=rec.job_ramdisk), [
-        A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)]
+        A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)
+    ]
 
 
 def attached(rec, ev):
@@ -106,7 +119,9 @@ def attached(rec, ev):
     if ev.ok:
         return _set(rec, mount=Mount.ATTACHED), []
     error = f"the RAM disk could not be attached where the job runs ({ev.error}): it uses its directories"
-    return _set(rec, mount=Mount.FAILED, error=error), [A.PostEvent(rec.jobid, "error", {"error": error})]
+    return _set(rec, mount=Mount.FAILED, error=error), [
+        A.PostEvent(rec.jobid, "error", {"error": error})
+    ]
 
 
 def detach(rec, ev):
@@ -114,14 +129,22 @@ def detach(rec, ev):
     still let go of their mount."""
     root, _, name = rec.mount_path.rpartition("/")
     return _set(rec, mount=Mount.DETACHING), [
-        A.Detach(rec.jobid, ranks=rec.ranks, root=root, name=name)]
+        A.Detach(rec.jobid, ranks=rec.ranks, root=root, name=name)
+    ]
 
 
 def detached(rec, ev):
     if ev.ok:
         return _set(rec, mount=Mount.NONE, mount_path=None), []
-    return _set(rec, mount=Mount.NONE, mount_path=None,
-                error=f"detaching the RAM disk: {ev.error}"), []
+    return (
+        _set(
+            rec,
+            mount=Mount.NONE,
+            mount_path=None,
+            error=f"detaching the RAM disk: {ev.error}",
+        ),
+        [],
+    )
 
 
 def lost(rec, ev):
@@ -147,7 +170,10 @@ def lost(rec, ev):
 
 def reset(rec, ev):
     """Back to INITIAL after a demotion: a new reservation starts from zero."""
-    return _set(rec, nodes=(), granted=0, ramdisk=None, stage_dir=None, progress=None), []
+    return (
+        _set(rec, nodes=(), granted=0, ramdisk=None, stage_dir=None, progress=None),
+        [],
+    )
 
 
 # --- staging ---------------------------------------------------------------
@@ -223,7 +249,11 @@ def held(rec, ev):
         A.PostEvent(
             rec.jobid,
             "held",
-            {"ramdisk": rec.area(OUT_AREA), "nodes": list(rec.nodes), "error": rec.error},
+            {
+                "ramdisk": rec.area(OUT_AREA),
+                "nodes": list(rec.nodes),
+                "error": rec.error,
+            },
         )
     ]
 
@@ -258,7 +288,11 @@ def retry_or_give_up(rec, ev):
     """A failed stage-in: try again after a back-off, or use data_in."""
     rec, acts, again = _failure(rec)
     if not again:
-        rec = _set(rec, failed=True, error=f"{rec.error} (stage-in failed {rec.attempts} times: the job uses data_in directly)")
+        rec = _set(
+            rec,
+            failed=True,
+            error=f"{rec.error} (stage-in failed {rec.attempts} times: the job uses data_in directly)",
+        )
     return rec, acts
 
 
@@ -279,7 +313,9 @@ def auto_retry_out(rec, ev):
 
 def abandon_stage(rec, ev):
     """Stop the running stage and ignore whatever it reports later."""
-    return _set(rec, stage_seq=rec.stage_seq + 1, stage_dir=None), [A.StopStage(rec.jobid, seq=rec.stage_seq)]
+    return _set(rec, stage_seq=rec.stage_seq + 1, stage_dir=None), [
+        A.StopStage(rec.jobid, seq=rec.stage_seq)
+    ]
 
 
 def timed_out(rec, ev):
@@ -290,14 +326,35 @@ def timed_out(rec, ev):
         "STAGING_IN": "stage-in did not finish",
         "STAGING_OUT": "stage-out did not finish",
     }.get(ev.state, ev.state)
-    limit = rec.limits.stage_timeout if ev.state.startswith("STAGING") else rec.limits.holder_timeout
+    limit = (
+        rec.limits.stage_timeout
+        if ev.state.startswith("STAGING")
+        else rec.limits.holder_timeout
+    )
     error = f"{what} within {limit:g}s ([rsa] {'stage' if ev.state.startswith('STAGING') else 'holder'}-timeout)"
-    return _set(rec, error=error, failed=True, attempts=rec.limits.stage_retries + 1, retry_pending=False), []
+    return (
+        _set(
+            rec,
+            error=error,
+            failed=True,
+            attempts=rec.limits.stage_retries + 1,
+            retry_pending=False,
+        ),
+        [],
+    )
 
 
 def rearm(rec, ev):
     """Still waiting for the pool: ask again and keep the deadline."""
-    return rec, [A.StartTimer(rec.jobid, name="timeout", seconds=_deadline(rec), state=rec.rsa_state.value, since=rec.state_since)]
+    return rec, [
+        A.StartTimer(
+            rec.jobid,
+            name="timeout",
+            seconds=_deadline(rec),
+            state=rec.rsa_state.value,
+            since=rec.state_since,
+        )
+    ]
 
 
 def _deadline(rec):
@@ -310,7 +367,15 @@ def deadline_timer(rec, t):
     """The timer bounding the state ``rec`` just entered, if any."""
     if rec.rsa_state not in IN_FLIGHT:
         return []
-    return [A.StartTimer(rec.jobid, name="timeout", seconds=_deadline(rec), state=rec.rsa_state.value, since=t)]
+    return [
+        A.StartTimer(
+            rec.jobid,
+            name="timeout",
+            seconds=_deadline(rec),
+            state=rec.rsa_state.value,
+            since=t,
+        )
+    ]
 
 
 def released(rec, ev):
@@ -355,7 +420,9 @@ def late_timer(rec, ev):
 def late(rec, ev):
     after = f"{rec.limits.late_timeout:g}s after the job was due to start"
     if rec.request.scratch:
-        error = f"RAM disk not ready {after}: the job runs without one (RSA_RAMDISK unset)"
+        error = (
+            f"RAM disk not ready {after}: the job runs without one (RSA_RAMDISK unset)"
+        )
     else:
         error = f"inputs not staged {after}: it uses data_in directly"
     return _set(rec, failed=True, error=error), []
@@ -366,8 +433,17 @@ def take_env(rec, ev):
     (a job that started with our offer keeps its RAM disk)."""
     env = ev.env if ev.env is not None else rec.env
     uses = env is not None and env.on_ramdisk
-    return _set(rec, env=env, start_pending=False, started=True, offer=Offer.NONE,
-                revoked=rec.revoked and not uses), []
+    return (
+        _set(
+            rec,
+            env=env,
+            start_pending=False,
+            started=True,
+            offer=Offer.NONE,
+            revoked=rec.revoked and not uses,
+        ),
+        [],
+    )
 
 
 # --- the start offer: a staged job starts without a round trip ------------
@@ -415,7 +491,13 @@ def starting(rec, ev):
     """job-manager holds the job until we answer; on_late=wait may make it
     wait for the inputs, never longer than the site's late timeout."""
     first = not rec.start_pending and rec.env is None
-    rec = _set(rec, start_pending=True, revoked=False, offer=Offer.NONE, ranks=ev.ranks or rec.ranks)
+    rec = _set(
+        rec,
+        start_pending=True,
+        revoked=False,
+        offer=Offer.NONE,
+        ranks=ev.ranks or rec.ranks,
+    )
     if first and rec.request.on_late == "wait" and rec.rsa_state is not S.INELIGIBLE:
         return late_timer(rec, ev)
     return rec, []

@@ -37,7 +37,17 @@ from collections import namedtuple
 
 from flux_rsa.core import events as E
 from flux_rsa.core import steps as do
-from flux_rsa.core.states import ENDED, HOLDER_IN_FLIGHT, HOLDING, PRE_RUN, JobState, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import (
+    ENDED,
+    HOLDER_IN_FLIGHT,
+    HOLDING,
+    PRE_RUN,
+    JobState,
+    Measure,
+    Mount,
+    Offer,
+    RsaState,
+)
 
 J = JobState
 S = RsaState
@@ -144,8 +154,13 @@ def revoked(rec):
 def offerable(rec):
     """Staged and pending, nothing offered yet: offer the start env (not
     when the compute nodes must attach the RAM disk first)."""
-    return (rec.offer is Offer.NONE and not rec.revoked and not rec.start_pending and not rec.failed
-            and rec.volume is None)
+    return (
+        rec.offer is Offer.NONE
+        and not rec.revoked
+        and not rec.start_pending
+        and not rec.failed
+        and rec.volume is None
+    )
 
 
 def attached_here(rec):
@@ -324,51 +339,91 @@ EVENT_ROWS = {
         Row(GONE, always, SAME, ()),
         # not asked for: the reservation failed or the RAM disk was lost
         Row(HOLDER_IN_FLIGHT, always, S.DESTROYED, (do.lost, do.forget_holder)),
-        Row(LIVE_RAMDISK, always, S.DESTROYED, (do.drop_offer, do.lost, do.forget_holder)),
+        Row(
+            LIVE_RAMDISK,
+            always,
+            S.DESTROYED,
+            (do.drop_offer, do.lost, do.forget_holder),
+        ),
     ],
     # stage jobs
     E.StageProgress: [
-        Row(states(S.STAGING_IN, S.STAGING_OUT, S.STOPPING), always, SAME, (do.progress,)),
+        Row(
+            states(S.STAGING_IN, S.STAGING_OUT, S.STOPPING),
+            always,
+            SAME,
+            (do.progress,),
+        ),
         Row(ANY, always, SAME, ()),
     ],
     E.StageEnded: [
         Row(states(S.STAGING_IN), ok, S.READY, (do.stage_over, do.staged_in)),
-        Row(states(S.STAGING_IN), not_ok, S.ABORTED, (do.stage_over, do.note_error, do.retry_or_give_up)),
+        Row(
+            states(S.STAGING_IN),
+            not_ok,
+            S.ABORTED,
+            (do.stage_over, do.note_error, do.retry_or_give_up),
+        ),
         Row(states(S.STOPPING), always, S.ABORTED, (do.stage_over,)),
-        Row(states(S.STAGING_OUT), ok, S.TEARDOWN, (do.stage_over, do.home, do.cancel_holder)),
-        Row(states(S.STAGING_OUT), not_ok, S.HELD, (do.stage_over, do.note_error, do.retry_or_hold)),
+        Row(
+            states(S.STAGING_OUT),
+            ok,
+            S.TEARDOWN,
+            (do.stage_over, do.home, do.cancel_holder),
+        ),
+        Row(
+            states(S.STAGING_OUT),
+            not_ok,
+            S.HELD,
+            (do.stage_over, do.note_error, do.retry_or_hold),
+        ),
         # the RAM disk went away under the stage: nothing left to do
         Row(states(S.DESTROYED), always, SAME, (do.stage_over,)),
     ],
     # timers and people
     E.InputReleased: [
-        Row(states(S.INUSE_IN), always, S.INUSE_OUT, (do.purge_input, do.input_released)),
+        Row(
+            states(S.INUSE_IN), always, S.INUSE_OUT, (do.purge_input, do.input_released)
+        ),
         Row(ANY, always, SAME, ()),
     ],
     E.LateTimeout: [
         Row(ANY, still_waiting, SAME, (do.late,)),
         Row(ANY, always, SAME, ()),
     ],
-    E.Retry: [Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))],
+    E.Retry: [
+        Row(states(S.HELD), always, S.STAGING_OUT, (do.manual_retry, do.stage_out))
+    ],
     E.TooBig: [Row(ANY, always, SAME, (do.too_big,))],
-    E.Withdrawn: [Row(ANY, withdrawing, SAME, (do.withdrawn,)), Row(ANY, always, SAME, ())],
+    E.Withdrawn: [
+        Row(ANY, withdrawing, SAME, (do.withdrawn,)),
+        Row(ANY, always, SAME, ()),
+    ],
     E.OfferTaken: [Row(ANY, always, SAME, (do.offer_taken,))],
-    E.Measured: [Row(ANY, measure_asked, SAME, (do.sized,)), Row(ANY, always, SAME, ())],
+    E.Measured: [
+        Row(ANY, measure_asked, SAME, (do.sized,)),
+        Row(ANY, always, SAME, ()),
+    ],
     E.RetryStage: [Row(ANY, always, SAME, (do.retry_now,))],
     # a deadline (machine.py ignores one for a state the job has left)
     E.Timeout: [
         Row(HOLDER_IN_FLIGHT, always, S.TEARDOWN, (do.timed_out, do.cancel_holder)),
         Row(states(S.STAGING_IN), always, S.STOPPING, (do.timed_out, do.stop_stage)),
-        Row(states(S.STAGING_OUT), always, S.HELD, (do.timed_out, do.abandon_stage, do.held)),
+        Row(
+            states(S.STAGING_OUT),
+            always,
+            S.HELD,
+            (do.timed_out, do.abandon_stage, do.held),
+        ),
         Row(states(S.STOPPING), always, SAME, (do.stop_stage, do.rearm)),
         Row(states(S.TEARDOWN), always, SAME, (do.cancel_holder, do.rearm)),
     ],
-    E.Release: [Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))],
+    E.Release: [
+        Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))
+    ],
     # the RAM disk on the compute nodes (the mount sub-machine)
-    E.Attached: [Row(ANY, attaching, SAME, (do.attached,)),
-                 Row(ANY, always, SAME, ())],
-    E.Detached: [Row(ANY, detaching, SAME, (do.detached,)),
-                 Row(ANY, always, SAME, ())],
+    E.Attached: [Row(ANY, attaching, SAME, (do.attached,)), Row(ANY, always, SAME, ())],
+    E.Detached: [Row(ANY, detaching, SAME, (do.detached,)), Row(ANY, always, SAME, ())],
 }
 
 # --- PASS_ROWS: the scheduler pass (thesis Appendix A, Figures 3.2-3.5) ------
@@ -391,15 +446,43 @@ PASS_ROWS = [
     PassRow(RUN, states(S.STAGING_IN), out_only, S.STOPPING, (do.stop_stage,)),
     PassRow(RUN, states(S.ABORTED), out_only, S.INUSE_OUT, (do.purge_input,)),
     PassRow(RUN, states(S.STAGING_IN), given, S.STOPPING, (do.stop_stage,)),
-    PassRow(RUN, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, given_unmounted, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(
+        RUN,
+        GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT},
+        given_unmounted,
+        S.TEARDOWN,
+        (do.cancel_holder,),
+    ),
     # -- sizing from data_in (headroom): measure it first --
     PassRow(PRE_RUN | RUN, states(S.INITIAL), measure_wanted, SAME, (do.measure,)),
     # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
-    PassRow(ONDECK_OR_RUN, states(S.INITIAL), advancing_sized, S.REQUESTED, (do.request,)),
-    PassRow(ONDECK_OR_RUN, states(S.BOOTED), advancing_with_input, S.STAGING_IN, (do.stage_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.BOOTED), advancing_without_input, S.READY, (do.staged_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.ABORTED), advancing_retry_due, S.STAGING_IN, (do.stage_in,)),
-    PassRow(ONDECK_OR_RUN, states(S.DESTROYED), advancing_can_stage, S.INITIAL, (do.reset,)),
+    PassRow(
+        ONDECK_OR_RUN, states(S.INITIAL), advancing_sized, S.REQUESTED, (do.request,)
+    ),
+    PassRow(
+        ONDECK_OR_RUN,
+        states(S.BOOTED),
+        advancing_with_input,
+        S.STAGING_IN,
+        (do.stage_in,),
+    ),
+    PassRow(
+        ONDECK_OR_RUN,
+        states(S.BOOTED),
+        advancing_without_input,
+        S.READY,
+        (do.staged_in,),
+    ),
+    PassRow(
+        ONDECK_OR_RUN,
+        states(S.ABORTED),
+        advancing_retry_due,
+        S.STAGING_IN,
+        (do.stage_in,),
+    ),
+    PassRow(
+        ONDECK_OR_RUN, states(S.DESTROYED), advancing_can_stage, S.INITIAL, (do.reset,)
+    ),
     # -- staged while pending: offer the start, so it needs no round trip --
     PassRow(PRE_RUN, states(S.READY), offerable, SAME, (do.offer,)),
     # -- demoted and revoked: give the capacity back (Figure 3.3) --
@@ -412,8 +495,26 @@ PASS_ROWS = [
     # -- the job is over (Figure 3.5, thesis job-finish.sh) --
     # its compute nodes let go of the RAM disk before anything reads or ends it
     PassRow(frozenset(J), ANY, needless_mount, SAME, (do.detach,)),
-    PassRow(frozenset({J.FINISHED}), states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED), output_to_stage_out, S.STAGING_OUT, (do.stage_out,)),
-    PassRow(frozenset({J.FINISHED}), states(S.HELD), auto_retry, S.STAGING_OUT, (do.auto_retry_out, do.stage_out)),
+    PassRow(
+        frozenset({J.FINISHED}),
+        states(S.INUSE_IN, S.INUSE_OUT, S.ABORTED),
+        output_to_stage_out,
+        S.STAGING_OUT,
+        (do.stage_out,),
+    ),
+    PassRow(
+        frozenset({J.FINISHED}),
+        states(S.HELD),
+        auto_retry,
+        S.STAGING_OUT,
+        (do.auto_retry_out, do.stage_out),
+    ),
     PassRow(ENDED, states(S.STAGING_IN), always, S.STOPPING, (do.stop_stage,)),
-    PassRow(ENDED, GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT}, unmounted, S.TEARDOWN, (do.cancel_holder,)),
+    PassRow(
+        ENDED,
+        GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT},
+        unmounted,
+        S.TEARDOWN,
+        (do.cancel_holder,),
+    ),
 ]

@@ -64,8 +64,9 @@ class Agent:
         self.policy = policy
         self.simulate = policy.simulate_rate > 0
         self.topic = topic
-        self.via = caller.choose(python, policy.privilege, policy.imp, os.getuid(),
-                                 policy.scripts)
+        self.via = caller.choose(
+            python, policy.privilege, policy.imp, os.getuid(), policy.scripts
+        )
         self.unusable = None  # why privileged operations cannot run here, or None
         self.environment = dict(os.environ)
         self.pool_jobid = int(JobID(h.attr_get("jobid")))
@@ -85,25 +86,40 @@ class Agent:
         t0 = time.monotonic()
         R = graph.load(self.h, self.policy)
         self.hosts = jgf.hosts_by_rank(R)
-        self.nodes = Nodes(self.h, self.hosts, self.policy.node_granules, log,
-                           self.node_changed)
+        self.nodes = Nodes(
+            self.h, self.hosts, self.policy.node_granules, log, self.node_changed
+        )
         t_graph = time.monotonic() - t0
         if not self.simulate:
-            self.unusable = caller.problem(self.via, conf_builtin_get("confdir"),
-                                           pwd.getpwuid(os.getuid()).pw_name)
-        self.work = Work(self.h, log, self.hosts, self.notify, self.policy, self.via,
-                         self.environment, self.nodes,
-                         Ports(*self.policy.port_range()), self.kept, self.unusable)
+            self.unusable = caller.problem(
+                self.via, conf_builtin_get("confdir"), pwd.getpwuid(os.getuid()).pw_name
+            )
+        self.work = Work(
+            self.h,
+            log,
+            self.hosts,
+            self.notify,
+            self.policy,
+            self.via,
+            self.environment,
+            self.nodes,
+            Ports(*self.policy.port_range()),
+            self.kept,
+            self.unusable,
+        )
         self.methods = self.routes()
         if self.unusable:
-            log(f"RAM disks cannot be made: {self.unusable}; RSA jobs use their directories")
+            log(
+                f"RAM disks cannot be made: {self.unusable}; RSA jobs use their directories"
+            )
         elif not self.simulate:
             self.sweep()
             self._check_ports()
         self.nodes.watch()
         self.parent.service_register(protocol.SERVICE).get()
-        w = self.parent.msg_watcher_create(self._request, flux.constants.FLUX_MSGTYPE_REQUEST,
-                                           f"{protocol.SERVICE}.*")
+        w = self.parent.msg_watcher_create(
+            self._request, flux.constants.FLUX_MSGTYPE_REQUEST, f"{protocol.SERVICE}.*"
+        )
         w.start()
         self.watchers.append(w)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -114,10 +130,16 @@ class Agent:
         flux.kvs.put(self.parent, protocol.KVS_KEY, info)
         flux.kvs.commit(self.parent)
         self.notify(protocol.POOL_READY, **info)
-        log(f"ready on parent rank {self.parent_rank}: nodes {info['nodes']}, graph loaded in "
+        log(
+            f"ready on parent rank {self.parent_rank}: nodes {info['nodes']}, graph loaded in "
             f"{t_graph:.2f}s, start-up {time.monotonic() - t0:.2f}s"
-            + (f", SIMULATING at {self.policy.simulate_rate} bytes/s" if self.simulate else "")
-            + (f", {len(self.kept)} kept RAM disk(s)" if self.kept else ""))
+            + (
+                f", SIMULATING at {self.policy.simulate_rate} bytes/s"
+                if self.simulate
+                else ""
+            )
+            + (f", {len(self.kept)} kept RAM disk(s)" if self.kept else "")
+        )
 
     def _check_ports(self):
         """Say so when the servers' ports may be taken by connections."""
@@ -134,13 +156,21 @@ class Agent:
 
     def ready_info(self):
         p = self.policy
-        return {"jobid": self.pool_jobid, "rank": self.parent_rank,
-                "nodes": [self.hosts[r] for r in sorted(self.hosts)],
-                "node_capacity": p.node_granules * p.granule, "granule": p.granule,
-                "pool_cores": p.pool_cores, "provider": p.provider,
-                "ramdisk_root": p.ramdisk_root, "service": protocol.SERVICE,
-                "notify": self.topic, "uri": self.h.attr_get("local-uri"),
-                "simulate_rate": p.simulate_rate, "privilege": self.privilege()}
+        return {
+            "jobid": self.pool_jobid,
+            "rank": self.parent_rank,
+            "nodes": [self.hosts[r] for r in sorted(self.hosts)],
+            "node_capacity": p.node_granules * p.granule,
+            "granule": p.granule,
+            "pool_cores": p.pool_cores,
+            "provider": p.provider,
+            "ramdisk_root": p.ramdisk_root,
+            "service": protocol.SERVICE,
+            "notify": self.topic,
+            "uri": self.h.attr_get("local-uri"),
+            "simulate_rate": p.simulate_rate,
+            "privilege": self.privilege(),
+        }
 
     def privilege(self):
         """How privileged operations run here, and why they cannot (or None)."""
@@ -149,30 +179,48 @@ class Agent:
     def sweep(self):
         """Remove RAM disks a crashed pool left behind, on every node, and
         learn the kept ones."""
-        js = jobspecs.sweep(self.via, self.policy, self.environment, nodes=len(self.hosts),
-                            report_kept=True)
+        js = jobspecs.sweep(
+            self.via,
+            self.policy,
+            self.environment,
+            nodes=len(self.hosts),
+            report_kept=True,
+        )
         jobid = flux.job.submit(self.h, js)
         try:
-            result = flux.job.result_async(self.h, jobid).wait_for(SWEEP_TIMEOUT).get_info()
+            result = (
+                flux.job.result_async(self.h, jobid).wait_for(SWEEP_TIMEOUT).get_info()
+            )
         except OSError as exc:
-            log(f"sweep job {JobID(jobid).f58} did not end in {SWEEP_TIMEOUT:.0f}s ({exc}); "
-                "going on without it")
+            log(
+                f"sweep job {JobID(jobid).f58} did not end in {SWEEP_TIMEOUT:.0f}s ({exc}); "
+                "going on without it"
+            )
             flux.job.cancel_async(self.h, jobid)
             return
         R = flux.job.job_info_lookup(self.h, jobid, keys=["R"]).get_decode()["R"]
         by_task = sorted(jgf.hosts_by_rank(R).items())  # task i on the i-th node
         out = flux.job.job_output(self.h, jobid, labelio=True)
-        self.kept.learn((out.stdout + out.stderr).splitlines(), by_task, self.hosts,
-                        self.work.discard_kept)
+        self.kept.learn(
+            (out.stdout + out.stderr).splitlines(),
+            by_task,
+            self.hosts,
+            self.work.discard_kept,
+        )
         if result.returncode != 0:
-            log(f"sweep job {JobID(jobid).f58} exited with {result.returncode}: some leftover "
-                f"RAM disks under {self.policy.ramdisk_root} may remain (see above)")
+            log(
+                f"sweep job {JobID(jobid).f58} exited with {result.returncode}: some leftover "
+                f"RAM disks under {self.policy.ramdisk_root} may remain (see above)"
+            )
 
     def stop(self):
         """Leave the parent tidy: no service, no stale KVS record."""
         try:
             self.parent.service_unregister(protocol.SERVICE).get()
-            if flux.kvs.get(self.parent, protocol.KVS_KEY).get("jobid") == self.pool_jobid:
+            if (
+                flux.kvs.get(self.parent, protocol.KVS_KEY).get("jobid")
+                == self.pool_jobid
+            ):
                 flux.kvs.put_unlink(self.parent, protocol.KVS_KEY)
                 flux.kvs.commit(self.parent)
         except (OSError, AttributeError) as exc:
@@ -184,11 +232,20 @@ class Agent:
         """Each method's handler: ``handler(msg, payload)`` answers with
         what it returns, or later when it returns None."""
         w = self.work
-        return {protocol.HOLD: w.hold, protocol.CANCEL: w.cancel, protocol.STAGE: w.stage,
-                protocol.STOP: w.stop, protocol.PURGE: w.purge, protocol.MEASURE: w.measure,
-                protocol.DISCARD: w.discard, protocol.LIST: self.do_list,
-                protocol.STATUS: self.do_status, protocol.SHUTDOWN: self.do_shutdown,
-                protocol.DRAIN: self.do_drain, protocol.UNDRAIN: self.do_undrain}
+        return {
+            protocol.HOLD: w.hold,
+            protocol.CANCEL: w.cancel,
+            protocol.STAGE: w.stage,
+            protocol.STOP: w.stop,
+            protocol.PURGE: w.purge,
+            protocol.MEASURE: w.measure,
+            protocol.DISCARD: w.discard,
+            protocol.LIST: self.do_list,
+            protocol.STATUS: self.do_status,
+            protocol.SHUTDOWN: self.do_shutdown,
+            protocol.DRAIN: self.do_drain,
+            protocol.UNDRAIN: self.do_undrain,
+        }
 
     def notify(self, name, **fields):
         self.notifier.send(name, **fields)
@@ -196,12 +253,19 @@ class Agent:
     def node_changed(self, rank, down):
         host = self.hosts[rank]
         if down:
-            held = sorted(f"{h.key[0]}.{h.key[1]}" for h in self.work.live_holders()
-                          if rank in h.granted_by_rank())
-            log(f"RSA node {host} (pool rank {rank}) is down; holders there: {held or 'none'}")
+            held = sorted(
+                f"{h.key[0]}.{h.key[1]}"
+                for h in self.work.live_holders()
+                if rank in h.granted_by_rank()
+            )
+            log(
+                f"RSA node {host} (pool rank {rank}) is down; holders there: {held or 'none'}"
+            )
         else:
             log(f"RSA node {host} (pool rank {rank}) is up again")
-        self.notify(protocol.NODE_STATE, host=host, rank=rank, state="down" if down else "up")
+        self.notify(
+            protocol.NODE_STATE, host=host, rank=rank, state="down" if down else "up"
+        )
 
     def _signal(self, handle, *args):
         log("stopping")
@@ -222,7 +286,11 @@ class Agent:
             self._error(msg, errno.EINVAL, str(exc))
         except Exception as exc:  # an escaped exception would stop the agent
             log(f"{msg.topic}: {exc!r}")
-            self._error(msg, errno.EPROTO, f"{msg.topic}: internal error in the pool agent: {exc!r}")
+            self._error(
+                msg,
+                errno.EPROTO,
+                f"{msg.topic}: internal error in the pool agent: {exc!r}",
+            )
 
     def _error(self, msg, errnum, text):
         try:
@@ -246,8 +314,10 @@ class Agent:
         if self.stopping is not None:
             return {}  # the first shutdown's keep list counts
         keep = {(k["jobid"], k["gen"]) for k in p["keep"]}
-        log("shutdown asked: releasing every holder and stage"
-            + (f", keeping the RAM disks of {len(keep)} holder(s)" if keep else ""))
+        log(
+            "shutdown asked: releasing every holder and stage"
+            + (f", keeping the RAM disks of {len(keep)} holder(s)" if keep else "")
+        )
         self.stopping = time.monotonic() + WIND_DOWN_TIMEOUT
         self.work.end_all(keep)
         timer = self.h.timer_watcher_create(0.1, self._wind_down, repeat=0.2)
@@ -263,14 +333,18 @@ class Agent:
             if busy and now < self.stopping:
                 return
             if busy:
-                log(f"shutdown: {len(busy)} subjob(s) still active after "
-                    f"{WIND_DOWN_TIMEOUT:.0f}s")
+                log(
+                    f"shutdown: {len(busy)} subjob(s) still active after "
+                    f"{WIND_DOWN_TIMEOUT:.0f}s"
+                )
             elif self.notifier.pending() and now < self.stopping:
                 self.stopping = min(self.stopping, now + NOTIFY_GRACE)
                 return
             if self.notifier.pending():
-                log(f"shutdown: {self.notifier.pending()} notification(s) not taken by "
-                    f"{self.topic}")
+                log(
+                    f"shutdown: {self.notifier.pending()} notification(s) not taken by "
+                    f"{self.topic}"
+                )
             self.h.reactor_stop()
         except Exception as exc:
             log(f"shutdown: {exc!r}")
@@ -278,9 +352,14 @@ class Agent:
 
     def do_drain(self, msg, p):
         rank = self.nodes.rank_of(p["host"])
-        adopting = [(h.key, h.adopt_granules) for h in self.work.holders.values()
-                    if h.waits_to_adopt_on(rank)]
-        self.nodes.drain(rank, p["reason"], lambda error: self._answer(msg, error), adopting)
+        adopting = [
+            (h.key, h.adopt_granules)
+            for h in self.work.holders.values()
+            if h.waits_to_adopt_on(rank)
+        ]
+        self.nodes.drain(
+            rank, p["reason"], lambda error: self._answer(msg, error), adopting
+        )
         return None
 
     def do_undrain(self, msg, p):
@@ -292,8 +371,11 @@ class Agent:
         return status.listing(self.work, self.kept)
 
     def do_status(self, msg, p):
-        future = self.h.rpc(f"{graph.RESOURCE}.find",
-                            {"criteria": "sched-now=allocated", "format": "jgf"}, nodeid=0)
+        future = self.h.rpc(
+            f"{graph.RESOURCE}.find",
+            {"criteria": "sched-now=allocated", "format": "jgf"},
+            nodeid=0,
+        )
         future.then(self._status_found, msg)
         return None
 
@@ -301,23 +383,39 @@ class Agent:
         try:
             used = jgf.granules_by_rank((future.get().get("R") or {}).get("graph"))
             g = self.policy.granule
-            self.parent.respond(msg, {
-                "nodes": status.capacity(used, self.policy, self.hosts, self.nodes,
-                                         self.work.live_holders()),
-                "granule": g, "notifications_pending": self.notifier.pending(),
-                "simulate_rate": self.policy.simulate_rate, "provider": self.policy.provider,
-                "privilege": self.privilege()})
+            self.parent.respond(
+                msg,
+                {
+                    "nodes": status.capacity(
+                        used,
+                        self.policy,
+                        self.hosts,
+                        self.nodes,
+                        self.work.live_holders(),
+                    ),
+                    "granule": g,
+                    "notifications_pending": self.notifier.pending(),
+                    "simulate_rate": self.policy.simulate_rate,
+                    "provider": self.policy.provider,
+                    "privilege": self.privilege(),
+                },
+            )
         except Exception as exc:
             log(f"status: {exc!r}")
             self._error(msg, errno.EPROTO, f"status: asking Fluxion failed: {exc}")
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python3 -m flux_rsa.pool.agent",
-                                description="flux-rsa pool agent (the pool's initial program)")
+    p = argparse.ArgumentParser(
+        prog="python3 -m flux_rsa.pool.agent",
+        description="flux-rsa pool agent (the pool's initial program)",
+    )
     p.add_argument("--policy", required=True, help="the site Policy as JSON")
-    p.add_argument("--notify", default=protocol.NOTIFY_TOPIC,
-                   help="topic of notifications on the parent (default %(default)s)")
+    p.add_argument(
+        "--notify",
+        default=protocol.NOTIFY_TOPIC,
+        help="topic of notifications on the parent (default %(default)s)",
+    )
     return p.parse_args(argv)
 
 
@@ -336,8 +434,10 @@ def main(argv=None):
     except OSError:
         uri = None
     if not uri:
-        log("no parent-uri: the agent must be the initial program of the pool instance "
-            "(started by flux_rsa.pool.launch)")
+        log(
+            "no parent-uri: the agent must be the initial program of the pool instance "
+            "(started by flux_rsa.pool.launch)"
+        )
         return 1
     parent = flux.Flux(uri)
     parent.set_reactor(h.get_reactor())  # one reactor serves both instances

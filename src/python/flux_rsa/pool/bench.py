@@ -31,15 +31,24 @@ GiB = 2**30
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python3 -m flux_rsa.pool.bench", description=__doc__.split(
-        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python3 -m flux_rsa.pool.bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--flux", default=shutil.which("flux") or "/opt/flux/bin/flux")
     p.add_argument("--rsa-nodes", type=int, default=2)
     p.add_argument("--holders", type=int, default=200)
     p.add_argument("--stages", type=int, default=400)
-    p.add_argument("--holder-gib", type=int, default=4, help="capacity per holder (GiB)")
-    p.add_argument("--node-gib", type=int, default=1024, help="RAM-disk budget per node (GiB)")
-    p.add_argument("--pool-cores", type=int, default=512, help="virtual cores per RSA node")
+    p.add_argument(
+        "--holder-gib", type=int, default=4, help="capacity per holder (GiB)"
+    )
+    p.add_argument(
+        "--node-gib", type=int, default=1024, help="RAM-disk budget per node (GiB)"
+    )
+    p.add_argument(
+        "--pool-cores", type=int, default=512, help="virtual cores per RSA node"
+    )
     p.add_argument("--rate", type=int, default=GiB, help="simulate_rate, bytes/s")
     p.add_argument("--stage-seconds", type=float, default=0.1)
     return p.parse_args(argv)
@@ -58,16 +67,29 @@ class Bench:
         conf = os.path.join(self.workdir, "conf")
         os.makedirs(conf)
         with open(os.path.join(conf, "resource.toml"), "w") as f:
-            f.write(f'[resource]\nnoverify = true\n\n[[resource.config]]\nhosts = "{hosts}"\n'
-                    f'cores = "0-1"\n\n[[resource.config]]\nhosts = "rsa[0-{args.rsa_nodes - 1}]"\n'
-                    'properties = ["rsa"]\n')
+            f.write(
+                f'[resource]\nnoverify = true\n\n[[resource.config]]\nhosts = "{hosts}"\n'
+                f'cores = "0-1"\n\n[[resource.config]]\nhosts = "rsa[0-{args.rsa_nodes - 1}]"\n'
+                'properties = ["rsa"]\n'
+            )
         urifile = os.path.join(self.workdir, "uri")
-        env = dict(os.environ, PYTHONPATH=":".join(sys.path[:1] + [p for p in sys.path if p]))
+        env = dict(
+            os.environ, PYTHONPATH=":".join(sys.path[:1] + [p for p in sys.path if p])
+        )
         self.proc = subprocess.Popen(
-            [args.flux, "start", f"--test-size={args.rsa_nodes + 1}", f"--test-hosts={hosts}",
-             f"--config-path={conf}", "sh", "-c",
-             f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && exec cat >/dev/null'],
-            stdin=subprocess.PIPE, env=env)
+            [
+                args.flux,
+                "start",
+                f"--test-size={args.rsa_nodes + 1}",
+                f"--test-hosts={hosts}",
+                f"--config-path={conf}",
+                "sh",
+                "-c",
+                f'echo "$FLUX_URI" >{urifile}.tmp && mv {urifile}.tmp {urifile} && exec cat >/dev/null',
+            ],
+            stdin=subprocess.PIPE,
+            env=env,
+        )
         deadline = time.monotonic() + 60
         while not os.path.exists(urifile):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -75,8 +97,9 @@ class Bench:
             time.sleep(0.05)
         self.h = flux.Flux(open(urifile).read().strip())
         self.h.service_register("rsabench").get()
-        self.w = self.h.msg_watcher_create(self._take, flux.constants.FLUX_MSGTYPE_REQUEST,
-                                           self.TOPIC)
+        self.w = self.h.msg_watcher_create(
+            self._take, flux.constants.FLUX_MSGTYPE_REQUEST, self.TOPIC
+        )
         self.w.start()
         self.seen = {}  # (kind, key) -> time
         self.until = None
@@ -121,8 +144,11 @@ class Bench:
         lat = sorted(self.seen[(kind, k)] - t for k, t in sent.items())
         rate = len(sent) / took
         p95 = lat[int(0.95 * (len(lat) - 1))]
-        print(f"{name:<34} {len(sent):>5} in {took:6.2f}s = {rate:7.1f}/s   "
-              f"latency median {statistics.median(lat):.3f}s p95 {p95:.3f}s", flush=True)
+        print(
+            f"{name:<34} {len(sent):>5} in {took:6.2f}s = {rate:7.1f}/s   "
+            f"latency median {statistics.median(lat):.3f}s p95 {p95:.3f}s",
+            flush=True,
+        )
         return rate
 
     def run(self):
@@ -130,29 +156,69 @@ class Bench:
         from flux_rsa.pool import launch
 
         a = self.args
-        policy = Policy(node_capacity=a.node_gib * GiB, granule=GiB, pool_cores=a.pool_cores,
-                        ramdisk_root=os.path.join(self.workdir, "ramdisks"),
-                        simulate_rate=a.rate)
-        env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(a.flux)}")
+        policy = Policy(
+            node_capacity=a.node_gib * GiB,
+            granule=GiB,
+            pool_cores=a.pool_cores,
+            ramdisk_root=os.path.join(self.workdir, "ramdisks"),
+            simulate_rate=a.rate,
+        )
+        env = dict(
+            os.environ, PATH=f"{os.environ.get('PATH', '')}:{os.path.dirname(a.flux)}"
+        )
         t0 = time.monotonic()
         jobid = launch.launch(self.h, policy, notify_topic=self.TOPIC, env=env)
         self.wait(lambda: any(k[0] == "pool-ready" for k in self.seen), 120)
         self.rank = launch.ready_info(self.h)["rank"]
-        print(f"pool of {a.rsa_nodes} simulated RSA nodes ({a.node_gib} GiB in 1 GiB granules, "
-              f"{a.pool_cores} cores each) ready in {time.monotonic() - t0:.2f}s", flush=True)
+        print(
+            f"pool of {a.rsa_nodes} simulated RSA nodes ({a.node_gib} GiB in 1 GiB granules, "
+            f"{a.pool_cores} cores each) ready in {time.monotonic() - t0:.2f}s",
+            flush=True,
+        )
         holders = [(j, 1) for j in range(1, a.holders + 1)]
-        self.phase("hold -> ramdisk-built", [
-            ("hold", {"jobid": j, "gen": g, "need": a.holder_gib * GiB, "userid": 0}, (j, g))
-            for j, g in holders], "ramdisk-built")
+        self.phase(
+            "hold -> ramdisk-built",
+            [
+                (
+                    "hold",
+                    {"jobid": j, "gen": g, "need": a.holder_gib * GiB, "userid": 0},
+                    (j, g),
+                )
+                for j, g in holders
+            ],
+            "ramdisk-built",
+        )
         nodes = {h["jobid"]: h["nodes"] for h in self.call("list").get()["holders"]}
         size = int(a.rate * a.stage_seconds)
         stages = [(holders[i % len(holders)][0], i + 1) for i in range(a.stages)]
-        self.phase(f"stage ({a.stage_seconds}s each) -> stage-end", [
-            ("stage", {"jobid": j, "seq": s, "direction": "in", "src": "/sim", "dst": "/sim",
-                       "method": None, "userid": 0, "verify": "size", "nodes": nodes[j],
-                       "size": size}, (j, s)) for j, s in stages], "stage-end")
-        self.phase("cancel -> holder-end", [
-            ("cancel", {"jobid": j, "gen": g}, (j, g)) for j, g in holders], "holder-end")
+        self.phase(
+            f"stage ({a.stage_seconds}s each) -> stage-end",
+            [
+                (
+                    "stage",
+                    {
+                        "jobid": j,
+                        "seq": s,
+                        "direction": "in",
+                        "src": "/sim",
+                        "dst": "/sim",
+                        "method": None,
+                        "userid": 0,
+                        "verify": "size",
+                        "nodes": nodes[j],
+                        "size": size,
+                    },
+                    (j, s),
+                )
+                for j, s in stages
+            ],
+            "stage-end",
+        )
+        self.phase(
+            "cancel -> holder-end",
+            [("cancel", {"jobid": j, "gen": g}, (j, g)) for j, g in holders],
+            "holder-end",
+        )
         t0 = time.monotonic()
         launch.shutdown_async(self.h, jobid).get_info()
         print(f"pool shutdown {time.monotonic() - t0:.2f}s", flush=True)

@@ -30,7 +30,9 @@ def _loaded(h):
 
 def find(h, criteria):
     """{rank: granules} of memory vertices Fluxion matches to ``criteria``."""
-    resp = h.rpc(f"{RESOURCE}.find", {"criteria": criteria, "format": "jgf"}, nodeid=0).get()
+    resp = h.rpc(
+        f"{RESOURCE}.find", {"criteria": criteria, "format": "jgf"}, nodeid=0
+    ).get()
     return jgf.granules_by_rank((resp.get("R") or {}).get("graph"))
 
 
@@ -45,17 +47,23 @@ def load(h, policy):
         json.dump(newR, f)
     before = _loaded(h)
     if RESOURCE not in before:
-        raise GraphError(f"{RESOURCE} is not loaded in the pool instance: the pool needs Fluxion "
-                         "(install flux-sched where the RSA nodes run Flux)")
+        raise GraphError(
+            f"{RESOURCE} is not loaded in the pool instance: the pool needs Fluxion "
+            "(install flux-sched where the RSA nodes run Flux)"
+        )
     modules = [m for m in FLUXION if m in before]
     try:
         for name in reversed(modules):
             h.rpc("module.remove", {"name": name}, nodeid=0).get()
-        h.rpc("resource.reload", {"path": path, "xml": False, "force": False}, nodeid=0).get()
+        h.rpc(
+            "resource.reload", {"path": path, "xml": False, "force": False}, nodeid=0
+        ).get()
         for name in modules:
             h.rpc("module.load", {"path": name, "args": []}, nodeid=0).get()
     except OSError as exc:
-        raise GraphError(f"loading the memory graph from {path}: {exc.strerror or exc}") from None
+        raise GraphError(
+            f"loading the memory graph from {path}: {exc.strerror or exc}"
+        ) from None
     verify(h, newR, policy)
     return newR
 
@@ -65,6 +73,8 @@ def verify(h, R, policy):
     want = {rank: policy.node_granules for rank in jgf.hosts_by_rank(R)}
     got = find(h, "status=up or status=down")
     if got != want:
-        raise GraphError(f"Fluxion sees memory granules {got} per rank after loading the pool's "
-                         f"graph, expected {want}; check `flux ion-resource find --format=jgf "
-                         "status=up` in the pool")
+        raise GraphError(
+            f"Fluxion sees memory granules {got} per rank after loading the pool's "
+            f"graph, expected {want}; check `flux ion-resource find --format=jgf "
+            "status=up` in the pool"
+        )

@@ -43,8 +43,14 @@ from flux_rsa.ramdisk import signals
 CANCEL_REASON = "flux-rsa: reservation released"
 KEEP_REASON = "flux-rsa: pool shut down, RAM disk kept"
 #: `list`'s holder states (a holder being swept has ended)
-LISTED = {State.PENDING: "pending", State.ALLOCATED: "allocated", State.STARTED: "started",
-          State.BUILT: "built", State.SWEEPING: "ended", State.ENDED: "ended"}
+LISTED = {
+    State.PENDING: "pending",
+    State.ALLOCATED: "allocated",
+    State.STARTED: "started",
+    State.BUILT: "built",
+    State.SWEEPING: "ended",
+    State.ENDED: "ended",
+}
 
 
 class Asked(enum.Enum):
@@ -69,8 +75,18 @@ class Holder(Subjob):
     END = protocol.HOLDER_END
     CANNOT = "no RAM disk can be made"
 
-    def __init__(self, ctx, jobspec, jobid, gen, adopt=None, adopt_rank=None,
-                 adopt_granules=0, port=None, secret=None):
+    def __init__(
+        self,
+        ctx,
+        jobspec,
+        jobid,
+        gen,
+        adopt=None,
+        adopt_rank=None,
+        adopt_granules=0,
+        port=None,
+        secret=None,
+    ):
         self.key = (jobid, gen)
         self.state = State.PENDING  # what the service was told (holdertable)
         self.asked = None  # Asked, once the service asked it to go
@@ -99,7 +115,12 @@ class Holder(Subjob):
     def end_fields(self):
         """holder-end's fields (told again to a repeated hold or cancel)."""
         jobid, gen = self.key
-        return {"jobid": jobid, "gen": gen, "error": self.error(), "kept": self.kept_path()}
+        return {
+            "jobid": jobid,
+            "gen": gen,
+            "error": self.error(),
+            "kept": self.kept_path(),
+        }
 
     def done(self):
         """holder-end was sent: nothing more will happen."""
@@ -128,19 +149,28 @@ class Holder(Subjob):
         if self.simulated or self.reported is None:
             return None
         mounted = "servers" in self.reported or self.ctx.policy.exported
-        return {**self.reported, "name": jobspecs.ramdisk_name(*self.key),
-                "same_path": not mounted}
+        return {
+            **self.reported,
+            "name": jobspecs.ramdisk_name(*self.key),
+            "same_path": not mounted,
+        }
 
     def waits_to_adopt_on(self, rank):
         """Queued, not yet allocated, adopting a RAM disk on ``rank``."""
-        return (self.adopt is not None and self.adopt_rank == rank and self.queued
-                and self.R is None and not self.ended)
+        return (
+            self.adopt is not None
+            and self.adopt_rank == rank
+            and self.queued
+            and self.R is None
+            and not self.ended
+        )
 
     def on_event(self, name):
         if name == "start" and self.simulated and self.path is None:
             # it makes nothing: its RAM disk is where it would have made one
-            self.path = self.adopt or os.path.join(self.ctx.policy.ramdisk_root,
-                                                   jobspecs.ramdisk_name(*self.key))
+            self.path = self.adopt or os.path.join(
+                self.ctx.policy.ramdisk_root, jobspecs.ramdisk_name(*self.key)
+            )
         if self.adopt is None:
             return
         if name == "priority":  # the scheduler has it now
@@ -180,7 +210,9 @@ class Holder(Subjob):
             self.cancel(KEEP_REASON)  # nothing to keep but the name
             return
         if self.jobid is not None:
-            flux.job.kill_async(self.h, self.jobid, signals.KEEP).then(self._guard, _ignore)
+            flux.job.kill_async(self.h, self.jobid, signals.KEEP).then(
+                self._guard, _ignore
+            )
 
     # --- how it ended ---
 
@@ -202,7 +234,8 @@ class Holder(Subjob):
             return False
         code = self.exit_code()
         return self.stderr is None and any(
-            code in (-sig, 128 + sig) for sig in (signal.SIGTERM, signals.KEEP))
+            code in (-sig, 128 + sig) for sig in (signal.SIGTERM, signals.KEEP)
+        )
 
     def leftovers(self):
         """It may have left its RAM disk (or part of one) behind, and did
@@ -231,23 +264,34 @@ class Holder(Subjob):
         why = self.failure()
         swept = ""
         if self.sweeper is not None:
-            swept = ("; its leftover RAM disk was removed by a sweep" if self.sweeper.failure() is None
-                     else f"; removing its leftover RAM disk failed: {self.sweeper.failure()}")
+            swept = (
+                "; its leftover RAM disk was removed by a sweep"
+                if self.sweeper.failure() is None
+                else f"; removing its leftover RAM disk failed: {self.sweeper.failure()}"
+            )
         if self.unreachable:
             swept += f"; {self.unreachable}"
         if self.lost_rank() is not None:
-            return (f"holder {why}; the RAM disk and its data there are lost to this "
-                    f"reservation{swept}")
+            return (
+                f"holder {why}; the RAM disk and its data there are lost to this "
+                f"reservation{swept}"
+            )
         if self.asked is not None:
-            if (self.asked is Asked.KEEP and not self.simulated and self.path
-                    and self.kept is None):
+            if (
+                self.asked is Asked.KEEP
+                and not self.simulated
+                and self.path
+                and self.kept is None
+            ):
                 return f"keeping the RAM disk {self.path} failed: {why or 'it was not kept'}{swept}"
             if self.clean_end() or self._swept():
                 return None  # nothing is left of it, as asked
             return (why or "the RAM disk was not destroyed cleanly") + swept
         if why and self.exception and self.exception.startswith("cancel"):
-            return (f"holder {self.name} was canceled outside flux-rsa ({why}); "
-                    "its RAM disk is destroyed and its capacity free")
+            return (
+                f"holder {self.name} was canceled outside flux-rsa ({why}); "
+                "its RAM disk is destroyed and its capacity free"
+            )
         if why:
             return f"holder {self.name} failed: {why}{swept}"
         return f"holder {self.name} ended by itself; its RAM disk is destroyed"
@@ -278,11 +322,17 @@ class Holder(Subjob):
         down = self._unreachable_ranks()
         if down:
             hosts = ",".join(self.ctx.hosts.get(r, str(r)) for r in sorted(down))
-            self.unreachable = (f"its node {hosts} is down, so nothing could remove "
-                                "what is left there (a later pool's start-up sweep does)")
+            self.unreachable = (
+                f"its node {hosts} is down, so nothing could remove "
+                "what is left there (a later pool's start-up sweep does)"
+            )
 
     def sweep(self):
-        gone = os.path.basename(self.path) if self.path else jobspecs.ramdisk_name(*self.key)
+        gone = (
+            os.path.basename(self.path)
+            if self.path
+            else jobspecs.ramdisk_name(*self.key)
+        )
         js = self.ctx.sweep_jobspec(self.reachable(), gone)
         self.sweeper = Sweeper(self.ctx, js, self.update)
 
@@ -295,9 +345,17 @@ class Holder(Subjob):
 
     def describe(self):
         jobid, gen = self.key
-        return {"jobid": jobid, "gen": gen, "state": LISTED[self.state], "nodes": self.nodes,
-                "granted": self.granted, "ramdisk": self.path, "adopt": self.adopt,
-                "subjob": self.jobid, "error": self.error() if self.ended else None}
+        return {
+            "jobid": jobid,
+            "gen": gen,
+            "state": LISTED[self.state],
+            "nodes": self.nodes,
+            "granted": self.granted,
+            "ramdisk": self.path,
+            "adopt": self.adopt,
+            "subjob": self.jobid,
+            "error": self.error() if self.ended else None,
+        }
 
 
 class Sweeper(Subjob):

@@ -47,36 +47,77 @@ class _Graph:
         vid = str(len(self.nodes))
         self.nodes.append({"id": vid, "metadata": metadata})
         if parent is not None:
-            self.edges.append({"source": parent, "target": vid,
-                               "metadata": {"subsystem": "containment"}})
+            self.edges.append(
+                {
+                    "source": parent,
+                    "target": vid,
+                    "metadata": {"subsystem": "containment"},
+                }
+            )
         return vid
 
 
 def pool_R(R, policy):
     """R for the pool with the memory-aware JGF in ``scheduling``."""
     if policy.pool_cores < 2:
-        raise ValueError(f"[rsa] pool-cores: {policy.pool_cores} must be at least 2 "
-                         "(one for a holder, one for a stage)")
+        raise ValueError(
+            f"[rsa] pool-cores: {policy.pool_cores} must be at least 2 "
+            "(one for a holder, one for a stage)"
+        )
     granules = policy.node_granules
     nodes = _node_ranks(R)
     g = _Graph()
-    cluster = g.add(None, type="cluster", basename="cluster", name="cluster0", id=0,
-                    paths={"containment": "/cluster0"})
+    cluster = g.add(
+        None,
+        type="cluster",
+        basename="cluster",
+        name="cluster0",
+        id=0,
+        paths={"containment": "/cluster0"},
+    )
     for rank, host in nodes:
         where = f"/cluster0/{host}"
-        node = g.add(cluster, type="node", basename=host, name=host, id=rank, rank=rank,
-                     properties=_properties(R, rank), paths={"containment": where})
+        node = g.add(
+            cluster,
+            type="node",
+            basename=host,
+            name=host,
+            id=rank,
+            rank=rank,
+            properties=_properties(R, rank),
+            paths={"containment": where},
+        )
         for i in range(policy.pool_cores):
-            g.add(node, type="core", basename="core", name=f"core{i}", id=i, rank=rank,
-                  paths={"containment": f"{where}/core{i}"})
+            g.add(
+                node,
+                type="core",
+                basename="core",
+                name=f"core{i}",
+                id=i,
+                rank=rank,
+                paths={"containment": f"{where}/core{i}"},
+            )
         for i in range(granules):
-            g.add(node, type="memory", basename="memory", name=f"memory{i}", id=i,
-                  rank=rank, size=1, paths={"containment": f"{where}/memory{i}"})
+            g.add(
+                node,
+                type="memory",
+                basename="memory",
+                name=f"memory{i}",
+                id=i,
+                rank=rank,
+                size=1,
+                paths={"containment": f"{where}/memory{i}"},
+            )
     ranks = str(IDset(",".join(str(r) for r, _ in nodes)))
     execution = dict(R["execution"])
-    execution["R_lite"] = [{"rank": ranks, "children": {"core": f"0-{policy.pool_cores - 1}"}}]
-    return {"version": 1, "execution": execution,
-            "scheduling": {"graph": {"nodes": g.nodes, "edges": g.edges}}}
+    execution["R_lite"] = [
+        {"rank": ranks, "children": {"core": f"0-{policy.pool_cores - 1}"}}
+    ]
+    return {
+        "version": 1,
+        "execution": execution,
+        "scheduling": {"graph": {"nodes": g.nodes, "edges": g.edges}},
+    }
 
 
 def memory_paths(host, granules):

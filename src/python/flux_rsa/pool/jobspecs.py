@@ -69,8 +69,11 @@ def layout(need, policy, nnodes):
     nodes = math.ceil(granules / per_node)
     if nodes > 1 and not policy.spans:
         spanning = [c.name for c in registry.PROVIDERS.values() if c.spans is True]
-        fix = (f"[rsa] {policy.caps.spans} = true" if isinstance(policy.caps.spans, str)
-               else f"[rsa] provider = \"{spanning[0]}\"")
+        fix = (
+            f"[rsa] {policy.caps.spans} = true"
+            if isinstance(policy.caps.spans, str)
+            else f'[rsa] provider = "{spanning[0]}"'
+        )
         raise Unfit(
             f"need {need} bytes is more than one RSA node holds ({per_node * policy.granule} "
             f"bytes) and provider {policy.provider} cannot span nodes (lower rsa.capacity, or "
@@ -118,20 +121,44 @@ def needs_secret(policy, nodes):
     return registry.caps(holder_provider(policy, nodes)).secret
 
 
-def holder_task(via, policy, jobid, gen, size, userid, nodes=1, adopt=None, port=None,
-                secret=None):
+def holder_task(
+    via, policy, jobid, gen, size, userid, nodes=1, adopt=None, port=None, secret=None
+):
     """``size``: bytes on each node.  A RAM disk served to compute nodes
     (a ``port`` given) also gets its volume's secret and address."""
     serving = {"port": port}
     if secret is not None:
         serving.update(secret=secret, fs_host=policy.fs_host)
-    return via.command("hold", root=policy.ramdisk_root, name=ramdisk_name(jobid, gen),
-                       size=size, owner=userid, provider=holder_provider(policy, nodes),
-                       jobid=jobid, gen=gen, adopt=adopt, **serving)
+    return via.command(
+        "hold",
+        root=policy.ramdisk_root,
+        name=ramdisk_name(jobid, gen),
+        size=size,
+        owner=userid,
+        provider=holder_provider(policy, nodes),
+        jobid=jobid,
+        gen=gen,
+        adopt=adopt,
+        **serving,
+    )
 
 
-def holder(via, policy, jobid, gen, need, userid, nnodes, environment, adopt=None,
-           adopt_ranks=(), adopt_bytes=0, rank=None, port=None, secret=None):
+def holder(
+    via,
+    policy,
+    jobid,
+    gen,
+    need,
+    userid,
+    nnodes,
+    environment,
+    adopt=None,
+    adopt_ranks=(),
+    adopt_bytes=0,
+    rank=None,
+    port=None,
+    secret=None,
+):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
     first node's builds the RAM disk; the others hold capacity, or their
     share).  Adopting the kept RAM disk ``adopt`` (``adopt_bytes`` big)
@@ -144,10 +171,26 @@ def holder(via, policy, jobid, gen, need, userid, nnodes, environment, adopt=Non
         nodes = len(adopt_ranks)
         granules = adopt_granules(need, adopt_bytes, policy, nodes)
         rank = ",".join(str(r) for r in adopt_ranks)
-    task = holder_task(via, policy, jobid, gen, granules * policy.granule, userid, nodes, adopt,
-                       port, secret)
-    jobspec = _jobspec(task, holder_name(jobid, gen), environment, nodes=nodes,
-                       memory=granules, rank=rank)
+    task = holder_task(
+        via,
+        policy,
+        jobid,
+        gen,
+        granules * policy.granule,
+        userid,
+        nodes,
+        adopt,
+        port,
+        secret,
+    )
+    jobspec = _jobspec(
+        task,
+        holder_name(jobid, gen),
+        environment,
+        nodes=nodes,
+        memory=granules,
+        rank=rank,
+    )
     if policy.simulate_rate > 0:
         _simulate(jobspec)
     else:
@@ -165,18 +208,32 @@ def stage_task(via, policy, request, workers=0):
     second (thesis Appendix U), whichever way the data goes."""
     direction, method = request["direction"], request["method"]
     mode = stage_mode(direction, method)
-    return via.command("stage", root=policy.ramdisk_root, direction=direction, mode=mode,
-                       src=request["src"], dst=request["dst"], owner=request["userid"],
-                       script=method if mode == "script" else None, verify=request["verify"],
-                       workers=workers or None,
-                       replica=request.get("replica") if mode == "copy" and direction == "in"
-                       else None, j=request.get("j"))
+    return via.command(
+        "stage",
+        root=policy.ramdisk_root,
+        direction=direction,
+        mode=mode,
+        src=request["src"],
+        dst=request["dst"],
+        owner=request["userid"],
+        script=method if mode == "script" else None,
+        verify=request["verify"],
+        workers=workers or None,
+        replica=request.get("replica")
+        if mode == "copy" and direction == "in"
+        else None,
+        j=request.get("j"),
+    )
 
 
 def stage(via, policy, request, rank, environment, workers=0):
     """Stage subjob on pool rank ``rank`` (the holder's first node)."""
-    return _jobspec(stage_task(via, policy, request, workers),
-                    stage_name(request["jobid"], request["seq"]), environment, rank=rank)
+    return _jobspec(
+        stage_task(via, policy, request, workers),
+        stage_name(request["jobid"], request["seq"]),
+        environment,
+        rank=rank,
+    )
 
 
 def purge_task(via, policy, path, data_in):
@@ -184,16 +241,21 @@ def purge_task(via, policy, path, data_in):
 
 
 def purge(via, policy, request, rank, environment):
-    return _jobspec(purge_task(via, policy, request["path"], request["data_in"]),
-                    purge_name(request["jobid"]), environment, rank=rank)
+    return _jobspec(
+        purge_task(via, policy, request["path"], request["data_in"]),
+        purge_name(request["jobid"]),
+        environment,
+        rank=rank,
+    )
 
 
 def sweep(via, policy, environment, nodes=1, ranks=None, report_kept=False, gone=None):
     """Remove leftover RAM disks: one task on each of ``nodes`` nodes, or on
     each of the pool ranks ``ranks``.  ``report_kept``: print the kept ones
     as JSON.  ``gone``: the RAM disk of a holder job that ended."""
-    task = via.command("sweep", root=policy.ramdisk_root, report_kept=report_kept or None,
-                       gone=gone)
+    task = via.command(
+        "sweep", root=policy.ramdisk_root, report_kept=report_kept or None, gone=gone
+    )
     if ranks is not None:
         nodes, ranks = len(ranks), ",".join(str(r) for r in sorted(ranks))
     return _jobspec(task, "rsa-sweep", environment, nodes=nodes, rank=ranks)
@@ -201,8 +263,9 @@ def sweep(via, policy, environment, nodes=1, ranks=None, report_kept=False, gone
 
 def measure(via, request, environment):
     """Measure subjob, on any pool node (they all see persistent storage)."""
-    task = via.command("measure", path=request["path"], owner=request["userid"],
-                       j=request.get("j"))
+    task = via.command(
+        "measure", path=request["path"], owner=request["userid"], j=request.get("j")
+    )
     return _jobspec(task, measure_name(request["jobid"], request["seq"]), environment)
 
 
@@ -210,8 +273,13 @@ def discard(via, policy, path, ranks, environment):
     """Remove the kept RAM disk ``path`` (and its parts) on the pool
     ``ranks`` holding them, one task each."""
     task = via.command("discard", root=policy.ramdisk_root, path=path)
-    return _jobspec(task, discard_name(path), environment, nodes=len(ranks),
-                    rank=",".join(str(r) for r in ranks))
+    return _jobspec(
+        task,
+        discard_name(path),
+        environment,
+        nodes=len(ranks),
+        rank=",".join(str(r) for r in ranks),
+    )
 
 
 # --- common shape --------------------------------------------------------------
@@ -234,8 +302,13 @@ def _jobspec(task, name, environment, nodes=1, memory=None, rank=None):
     slot = [{"type": "core", "count": 1}]
     if memory:
         slot.append({"type": "memory", "count": memory})
-    resources = [{"type": "node", "count": nodes,
-                  "with": [{"type": "slot", "count": 1, "label": "task", "with": slot}]}]
+    resources = [
+        {
+            "type": "node",
+            "count": nodes,
+            "with": [{"type": "slot", "count": 1, "label": "task", "with": slot}],
+        }
+    ]
     tasks = [{"command": list(command), "slot": "task", "count": {"per_slot": 1}}]
     jobspec = JobspecV1(resources, tasks, {"system": {"duration": 0}})
     jobspec.setattr("job.name", name)

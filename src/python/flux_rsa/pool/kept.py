@@ -58,12 +58,20 @@ class Kept:
                 rank, host = by_task[int(task)]
                 if kept.get("host") in ranks:
                     rank, host = ranks[kept["host"]], kept["host"]
-                entry = {"jobid": kept.get("jobid"), "gen": kept.get("gen"),
-                         "owner": kept.get("owner"), "bytes": kept.get("bytes") or 0,
-                         "host": host, "rank": rank, "path": kept["path"]}
+                entry = {
+                    "jobid": kept.get("jobid"),
+                    "gen": kept.get("gen"),
+                    "owner": kept.get("owner"),
+                    "bytes": kept.get("bytes") or 0,
+                    "host": host,
+                    "rank": rank,
+                    "path": kept["path"],
+                }
                 if kept.get("part_of"):
                     parts.setdefault(kept["part_of"], {})[kept.get("index")] = {
-                        **entry, "of": kept.get("parts")}
+                        **entry,
+                        "of": kept.get("parts"),
+                    }
                 elif kept["path"] not in self.disks:  # (else seen from another node)
                     self.disks[kept["path"]] = entry
             else:
@@ -72,8 +80,10 @@ class Kept:
             self._over_nodes(path, found, discard)
         for path, kept in sorted(self.disks.items()):
             where = ",".join(p["host"] for p in kept.get("parts", [])) or kept["host"]
-            self.log(f"kept RAM disk {path} on {where} (job {kept['jobid']}, {kept['bytes']} "
-                     "bytes): adopt or discard it")
+            self.log(
+                f"kept RAM disk {path} on {where} (job {kept['jobid']}, {kept['bytes']} "
+                "bytes): adopt or discard it"
+            )
 
     def _over_nodes(self, path, found, discard):
         """The kept RAM disk ``path`` over several nodes, from its parts
@@ -86,10 +96,16 @@ class Kept:
             ordered = [found[i] for i in range(count)]
             whole.update(parts=ordered, bytes=sum(part["bytes"] for part in ordered))
             return
-        self.log(f"kept RAM disk {path}: only parts {sorted(found)} of {count} (and "
-                 f"{'its' if whole else 'no'} namespace) are left: discarding them")
-        self.disks[path] = {**next(iter(found.values())), "path": path,
-                            "parts": list(found.values()), "broken": True}
+        self.log(
+            f"kept RAM disk {path}: only parts {sorted(found)} of {count} (and "
+            f"{'its' if whole else 'no'} namespace) are left: discarding them"
+        )
+        self.disks[path] = {
+            **next(iter(found.values())),
+            "path": path,
+            "parts": list(found.values()),
+            "broken": True,
+        }
         discard(path)
 
     # --- hold ---
@@ -100,7 +116,8 @@ class Kept:
         if path in self.disks:
             raise protocol.BadRequest(
                 f"{protocol.topic(protocol.HOLD)}: {path} is a kept RAM disk of job "
-                f"{jobid} gen {gen}: adopt it (adopt={path!r}) or discard it first")
+                f"{jobid} gen {gen}: adopt it (adopt={path!r}) or discard it first"
+            )
 
     def for_adoption(self, path, p, live, down):
         """The kept RAM disk ``path`` a hold request ``p`` adopts, checked
@@ -112,20 +129,28 @@ class Kept:
             owner = [h for h in live if path in (h.path, h.adopt)]
             if owner:
                 jobid, gen = owner[0].key
-                raise protocol.BadRequest(f"{where} is held by holder {jobid}.{gen} already")
+                raise protocol.BadRequest(
+                    f"{where} is held by holder {jobid}.{gen} already"
+                )
             known = ", ".join(sorted(self.disks)) or "none"
-            raise protocol.BadRequest(f"{where} is not a kept RAM disk on this pool's nodes "
-                                      f"(kept: {known}); hold without adopt for a new one")
+            raise protocol.BadRequest(
+                f"{where} is not a kept RAM disk on this pool's nodes "
+                f"(kept: {known}); hold without adopt for a new one"
+            )
         if kept["jobid"] != p["jobid"]:
-            raise protocol.BadRequest(f"{where} was kept for job {kept['jobid']}, not job "
-                                      f"{p['jobid']}")
+            raise protocol.BadRequest(
+                f"{where} was kept for job {kept['jobid']}, not job " f"{p['jobid']}"
+            )
         if kept["owner"] != p["userid"]:
-            raise protocol.BadRequest(f"{where} belongs to uid {kept['owner']}, not userid "
-                                      f"{p['userid']}")
+            raise protocol.BadRequest(
+                f"{where} belongs to uid {kept['owner']}, not userid " f"{p['userid']}"
+            )
         busy = [h for h in live if h.adopt == path]
         if busy:
             jobid, gen = busy[0].key
-            raise protocol.BadRequest(f"{where} is being adopted by holder {jobid}.{gen}")
+            raise protocol.BadRequest(
+                f"{where} is being adopted by holder {jobid}.{gen}"
+            )
         gone = [part["host"] for part in self.parts(kept) if part["rank"] in down]
         if gone:
             raise protocol.BadRequest(f"{where} is on {','.join(gone)}, which is down")
@@ -151,10 +176,21 @@ class Kept:
             if k.get("broken"):
                 continue  # being discarded: nothing to adopt
             key = adopting.get(path)
-            out.append({"jobid": k["jobid"], "gen": k["gen"], "host": k["host"], "path": path,
-                        "bytes": k["bytes"], "owner": k["owner"],
-                        "hosts": [part["host"] for part in k.get("parts", [])] or [k["host"]],
-                        "adopting": None if key is None else {"jobid": key[0], "gen": key[1]}})
+            out.append(
+                {
+                    "jobid": k["jobid"],
+                    "gen": k["gen"],
+                    "host": k["host"],
+                    "path": path,
+                    "bytes": k["bytes"],
+                    "owner": k["owner"],
+                    "hosts": [part["host"] for part in k.get("parts", [])]
+                    or [k["host"]],
+                    "adopting": None
+                    if key is None
+                    else {"jobid": key[0], "gen": key[1]},
+                }
+            )
         return out
 
 

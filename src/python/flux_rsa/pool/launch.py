@@ -61,35 +61,59 @@ def rsa_nodes(h, policy, include_down=True):
     if nodes.nnodes == 0:
         raise PoolError(
             f"no nodes with property {policy.node_property!r} in this instance: give the RSA "
-            f"nodes properties = [\"{policy.node_property}\"] in [[resource.config]] "
+            f'nodes properties = ["{policy.node_property}"] in [[resource.config]] '
             "(or set [rsa] property to theirs) and check `flux resource list`"
         )
     if not include_down:
         up = resources.up.copy_constraint(constraint)
         if up.nnodes == 0:
-            raise PoolError(f"every node with property {policy.node_property!r} "
-                            f"({nodes.nodelist}) is down: check `flux resource status`")
+            raise PoolError(
+                f"every node with property {policy.node_property!r} "
+                f"({nodes.nodelist}) is down: check `flux resource status`"
+            )
         return up
     return nodes
 
 
 def agent_command(policy, notify_topic, python=None):
-    return [python or sys.executable or "python3", "-m", "flux_rsa.pool.agent",
-            "--policy", json.dumps(dataclasses.asdict(policy)), "--notify", notify_topic]
+    return [
+        python or sys.executable or "python3",
+        "-m",
+        "flux_rsa.pool.agent",
+        "--policy",
+        json.dumps(dataclasses.asdict(policy)),
+        "--notify",
+        notify_topic,
+    ]
 
 
-def jobspec(policy, nnodes, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None,
-            hosts=None):
+def jobspec(
+    policy,
+    nnodes,
+    notify_topic=protocol.NOTIFY_TOPIC,
+    env=None,
+    python=None,
+    hosts=None,
+):
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = python_path(env)
     if shutil.which("flux", path=env.get("PATH", "")) is None:
         # the pool's brokers are started as `flux broker ...` from PATH
-        raise PoolError(f"no `flux` command on the pool's PATH ({env.get('PATH', '')!r}): add "
-                        "Flux's bin directory to PATH in the environment given to launch()")
+        raise PoolError(
+            f"no `flux` command on the pool's PATH ({env.get('PATH', '')!r}): add "
+            "Flux's bin directory to PATH in the environment given to launch()"
+        )
     js = flux.job.JobspecV1.from_nest_command(
-        agent_command(policy, notify_topic, python), num_slots=nnodes, cores_per_slot=1,
-        num_nodes=nnodes, exclusive=True, conf=POOL_CONF, name=protocol.JOB_NAME,
-        environment=env, cwd="/")
+        agent_command(policy, notify_topic, python),
+        num_slots=nnodes,
+        cores_per_slot=1,
+        num_nodes=nnodes,
+        exclusive=True,
+        conf=POOL_CONF,
+        name=protocol.JOB_NAME,
+        environment=env,
+        cwd="/",
+    )
     # N.B. the key is "constraints": a misspelt key is silently ignored
     constraint = {"properties": [policy.node_property]}
     if hosts is not None:
@@ -101,8 +125,14 @@ def jobspec(policy, nnodes, notify_topic=protocol.NOTIFY_TOPIC, env=None, python
     return js
 
 
-def launch(h, policy, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None,
-           include_down=True):
+def launch(
+    h,
+    policy,
+    notify_topic=protocol.NOTIFY_TOPIC,
+    env=None,
+    python=None,
+    include_down=True,
+):
     """Submit the pool; return its jobid (int).  Wait with wait_ready().
 
     ``include_down=False`` starts it on the RSA nodes that are up now only
@@ -116,8 +146,13 @@ def launch(h, policy, notify_topic=protocol.NOTIFY_TOPIC, env=None, python=None,
 def find(h):
     """The newest active pool job of this instance's owner, or None."""
     owner = h.attr_get("security.owner")
-    jobs = flux.job.JobList(h, attrs=["name"], filters=["pending", "running"],
-                            user=owner, name=protocol.JOB_NAME).jobs()
+    jobs = flux.job.JobList(
+        h,
+        attrs=["name"],
+        filters=["pending", "running"],
+        user=owner,
+        name=protocol.JOB_NAME,
+    ).jobs()
     return max((int(job.id) for job in jobs), default=None)
 
 
@@ -143,8 +178,10 @@ def wait_ready(h, jobid, timeout=120.0, poll=0.2):
         if job is None or job["state"] == "INACTIVE":
             raise PoolError(_ended_why(jobid, job))
         if time.monotonic() > deadline:
-            raise PoolError(f"pool job {flux.job.JobID(jobid).f58} not ready after {timeout:.0f}s "
-                            f"(state {job['state']}); check flux job attach {flux.job.JobID(jobid).f58}")
+            raise PoolError(
+                f"pool job {flux.job.JobID(jobid).f58} not ready after {timeout:.0f}s "
+                f"(state {job['state']}); check flux job attach {flux.job.JobID(jobid).f58}"
+            )
         time.sleep(poll)
 
 
@@ -152,12 +189,16 @@ def _ended_why(jobid, job):
     f58 = flux.job.JobID(jobid).f58
     note = (job or {}).get("exception", {}).get("note") or ""
     if "unsatisfiable" in note:
-        return (f"pool job {f58} was refused: {note}.  Fluxion calls a request for nodes with a "
-                "property unsatisfiable while those nodes are busy with jobs that have no time "
-                "limit: launch the pool again once the RSA nodes are free (flux resource list)")
+        return (
+            f"pool job {f58} was refused: {note}.  Fluxion calls a request for nodes with a "
+            "property unsatisfiable while those nodes are busy with jobs that have no time "
+            "limit: launch the pool again once the RSA nodes are free (flux resource list)"
+        )
     why = note or f"returncode {(job or {}).get('returncode')}"
-    return (f"pool job {f58} ended before it was ready ({why}); its agent's messages: "
-            f"flux job attach {f58}")
+    return (
+        f"pool job {f58} ended before it was ready ({why}); its agent's messages: "
+        f"flux job attach {f58}"
+    )
 
 
 def shutdown_async(h, jobid, keep=()):
@@ -177,7 +218,9 @@ def shutdown_async(h, jobid, keep=()):
     try:
         if not (isinstance(info, dict) and info.get("jobid") == int(jobid)):
             raise OSError("the agent is not ready")
-        h.rpc(protocol.topic(protocol.SHUTDOWN), {"keep": list(keep)}, nodeid=info["rank"]).get()
+        h.rpc(
+            protocol.topic(protocol.SHUTDOWN), {"keep": list(keep)}, nodeid=info["rank"]
+        ).get()
     except OSError:
         _cancel(h, jobid, "flux-rsa: pool stopped")
     return flux.job.result_async(h, jobid)

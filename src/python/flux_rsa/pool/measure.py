@@ -78,10 +78,14 @@ def measure(path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m flux_rsa.pool.measure",
-                                description="Size and file count of a tree, as its owner.")
+    p = argparse.ArgumentParser(
+        prog="python3 -m flux_rsa.pool.measure",
+        description="Size and file count of a tree, as its owner.",
+    )
     p.add_argument("path")
-    p.add_argument("--as-user", metavar="UID", help="switch to this user first (needs root)")
+    p.add_argument(
+        "--as-user", metavar="UID", help="switch to this user first (needs root)"
+    )
     args = p.parse_args(argv)
     who = f" (as uid {os.geteuid()})"
     try:

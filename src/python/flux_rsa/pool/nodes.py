@@ -47,12 +47,16 @@ class Nodes:
         for rank, name in self.hosts.items():
             if name == host:
                 return rank
-        raise protocol.BadRequest(f"{field}={host!r} is not a pool node (pool nodes: "
-                                  f"{self.names()})")
+        raise protocol.BadRequest(
+            f"{field}={host!r} is not a pool node (pool nodes: " f"{self.names()})"
+        )
 
     def describe(self, rank):
-        return {"state": "down" if rank in self.down else "up",
-                "drained": rank in self.drained, "reason": self.drained.get(rank)}
+        return {
+            "state": "down" if rank in self.down else "up",
+            "drained": rank in self.drained,
+            "reason": self.drained.get(rank),
+        }
 
     def paths(self, rank):
         return jgf.memory_paths(self.hosts[rank], self.granules)
@@ -87,8 +91,11 @@ class Nodes:
         if rank not in self.drained or key in self.lent:
             return
         self.lent[key] = (rank, [])
-        future = self.h.rpc(f"{graph.RESOURCE}.find",
-                            {"criteria": "sched-now=allocated", "format": "jgf"}, nodeid=0)
+        future = self.h.rpc(
+            f"{graph.RESOURCE}.find",
+            {"criteria": "sched-now=allocated", "format": "jgf"},
+            nodeid=0,
+        )
         future.then(self._lend, key, rank, granules)
 
     def _lend(self, future, key, rank, granules):
@@ -102,8 +109,14 @@ class Nodes:
                     busy |= set(paths)
             free = [p for p in self.paths(rank) if p not in busy][:granules]
             self.lent[key] = (rank, free)
-            self._mark(free, "up", self._logged(f"lending {len(free)} granule(s) of drained "
-                                                f"{self.hosts[rank]} to an adopting holder"))
+            self._mark(
+                free,
+                "up",
+                self._logged(
+                    f"lending {len(free)} granule(s) of drained "
+                    f"{self.hosts[rank]} to an adopting holder"
+                ),
+            )
         except Exception as exc:
             self.log(f"lending granules of {self.hosts.get(rank)}: {exc!r}")
 
@@ -111,12 +124,15 @@ class Nodes:
         """The adopting holder ``key`` was allocated (or is gone)."""
         rank, paths = self.lent.pop(key, (None, []))
         if paths and rank in self.drained:
-            self._mark(paths, "down", self._logged(f"draining {self.hosts[rank]} again"))
+            self._mark(
+                paths, "down", self._logged(f"draining {self.hosts[rank]} again")
+            )
 
     def _logged(self, what):
         def done(error):
             if error:
                 self.log(f"{what}: {error}")
+
         return done
 
     def _mark(self, paths, status, done):
@@ -132,7 +148,8 @@ class Nodes:
                     future.get()
                 except OSError as exc:
                     state["error"] = state["error"] or (
-                        f"Fluxion refused status {status} for {path}: {exc.strerror or exc}")
+                        f"Fluxion refused status {status} for {path}: {exc.strerror or exc}"
+                    )
                 state["left"] -= 1
                 if state["left"] == 0:
                     done(state["error"])
@@ -140,8 +157,11 @@ class Nodes:
                 self.log(f"marking {path} {status}: {exc!r}")
 
         for path in paths:
-            self.h.rpc(f"{graph.RESOURCE}.set_status",
-                       {"resource_path": path, "status": status}, nodeid=0).then(one, path)
+            self.h.rpc(
+                f"{graph.RESOURCE}.set_status",
+                {"resource_path": path, "status": status},
+                nodeid=0,
+            ).then(one, path)
 
     # --- up and down ---
 
@@ -160,7 +180,9 @@ class Nodes:
                 return
             if event.name not in ("online", "offline"):
                 return
-            ranks = [r for r in IDset(event.context.get("idset", "")) if r in self.hosts]
+            ranks = [
+                r for r in IDset(event.context.get("idset", "")) if r in self.hosts
+            ]
             for rank in ranks:
                 down = event.name == "offline"
                 if down == (rank in self.down):

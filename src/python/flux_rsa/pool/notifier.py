@@ -14,8 +14,14 @@ from collections import deque
 from flux_rsa.pool import protocol
 
 #: the service is absent or restarting: keep and retry
-RETRY = {errno.ENOSYS, errno.EAGAIN, errno.EHOSTUNREACH, errno.ECONNRESET,
-         errno.ENOTCONN, errno.ETIMEDOUT}
+RETRY = {
+    errno.ENOSYS,
+    errno.EAGAIN,
+    errno.EHOSTUNREACH,
+    errno.ECONNRESET,
+    errno.ENOTCONN,
+    errno.ETIMEDOUT,
+}
 
 
 class Notifier:
@@ -39,7 +45,9 @@ class Notifier:
 
     def _drop(self):
         for i, payload in enumerate(self.queue):
-            if payload["kind"] == protocol.STAGE_PROGRESS and not (i == 0 and self.inflight):
+            if payload["kind"] == protocol.STAGE_PROGRESS and not (
+                i == 0 and self.inflight
+            ):
                 del self.queue[i]
                 return
         start = 1 if self.inflight else 0
@@ -70,8 +78,10 @@ class Notifier:
             if exc.errno in RETRY:
                 self.timer.start()
                 return
-            self.log(f"{self.topic}: {self.queue[0]['kind']} refused: "
-                     f"{exc.strerror or exc} (dropped)")
+            self.log(
+                f"{self.topic}: {self.queue[0]['kind']} refused: "
+                f"{exc.strerror or exc} (dropped)"
+            )
         self.queue.popleft()
         self._next()
 

@@ -23,10 +23,12 @@ def ephemeral_clash(low, high, ephemeral):
     elow, ehigh = ephemeral
     if high < elow or low > ehigh:
         return None
-    return (f"[rsa] fs-ports {low}-{high} overlaps this node's ephemeral ports {elow}-{ehigh} "
-            "(net.ipv4.ip_local_port_range): an outgoing connection can take a port a RAM "
-            f"disk's server needs; choose ports below {elow} (the default is 24100-24999) "
-            "or reserve them (net.ipv4.ip_local_reserved_ports)")
+    return (
+        f"[rsa] fs-ports {low}-{high} overlaps this node's ephemeral ports {elow}-{ehigh} "
+        "(net.ipv4.ip_local_port_range): an outgoing connection can take a port a RAM "
+        f"disk's server needs; choose ports below {elow} (the default is 24100-24999) "
+        "or reserve them (net.ipv4.ip_local_reserved_ports)"
+    )
 
 
 class Ports:
@@ -46,7 +48,8 @@ class Ports:
         if base is None:
             raise PortsExhausted(
                 f"no {count} free ports left in [rsa] fs-ports {self.low}-{self.high} "
-                f"({len(self.blocks)} RAM disks hold ports): widen the range")
+                f"({len(self.blocks)} RAM disks hold ports): widen the range"
+            )
         self.blocks[key] = (base, count)
         self.next = base + count
         return base

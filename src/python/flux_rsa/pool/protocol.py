@@ -29,8 +29,20 @@ DRAIN = "drain"
 UNDRAIN = "undrain"
 DISCARD = "discard"
 MEASURE = "measure"
-METHODS = (HOLD, CANCEL, STAGE, STOP, PURGE, LIST, STATUS, SHUTDOWN, DRAIN, UNDRAIN, DISCARD,
-           MEASURE)
+METHODS = (
+    HOLD,
+    CANCEL,
+    STAGE,
+    STOP,
+    PURGE,
+    LIST,
+    STATUS,
+    SHUTDOWN,
+    DRAIN,
+    UNDRAIN,
+    DISCARD,
+    MEASURE,
+)
 
 # notifications the agent sends
 POOL_READY = "pool-ready"
@@ -44,14 +56,36 @@ PURGE_END = "purge-end"
 MEASURE_END = "measure-end"
 DISCARD_END = "discard-end"
 NODE_STATE = "node-state"
-NOTIFICATIONS = (POOL_READY, HOLDER_ALLOC, HOLDER_START, RAMDISK_BUILT,
-                 HOLDER_END, STAGE_PROGRESS, STAGE_END, PURGE_END, MEASURE_END,
-                 DISCARD_END, NODE_STATE)
+NOTIFICATIONS = (
+    POOL_READY,
+    HOLDER_ALLOC,
+    HOLDER_START,
+    RAMDISK_BUILT,
+    HOLDER_END,
+    STAGE_PROGRESS,
+    STAGE_END,
+    PURGE_END,
+    MEASURE_END,
+    DISCARD_END,
+    NODE_STATE,
+)
 
 #: the fields every notification carries besides "kind" and "pool"
 NOTIFY_FIELDS = {
-    POOL_READY: ("jobid", "rank", "nodes", "node_capacity", "granule", "pool_cores", "provider",
-                 "ramdisk_root", "service", "notify", "uri", "simulate_rate"),
+    POOL_READY: (
+        "jobid",
+        "rank",
+        "nodes",
+        "node_capacity",
+        "granule",
+        "pool_cores",
+        "provider",
+        "ramdisk_root",
+        "service",
+        "notify",
+        "uri",
+        "simulate_rate",
+    ),
     HOLDER_ALLOC: ("jobid", "gen", "nodes", "granted"),
     HOLDER_START: ("jobid", "gen"),
     # volume: what compute nodes mount (servers, user, secret) when the RAM
@@ -80,24 +114,43 @@ class Optional:
 
 #: request fields and their types, per method; Optional ones may be left out
 FIELDS = {
-    HOLD: {"jobid": int, "gen": int, "need": int, "userid": int,
-           # a kept RAM disk of this jobid (from `list`'s kept) to take over
-           "adopt": Optional((str, type(None)), None),
-           # hosts holding a staged copy of the job's data_in: place it there if it fits
-           "prefer": Optional(list, [])},
+    HOLD: {
+        "jobid": int,
+        "gen": int,
+        "need": int,
+        "userid": int,
+        # a kept RAM disk of this jobid (from `list`'s kept) to take over
+        "adopt": Optional((str, type(None)), None),
+        # hosts holding a staged copy of the job's data_in: place it there if it fits
+        "prefer": Optional(list, []),
+    },
     CANCEL: {"jobid": int, "gen": int},
-    STAGE: {"jobid": int, "seq": int, "direction": str, "src": str, "dst": str,
-            "method": (str, type(None)), "userid": int, "verify": str, "nodes": list,
-            # bytes expected (a simulated stage lasts size / simulate_rate)
-            "size": Optional(int, 0),
-            # a staged copy of src on this node to copy from if it still matches src
-            "replica": Optional((str, type(None)), None),
-            # the job's signed request (J): an operation run through the IMP
-            # acts as the job's owner only with it (privileged.signed)
-            "j": Optional((str, type(None)), None)},
+    STAGE: {
+        "jobid": int,
+        "seq": int,
+        "direction": str,
+        "src": str,
+        "dst": str,
+        "method": (str, type(None)),
+        "userid": int,
+        "verify": str,
+        "nodes": list,
+        # bytes expected (a simulated stage lasts size / simulate_rate)
+        "size": Optional(int, 0),
+        # a staged copy of src on this node to copy from if it still matches src
+        "replica": Optional((str, type(None)), None),
+        # the job's signed request (J): an operation run through the IMP
+        # acts as the job's owner only with it (privileged.signed)
+        "j": Optional((str, type(None)), None),
+    },
     STOP: {"jobid": int, "seq": int},
-    PURGE: {"jobid": int, "path": str, "data_in": (str, type(None)), "userid": int,
-            "nodes": list},
+    PURGE: {
+        "jobid": int,
+        "path": str,
+        "data_in": (str, type(None)),
+        "userid": int,
+        "nodes": list,
+    },
     LIST: {},
     STATUS: {},
     # keep: [{jobid, gen}] holders whose RAM disks outlive the pool
@@ -105,8 +158,13 @@ FIELDS = {
     DRAIN: {"host": str, "reason": Optional(str, "")},
     UNDRAIN: {"host": str},
     DISCARD: {"path": str},
-    MEASURE: {"jobid": int, "seq": int, "path": str, "userid": int,
-              "j": Optional((str, type(None)), None)},
+    MEASURE: {
+        "jobid": int,
+        "seq": int,
+        "path": str,
+        "userid": int,
+        "j": Optional((str, type(None)), None),
+    },
 }
 
 
@@ -121,7 +179,9 @@ def topic(method):
 def check(method, payload):
     """The request payload, checked: raises BadRequest naming the field."""
     if method not in FIELDS:
-        raise BadRequest(f"{topic(method)}: unknown method (known: {', '.join(METHODS)})")
+        raise BadRequest(
+            f"{topic(method)}: unknown method (known: {', '.join(METHODS)})"
+        )
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
@@ -139,31 +199,48 @@ def check(method, payload):
             raise BadRequest(f"{topic(method)}: {name}={value!r} must be {_name(kind)}")
     if method == STAGE:
         if payload["direction"] not in ("in", "out"):
-            raise BadRequest(f"{topic(method)}: direction={payload['direction']!r} must be \"in\" or \"out\"")
+            raise BadRequest(
+                f"{topic(method)}: direction={payload['direction']!r} must be \"in\" or \"out\""
+            )
         if payload["verify"] not in ("size", "checksum", "none"):
-            raise BadRequest(f"{topic(method)}: verify={payload['verify']!r} must be size or checksum")
+            raise BadRequest(
+                f"{topic(method)}: verify={payload['verify']!r} must be size or checksum"
+            )
     if method in (STAGE, PURGE) and not payload["nodes"]:
-        raise BadRequest(f"{topic(method)}: nodes is empty (give the holder's nodes from holder-alloc)")
+        raise BadRequest(
+            f"{topic(method)}: nodes is empty (give the holder's nodes from holder-alloc)"
+        )
     if method == HOLD and payload["need"] <= 0:
-        raise BadRequest(f"{topic(method)}: need={payload['need']} must be more than 0 bytes")
+        raise BadRequest(
+            f"{topic(method)}: need={payload['need']} must be more than 0 bytes"
+        )
     if method == STAGE and payload["size"] < 0:
-        raise BadRequest(f"{topic(method)}: size={payload['size']} must be 0 or more bytes")
+        raise BadRequest(
+            f"{topic(method)}: size={payload['size']} must be 0 or more bytes"
+        )
     if method == SHUTDOWN:
         payload["keep"] = [_keep_entry(entry) for entry in payload["keep"]]
-    if method in (DISCARD, MEASURE) or (method == HOLD and payload["adopt"] is not None):
+    if method in (DISCARD, MEASURE) or (
+        method == HOLD and payload["adopt"] is not None
+    ):
         field = "adopt" if method == HOLD else "path"
         if not payload[field].startswith("/"):
-            raise BadRequest(f"{topic(method)}: {field}={payload[field]!r} must be an absolute path")
+            raise BadRequest(
+                f"{topic(method)}: {field}={payload[field]!r} must be an absolute path"
+            )
     return payload
 
 
 def _keep_entry(entry):
-    ok = (isinstance(entry, dict)
-          and all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool)
-                  for k in ("jobid", "gen")))
+    ok = isinstance(entry, dict) and all(
+        isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool)
+        for k in ("jobid", "gen")
+    )
     if not ok:
-        raise BadRequest(f"{topic(SHUTDOWN)}: keep entry {entry!r} must be "
-                         "{\"jobid\": int, \"gen\": int}")
+        raise BadRequest(
+            f"{topic(SHUTDOWN)}: keep entry {entry!r} must be "
+            '{"jobid": int, "gen": int}'
+        )
     return {"jobid": entry["jobid"], "gen": entry["gen"]}
 
 

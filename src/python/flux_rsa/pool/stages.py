@@ -54,13 +54,26 @@ class StageReport:
     def end_fields(self):
         ok, error = self.outcome()
         jobid, seq = self.key
-        return {"jobid": jobid, "seq": seq, "ok": ok, "error": error, "reused": self.reused}
+        return {
+            "jobid": jobid,
+            "seq": seq,
+            "ok": ok,
+            "error": error,
+            "reused": self.reused,
+        }
 
     def describe(self):
         jobid, seq = self.key
         ok, error = self.outcome() if self.ended else (None, None)
-        return {"jobid": jobid, "seq": seq, "state": self.state, "subjob": self.subjob_id,
-                "progress": self.progress, "ok": ok, "error": error}
+        return {
+            "jobid": jobid,
+            "seq": seq,
+            "state": self.state,
+            "subjob": self.subjob_id,
+            "progress": self.progress,
+            "ok": ok,
+            "error": error,
+        }
 
 
 class Stage(Reporting, StageReport):
@@ -107,7 +120,11 @@ class Stage(Reporting, StageReport):
             self._send_progress()
 
     def _send_progress(self, *args):
-        if self.end_sent or self.progress is None or self.progress == self.sent_progress:
+        if (
+            self.end_sent
+            or self.progress is None
+            or self.progress == self.sent_progress
+        ):
             return
         wait = self.last_sent + PROGRESS_INTERVAL - time.monotonic()
         if wait > 0:
@@ -118,7 +135,9 @@ class Stage(Reporting, StageReport):
         self.last_sent = time.monotonic()
         self.sent_progress = self.progress
         jobid, seq = self.key
-        self.ctx.notify(protocol.STAGE_PROGRESS, jobid=jobid, seq=seq, progress=self.progress)
+        self.ctx.notify(
+            protocol.STAGE_PROGRESS, jobid=jobid, seq=seq, progress=self.progress
+        )
 
     def _timer(self, *args):
         try:
@@ -210,8 +229,14 @@ class Measure(Reporting):
     @staticmethod
     def nothing_ran(key, error=None):
         jobid, seq = key
-        return {"jobid": jobid, "seq": seq, "ok": error is None, "bytes": 0, "files": 0,
-                "error": error}
+        return {
+            "jobid": jobid,
+            "seq": seq,
+            "ok": error is None,
+            "bytes": 0,
+            "files": 0,
+            "error": error,
+        }
 
     @property
     def state(self):
@@ -238,8 +263,12 @@ class Measure(Reporting):
             why = f"{self.name} printed no result"
         if why is not None:
             return {"ok": False, "bytes": 0, "files": 0, "error": self.stopped or why}
-        return {"ok": True, "bytes": self.result["bytes"], "files": self.result.get("files", 0),
-                "error": None}
+        return {
+            "ok": True,
+            "bytes": self.result["bytes"],
+            "files": self.result.get("files", 0),
+            "error": None,
+        }
 
     def end_fields(self):
         jobid, seq = self.key

@@ -11,10 +11,12 @@ def listing(work, kept):
     and the kept RAM disks nobody adopted yet."""
     holders = work.live_holders()
     adopting = {h.adopt: h.key for h in holders if h.adopt is not None}
-    return {"holders": [h.describe() for h in holders],
-            "stages": [s.describe() for s in work.stages.values() if not s.ended],
-            "measures": [m.describe() for m in work.measures.values() if not m.ended],
-            "kept": kept.listing(adopting)}
+    return {
+        "holders": [h.describe() for h in holders],
+        "stages": [s.describe() for s in work.stages.values() if not s.ended],
+        "measures": [m.describe() for m in work.measures.values() if not m.ended],
+        "kept": kept.listing(adopting),
+    }
 
 
 def capacity(used, policy, hosts, nodes, holders):
@@ -26,8 +28,21 @@ def capacity(used, policy, hosts, nodes, holders):
     for rank in sorted(hosts):
         total = policy.node_granules * g
         reserved = used.get(rank, 0) * g
-        on_node = [{"jobid": h.key[0], "gen": h.key[1], "bytes": n * g}
-                   for h in holders for r, n in h.granted_by_rank().items() if r == rank]
-        out.append({"host": hosts[rank], "rank": rank, "total": total, "reserved": reserved,
-                    "free": total - reserved, "holders": on_node, **nodes.describe(rank)})
+        on_node = [
+            {"jobid": h.key[0], "gen": h.key[1], "bytes": n * g}
+            for h in holders
+            for r, n in h.granted_by_rank().items()
+            if r == rank
+        ]
+        out.append(
+            {
+                "host": hosts[rank],
+                "rank": rank,
+                "total": total,
+                "reserved": reserved,
+                "free": total - reserved,
+                "holders": on_node,
+                **nodes.describe(rank),
+            }
+        )
     return out

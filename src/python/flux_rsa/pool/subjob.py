@@ -63,7 +63,9 @@ class Subjob:
         self._grace = None
         self._futures = []
         options = {} if urgency is None else {"urgency": urgency}
-        flux.job.submit_async(self.h, jobspec, **options).then(self._guard, self._submitted)
+        flux.job.submit_async(self.h, jobspec, **options).then(
+            self._guard, self._submitted
+        )
 
     # --- for subclasses ---
 
@@ -82,7 +84,9 @@ class Subjob:
 
     @property
     def name(self):
-        return f"job {JobID(self.jobid).f58}" if self.jobid else "job (not yet submitted)"
+        return (
+            f"job {JobID(self.jobid).f58}" if self.jobid else "job (not yet submitted)"
+        )
 
     def exit_code(self):
         if self.status is None:
@@ -94,7 +98,9 @@ class Subjob:
         with an exception whose tasks all exited 0; our commands print a
         line on stderr whenever they fail, so 1 without one is a clean exit."""
         code = self.exit_code()
-        return code == 0 or (code == 1 and self.exception is not None and self.stderr is None)
+        return code == 0 or (
+            code == 1 and self.exception is not None and self.stderr is None
+        )
 
     def lost_rank(self):
         """The pool rank of a node the job lost (its broker failed), or None."""
@@ -111,8 +117,10 @@ class Subjob:
         lost = self.lost_rank()
         if lost is not None:
             host = self.ctx.hosts.get(lost, f"pool rank {lost}")
-            return (f"{self.name} lost RSA node {host}: its Flux broker failed or the node "
-                    f"went down ({self.exception})")
+            return (
+                f"{self.name} lost RSA node {host}: its Flux broker failed or the node "
+                f"went down ({self.exception})"
+            )
         if self.stderr and self.exception_type in (None, "exec"):
             return self.stderr
         if self.exception:
@@ -148,10 +156,13 @@ class Subjob:
             self._clean = self._output_done = True
             self._finish()
             return
-        self._keep(flux.job.event_watch_async(self.h, self.jobid)).then(self._guard, self._event)
+        self._keep(flux.job.event_watch_async(self.h, self.jobid)).then(
+            self._guard, self._event
+        )
         if not self.simulated:
             self._keep(flux.job.output_event_watch_async(self.h, self.jobid)).then(
-                self._guard, self._output)
+                self._guard, self._output
+            )
         if self.cancel_reason is not None:
             self.cancel(self.cancel_reason)
         self._changed()
@@ -173,10 +184,16 @@ class Subjob:
             return
         if name == "start":
             self.started = True
-        elif name == "exception" and ctx.get("severity", 0) == 0 and self.exception is None:
+        elif (
+            name == "exception"
+            and ctx.get("severity", 0) == 0
+            and self.exception is None
+        ):
             self.exception_type = ctx.get("type", "unknown")
             note = ctx.get("note") or ""
-            self.exception = f"{ctx.get('type', 'unknown')} exception{': ' + note if note else ''}"
+            self.exception = (
+                f"{ctx.get('type', 'unknown')} exception{': ' + note if note else ''}"
+            )
         elif name == "finish":
             self.status = ctx.get("status", 0)
         elif name == "clean":
@@ -185,9 +202,13 @@ class Subjob:
             if not self._output_done:
                 # a shell killed before it started writes no output at all:
                 # do not wait for an eventlog that will never exist
-                lookup = flux.job.job_info_lookup(self.h, self.jobid, keys=["guest.output"])
+                lookup = flux.job.job_info_lookup(
+                    self.h, self.jobid, keys=["guest.output"]
+                )
                 self._keep(lookup).then(self._guard, self._output_exists)
-                self._grace = self.h.timer_watcher_create(OUTPUT_GRACE, self._grace_over)
+                self._grace = self.h.timer_watcher_create(
+                    OUTPUT_GRACE, self._grace_over
+                )
                 self._grace.start()
         self._changed()
 

@@ -31,8 +31,20 @@ KEEP_ENDED = 1000
 
 
 class Work:
-    def __init__(self, h, log, hosts, notify, policy, via, environment, nodes, ports, kept,
-                 unusable=None):
+    def __init__(
+        self,
+        h,
+        log,
+        hosts,
+        notify,
+        policy,
+        via,
+        environment,
+        nodes,
+        ports,
+        kept,
+        unusable=None,
+    ):
         self.log = log
         self.hosts = hosts  # pool rank -> host name
         self.notify = notify
@@ -50,13 +62,33 @@ class Work:
         self.measures = {}  # (jobid, seq) -> Measure
         self.purges = {}  # jobid -> Purge (running only)
         self.discards = {}  # path -> Discard (running only)
-        self._tables = {Holder: self.holders, Stage: self.stages, SimulatedStage: self.stages,
-                        Measure: self.measures, Purge: self.purges, Discard: self.discards}
-        self._ended = {Holder: deque(), Stage: deque(), SimulatedStage: deque(),
-                       Measure: deque()}  # keys, oldest first
+        self._tables = {
+            Holder: self.holders,
+            Stage: self.stages,
+            SimulatedStage: self.stages,
+            Measure: self.measures,
+            Purge: self.purges,
+            Discard: self.discards,
+        }
+        self._ended = {
+            Holder: deque(),
+            Stage: deque(),
+            SimulatedStage: deque(),
+            Measure: deque(),
+        }  # keys, oldest first
         self.ctx = Context(h, log, hosts, notify, self.forget)
-        self.holder_ctx = HolderContext(h, log, hosts, notify, self.forget, policy, nodes,
-                                        self._sweep_jobspec, kept.took_over, self._gave_up)
+        self.holder_ctx = HolderContext(
+            h,
+            log,
+            hosts,
+            notify,
+            self.forget,
+            policy,
+            nodes,
+            self._sweep_jobspec,
+            kept.took_over,
+            self._gave_up,
+        )
 
     # --- the one pattern ---
 
@@ -66,11 +98,15 @@ class Work:
         table = self._tables[kind]
         job = table.get(key)
         if job is None and self.unusable:
-            self.notify(kind.END, **kind.nothing_ran(key, f"{kind.CANNOT}: {self.unusable}"))
+            self.notify(
+                kind.END, **kind.nothing_ran(key, f"{kind.CANNOT}: {self.unusable}")
+            )
         elif job is None:
             if self.closed:
-                raise protocol.BadRequest("the pool is shutting down (rsa-pool.shutdown); "
-                                          "send the request to the next pool")
+                raise protocol.BadRequest(
+                    "the pool is shutting down (rsa-pool.shutdown); "
+                    "send the request to the next pool"
+                )
             table[key] = new()
         elif job.done():
             self.notify(kind.END, **job.end_fields())
@@ -92,9 +128,18 @@ class Work:
             table.pop(ended.popleft(), None)
 
     def active(self):
-        return [j for table in (self.holders, self.stages, self.measures, self.purges,
-                                self.discards)
-                for j in table.values() if not j.done()]
+        return [
+            j
+            for table in (
+                self.holders,
+                self.stages,
+                self.measures,
+                self.purges,
+                self.discards,
+            )
+            for j in table.values()
+            if not j.done()
+        ]
 
     def live_holders(self):
         return [h for h in self.holders.values() if not h.done()]
@@ -111,9 +156,19 @@ class Work:
         self.kept.refuse_over(*key)
         nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
         port, secret = self._serving(key, nodes)
-        js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
-                             p["userid"], len(self.hosts), self.environment,
-                             rank=self._preferred_rank(p), port=port, secret=secret)
+        js = jobspecs.holder(
+            self.via,
+            self.policy,
+            p["jobid"],
+            p["gen"],
+            p["need"],
+            p["userid"],
+            len(self.hosts),
+            self.environment,
+            rank=self._preferred_rank(p),
+            port=port,
+            secret=secret,
+        )
         return Holder(self.holder_ctx, js, *key, port=port, secret=secret)
 
     def _serving(self, key, nodes):
@@ -125,8 +180,14 @@ class Work:
         try:
             port = self.ports.take(key, count)
         except PortsExhausted as exc:
-            raise protocol.BadRequest(f"{protocol.topic(protocol.HOLD)}: {exc}") from None
-        secret = secrets.token_urlsafe(24) if jobspecs.needs_secret(self.policy, nodes) else None
+            raise protocol.BadRequest(
+                f"{protocol.topic(protocol.HOLD)}: {exc}"
+            ) from None
+        secret = (
+            secrets.token_urlsafe(24)
+            if jobspecs.needs_secret(self.policy, nodes)
+            else None
+        )
         return port, secret
 
     def _preferred_rank(self, p):
@@ -142,33 +203,67 @@ class Work:
                 used[rank] = used.get(rank, 0) + n
         for host in p["prefer"]:
             rank = next((r for r, name in self.hosts.items() if name == host), None)
-            if (rank is not None and rank not in self.nodes.drained
-                    and self.policy.node_granules - used.get(rank, 0) >= granules):
+            if (
+                rank is not None
+                and rank not in self.nodes.drained
+                and self.policy.node_granules - used.get(rank, 0) >= granules
+            ):
                 return rank
         return None
 
     def _adopting_holder(self, p):
         path = p["adopt"].rstrip("/")
         if self.simulate:  # nothing was kept for real: place it as any holder
-            js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
-                                 p["userid"], len(self.hosts), self.environment)
+            js = jobspecs.holder(
+                self.via,
+                self.policy,
+                p["jobid"],
+                p["gen"],
+                p["need"],
+                p["userid"],
+                len(self.hosts),
+                self.environment,
+            )
             return Holder(self.holder_ctx, js, p["jobid"], p["gen"], adopt=path)
         kept = self.kept.for_adoption(path, p, self.live_holders(), self.nodes.down)
         parts = self.kept.parts(kept)
         ranks = [part["rank"] for part in parts]
-        granules = jobspecs.adopt_granules(p["need"], kept["bytes"], self.policy, len(parts))
+        granules = jobspecs.adopt_granules(
+            p["need"], kept["bytes"], self.policy, len(parts)
+        )
         port, secret = self._serving((p["jobid"], p["gen"]), len(parts))
-        js = jobspecs.holder(self.via, self.policy, p["jobid"], p["gen"], p["need"],
-                             p["userid"], len(self.hosts), self.environment, adopt=path,
-                             adopt_ranks=ranks, adopt_bytes=kept["bytes"], port=port,
-                             secret=secret)
+        js = jobspecs.holder(
+            self.via,
+            self.policy,
+            p["jobid"],
+            p["gen"],
+            p["need"],
+            p["userid"],
+            len(self.hosts),
+            self.environment,
+            adopt=path,
+            adopt_ranks=ranks,
+            adopt_bytes=kept["bytes"],
+            port=port,
+            secret=secret,
+        )
         # a drained node lends its granules to a one-node adoption only
-        return Holder(self.holder_ctx, js, p["jobid"], p["gen"], adopt=path,
-                      adopt_rank=ranks[0] if len(ranks) == 1 else None,
-                      adopt_granules=granules, port=port, secret=secret)
+        return Holder(
+            self.holder_ctx,
+            js,
+            p["jobid"],
+            p["gen"],
+            adopt=path,
+            adopt_rank=ranks[0] if len(ranks) == 1 else None,
+            adopt_granules=granules,
+            port=port,
+            secret=secret,
+        )
 
     def _sweep_jobspec(self, ranks, gone):
-        return jobspecs.sweep(self.via, self.policy, self.environment, ranks=ranks, gone=gone)
+        return jobspecs.sweep(
+            self.via, self.policy, self.environment, ranks=ranks, gone=gone
+        )
 
     def _gave_up(self, path):
         """An adopting holder ended before it took its kept RAM disk over:
@@ -197,8 +292,9 @@ class Work:
     def _new_stage(self, key, p, rank):
         if self.simulate:
             return SimulatedStage(self.ctx, *key, p["size"] / self.policy.simulate_rate)
-        js = jobspecs.stage(self.via, self.policy, p, rank, self.environment,
-                            self.policy.stage_workers)
+        js = jobspecs.stage(
+            self.via, self.policy, p, rank, self.environment, self.policy.stage_workers
+        )
         return Stage(self.ctx, js, *key)
 
     def stop(self, msg, p):
@@ -241,11 +337,15 @@ class Work:
         held = [h for h in self.live_holders() if path in (h.path, h.adopt)]
         if held:
             jobid, gen = held[0].key
-            raise protocol.BadRequest(f"{where} is held by holder {jobid}.{gen}: cancel that "
-                                      "holder instead")
+            raise protocol.BadRequest(
+                f"{where} is held by holder {jobid}.{gen}: cancel that "
+                "holder instead"
+            )
         if os.path.dirname(path) != self.policy.ramdisk_root.rstrip("/"):
-            raise protocol.BadRequest(f"{where} is not a RAM disk under "
-                                      f"{self.policy.ramdisk_root} ([rsa] ramdisk-root)")
+            raise protocol.BadRequest(
+                f"{where} is not a RAM disk under "
+                f"{self.policy.ramdisk_root} ([rsa] ramdisk-root)"
+            )
         kept = self.kept.get(path)
         if kept is None or self.simulate:
             self.kept.forget(path)  # unknown or already gone: nothing to do
@@ -255,7 +355,9 @@ class Work:
 
     def _new_discard(self, path, kept, where):
         # every node holding a part of it that is up (its parts there go too)
-        ranks = sorted({part["rank"] for part in self.kept.parts(kept)} - set(self.nodes.down))
+        ranks = sorted(
+            {part["rank"] for part in self.kept.parts(kept)} - set(self.nodes.down)
+        )
         if not ranks:
             raise protocol.BadRequest(f"{where} is on {kept['host']}, which is down")
         js = jobspecs.discard(self.via, self.policy, path, ranks, self.environment)
@@ -282,8 +384,10 @@ class Work:
                     job.keep()
                 else:
                     if job.key in keep:
-                        self.log(f"holder {job.key[0]}.{job.key[1]} has no RAM disk yet: "
-                                 "nothing to keep, releasing it")
+                        self.log(
+                            f"holder {job.key[0]}.{job.key[1]} has no RAM disk yet: "
+                            "nothing to keep, releasing it"
+                        )
                     job.release()
             elif isinstance(job, (Stage, SimulatedStage)):
                 job.stop()

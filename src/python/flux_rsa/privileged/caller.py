@@ -41,8 +41,13 @@ class Via:
         if self.mode == "imp":
             argv += ["--imp", self.imp]
         steps = request.OPS[op].scripts
-        values.update({request.script_var(step).lower(): path for step, path in self.scripts
-                       if step in steps})
+        values.update(
+            {
+                request.script_var(step).lower(): path
+                for step, path in self.scripts
+                if step in steps
+            }
+        )
         return argv, request.environment(op, **values)
 
     def describe(self):
@@ -84,20 +89,30 @@ def problem(via, confdir, user, environ=None):
         return None
     conf = imp_config_hint(confdir)
     if not via.imp:
-        return ("[rsa] privilege = \"imp\" needs the IMP: set [exec] imp = \"<libexecdir>/flux/"
-                f"flux-imp\" in the instance's configuration ({guide})")
+        return (
+            '[rsa] privilege = "imp" needs the IMP: set [exec] imp = "<libexecdir>/flux/'
+            f"flux-imp\" in the instance's configuration ({guide})"
+        )
     try:
         st = os.stat(via.imp)
     except OSError as exc:
         return f"the IMP {via.imp} ([exec] imp) cannot be used: {exc.strerror} (install flux-security)"
     if st.st_uid != 0 or not st.st_mode & stat.S_ISUID:
-        return (f"the IMP {via.imp} is not setuid root (owner uid {st.st_uid}, mode "
-                f"{stat.S_IMODE(st.st_mode):04o}): chown root and chmod 4755 it ({guide})")
+        return (
+            f"the IMP {via.imp} is not setuid root (owner uid {st.st_uid}, mode "
+            f"{stat.S_IMODE(st.st_mode):04o}): chown root and chmod 4755 it ({guide})"
+        )
     argv, env = via.command("check")
     env = {**subjob_environment(os.environ if environ is None else environ), **env}
     try:
-        proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=CHECK_TIMEOUT)
+        proc = subprocess.run(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT,
+        )
     except subprocess.TimeoutExpired:
         return f"flux-imp run {IMP_RUN_NAME} did not answer in {CHECK_TIMEOUT:.0f}s"
     except OSError as exc:
@@ -111,7 +126,7 @@ def problem(via, confdir, user, environ=None):
     if "no configuration found" in said:
         fix = f"add a [run.{IMP_RUN_NAME}] table to {conf}"
     elif "permission denied" in said:
-        fix = f"add \"{user}\" to allowed-users of [run.{IMP_RUN_NAME}] in {conf}"
+        fix = f'add "{user}" to allowed-users of [run.{IMP_RUN_NAME}] in {conf}'
     elif said.startswith("flux-imp"):
         fix = f"check [run.{IMP_RUN_NAME}] in {conf}"
     else:

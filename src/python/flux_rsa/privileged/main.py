@@ -24,8 +24,8 @@ import sys
 
 import flux_rsa
 from flux_rsa.privileged import ops, request, signed, trust
-from flux_rsa.ramdisk import holder, registry
 from flux_rsa.privileged.request import PREFIX, Refused
+from flux_rsa.ramdisk import holder, registry
 
 PROG = "flux-rsa-helper"
 #: the name of the IMP's [run.NAME] table for this entry point
@@ -43,14 +43,20 @@ def imp_main(conf_dir, environ=None):
     site allows, everything else as the job owner."""
     environ = os.environ if environ is None else environ
     if os.geteuid() != 0:
-        return _refuse(f"runs as uid {os.geteuid()}: this entry point must be started by "
-                       f"flux-imp run {IMP_RUN_NAME} (installed setuid root)")
+        return _refuse(
+            f"runs as uid {os.geteuid()}: this entry point must be started by "
+            f"flux-imp run {IMP_RUN_NAME} (installed setuid root)"
+        )
     caller = environ.get("FLUX_OWNER_USERID", "")
     if not caller.isdigit():
-        return _refuse(f"FLUX_OWNER_USERID={caller!r}: not set by flux-imp: start this through "
-                       f"flux-imp run {IMP_RUN_NAME}")
+        return _refuse(
+            f"FLUX_OWNER_USERID={caller!r}: not set by flux-imp: start this through "
+            f"flux-imp run {IMP_RUN_NAME}"
+        )
     try:
-        trust.secure_path(os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package")
+        trust.secure_path(
+            os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package"
+        )
         req = request.parse(environ, int(caller))
         signed.verify(req)  # as the job owner only what the owner signed
         trust.check(req, conf_dir)
@@ -102,7 +108,8 @@ def call(argv=None):
     p = argparse.ArgumentParser(
         prog="python3 -m flux_rsa.privileged",
         description="Run one flux-rsa privileged operation (RSA_OP and its RSA_* variables "
-        "in the environment): here, or through flux-imp run rsa.")
+        "in the environment): here, or through flux-imp run rsa.",
+    )
     p.add_argument("--imp", metavar="PATH", help="the IMP to run it through (flux-imp)")
     args = p.parse_args(argv)
     env = task_facts(os.environ, args.imp)

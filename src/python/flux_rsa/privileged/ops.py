@@ -37,10 +37,21 @@ def _fail(message, prog=RAMDISK_PROG):
 
 
 def _hold(r):
-    task = Task(r["ROOT"], r["NAME"], r["SIZE"], r["OWNER"], jobid=r.get("JOBID"),
-                gen=r.get("GEN"), index=r.get("TASK_RANK", 0), nodes=r.get("NODES", ()),
-                port=r.get("PORT"), secret=r.get("SECRET"), fs_host=r.get("FS_HOST", "{host}"),
-                host=r.get("HOST"), adopt=r.get("ADOPT"))
+    task = Task(
+        r["ROOT"],
+        r["NAME"],
+        r["SIZE"],
+        r["OWNER"],
+        jobid=r.get("JOBID"),
+        gen=r.get("GEN"),
+        index=r.get("TASK_RANK", 0),
+        nodes=r.get("NODES", ()),
+        port=r.get("PORT"),
+        secret=r.get("SECRET"),
+        fs_host=r.get("FS_HOST", "{host}"),
+        host=r.get("HOST"),
+        adopt=r.get("ADOPT"),
+    )
     return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 
 
@@ -93,8 +104,12 @@ def _discard(r):
 
 
 def _sweep(r):
-    failed = sweep(r["ROOT"], say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
-                   report_kept=r.get("REPORT_KEPT", False), gone=r.get("GONE"))
+    failed = sweep(
+        r["ROOT"],
+        say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
+        report_kept=r.get("REPORT_KEPT", False),
+        gone=r.get("GONE"),
+    )
     return 1 if failed else 0
 
 
@@ -140,11 +155,17 @@ def _stage(r):
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     argv = stage_argv(r)
-    if (r["DIRECTION"] == "in" and r["MODE"] == "copy" and r.get("VERIFY", "size") != "none"
-            and provider.sees_own_writes_late(ramdisk)):
+    if (
+        r["DIRECTION"] == "in"
+        and r["MODE"] == "copy"
+        and r.get("VERIFY", "size") != "none"
+        and provider.sees_own_writes_late(ramdisk)
+    ):
         verify = argv.index("--verify")
-        unverified = argv[:verify + 1] + ["none"] + argv[verify + 2:]
-        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, expected, unverified))
+        unverified = argv[: verify + 1] + ["none"] + argv[verify + 2 :]
+        code = _forked(
+            lambda: _through_fresh_client(provider, r, ramdisk, expected, unverified)
+        )
         if code != 0:
             return code
     return _stager(r, ramdisk, expected, argv)
@@ -180,8 +201,11 @@ def _through_fresh_client(provider, r, ramdisk, expected, argv):
         sysmount.private_namespace()
         workdir = provider.mount_fresh(ramdisk)
     except (OSError, gluster.GlusterError) as exc:
-        print(f"{PROG}: cannot mount a client of its own for the stage-in: {exc}",
-              file=sys.stderr, flush=True)
+        print(
+            f"{PROG}: cannot mount a client of its own for the stage-in: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_FAILED
     try:
         return _forked(lambda: _stager(r, ramdisk, expected, argv))
@@ -220,13 +244,23 @@ def _measure(r):
 
 
 def _check(r):
-    print(json.dumps({"ok": True, "euid": os.geteuid(), "pid": os.getpid()}), flush=True)
+    print(
+        json.dumps({"ok": True, "euid": os.geteuid(), "pid": os.getpid()}), flush=True
+    )
     return 0
 
 
-RUN = {"hold": _hold, "purge": _purge, "discard": _discard, "sweep": _sweep,
-       "stage": _stage, "measure": _measure, "check": _check, "attach": _attach,
-       "detach": _detach}
+RUN = {
+    "hold": _hold,
+    "purge": _purge,
+    "discard": _discard,
+    "sweep": _sweep,
+    "stage": _stage,
+    "measure": _measure,
+    "check": _check,
+    "attach": _attach,
+    "detach": _detach,
+}
 
 
 def run(request, scripts=None):

@@ -69,7 +69,9 @@ def path(var, value):
     """An absolute path (a user's data directory or script)."""
     _text(var, value)
     if not value.startswith("/"):
-        raise Refused(f"{var}={value!r}: not an absolute path (give one starting with /)")
+        raise Refused(
+            f"{var}={value!r}: not an absolute path (give one starting with /)"
+        )
     return value
 
 
@@ -77,8 +79,10 @@ def exact_path(var, value):
     """An absolute path spelt without '.', '..', '//' or a trailing '/'."""
     path(var, value)
     if os.path.normpath(value) != value or value.startswith("//"):
-        raise Refused(f"{var}={value!r}: not a plain absolute path (no '.', '..', '//' or "
-                      f"trailing '/'; e.g. {os.path.normpath(value)!r})")
+        raise Refused(
+            f"{var}={value!r}: not a plain absolute path (no '.', '..', '//' or "
+            f"trailing '/'; e.g. {os.path.normpath(value)!r})"
+        )
     return value
 
 
@@ -104,8 +108,10 @@ def flag(var, value):
 
 def name(var, value):
     if not NAME.match(value or ""):
-        raise Refused(f"{var}={value!r}: not a RAM disk's name (letters, digits, '.', '_', '-', "
-                      "not starting with '.'; e.g. 1234.1)")
+        raise Refused(
+            f"{var}={value!r}: not a RAM disk's name (letters, digits, '.', '_', '-', "
+            "not starting with '.'; e.g. 1234.1)"
+        )
     return value
 
 
@@ -117,30 +123,43 @@ MAX_J = 128 * 1024
 def job_request(var, value):
     """A job's signed request (J) as flux-security writes it: printable
     ASCII, no spaces.  Its signature is checked by ``signed.verify``."""
-    if not value or len(value) > MAX_J or not value.isascii() or not value.isprintable() \
-            or " " in value:
-        raise Refused(f"{var}: not a signed job request (J) of at most {MAX_J} printable "
-                      "characters (its value is not shown)")
+    if (
+        not value
+        or len(value) > MAX_J
+        or not value.isascii()
+        or not value.isprintable()
+        or " " in value
+    ):
+        raise Refused(
+            f"{var}: not a signed job request (J) of at most {MAX_J} printable "
+            "characters (its value is not shown)"
+        )
     return value
 
 
 def host(var, value):
     if not HOST.match(value or ""):
-        raise Refused(f"{var}={value!r}: not a host name (letters, digits, '.', '_', '-')")
+        raise Refused(
+            f"{var}={value!r}: not a host name (letters, digits, '.', '_', '-')"
+        )
     return value
 
 
 def secret(var, value):
     if not SECRET.match(value or ""):
-        raise Refused(f"{var}: not a volume secret (16 to 128 letters, digits, '_' or '-'; "
-                      "its value is not shown)")
+        raise Refused(
+            f"{var}: not a volume secret (16 to 128 letters, digits, '_' or '-'; "
+            "its value is not shown)"
+        )
     return value
 
 
 def fs_host(var, value):
     if not value or not FS_HOST.match(value):
-        raise Refused(f"{var}={value!r}: not an address pattern (a host name or address, "
-                      "{host} standing for the RSA node's name)")
+        raise Refused(
+            f"{var}={value!r}: not an address pattern (a host name or address, "
+            "{host} standing for the RSA node's name)"
+        )
     return value
 
 
@@ -148,8 +167,10 @@ def _listing(var, value, pattern, what):
     items = value.split(",") if value else []
     bad = [item for item in items if not pattern.match(item)]
     if not items or bad:
-        raise Refused(f"{var}={value!r}: not a comma-separated list of {what}"
-                      + (f" ({bad[0]!r})" if bad else ""))
+        raise Refused(
+            f"{var}={value!r}: not a comma-separated list of {what}"
+            + (f" ({bad[0]!r})" if bad else "")
+        )
     return tuple(items)
 
 
@@ -196,48 +217,108 @@ def script_var(step):
 
 OPS = {
     "hold": Spec(
-        {"ROOT": exact_path, "NAME": name, "SIZE": positive, "OWNER": number,
-         "PROVIDER": one_of(PROVIDERS)},
-        {"JOBID": number, "GEN": number, "ADOPT": exact_path, "TASK_RANK": number,
-         "HOST": host,
-         # a RAM disk over several RSA nodes (provider glusterfs): the holder's
-         # nodes, the first brick's port (brick i: PORT + i), the volume's secret;
-         # provider command: the nodes and the first of its ports
-         "NODES": hosts, "PORT": positive, "SECRET": secret, "FS_HOST": fs_host},
-        for_owner=True, scripts=("create", "destroy"),
-        what="build (or adopt) the RAM disk ROOT/NAME, keep it until signalled, destroy or keep it"),
+        {
+            "ROOT": exact_path,
+            "NAME": name,
+            "SIZE": positive,
+            "OWNER": number,
+            "PROVIDER": one_of(PROVIDERS),
+        },
+        {
+            "JOBID": number,
+            "GEN": number,
+            "ADOPT": exact_path,
+            "TASK_RANK": number,
+            "HOST": host,
+            # a RAM disk over several RSA nodes (provider glusterfs): the holder's
+            # nodes, the first brick's port (brick i: PORT + i), the volume's secret;
+            # provider command: the nodes and the first of its ports
+            "NODES": hosts,
+            "PORT": positive,
+            "SECRET": secret,
+            "FS_HOST": fs_host,
+        },
+        for_owner=True,
+        scripts=("create", "destroy"),
+        what="build (or adopt) the RAM disk ROOT/NAME, keep it until signalled, destroy or keep it",
+    ),
     "attach": Spec(
         # OWNER: whose RAM disk the job must be given (its marker is checked)
-        {"ROOT": exact_path, "NAME": name, "RANK": number, "PROVIDER": one_of(PROVIDERS),
-         "OWNER": number},
+        {
+            "ROOT": exact_path,
+            "NAME": name,
+            "RANK": number,
+            "PROVIDER": one_of(PROVIDERS),
+            "OWNER": number,
+        },
         # a volume compute nodes mount: its servers and login; the site's
         # scripts: the RAM disk's nodes, its path there, the job, its ports
-        {"USER": name, "SERVERS": servers, "SECRET": secret,
-         "NODES": hosts, "SOURCE": exact_path, "JOBID": number, "PORT": positive},
+        {
+            "USER": name,
+            "SERVERS": servers,
+            "SECRET": secret,
+            "NODES": hosts,
+            "SOURCE": exact_path,
+            "JOBID": number,
+            "PORT": positive,
+        },
         scripts=("attach", "detach"),
-        what="attach the job's RAM disk at ROOT/NAME on this compute node (and check it is)"),
-    "detach": Spec({"ROOT": exact_path, "NAME": name, "RANK": number}, scripts=("detach",),
-                   what="unmount the job's RAM disk at ROOT/NAME on this compute node"),
-    "purge": Spec({"ROOT": exact_path, "PATH": exact_path}, {"LINK": path},
-                  what="drop the staged inputs ROOT/NAME/in, leave a link to LINK"),
-    "discard": Spec({"ROOT": exact_path, "PATH": exact_path}, scripts=("destroy",),
-                    what="remove the kept RAM disk ROOT/NAME"),
-    "sweep": Spec({"ROOT": exact_path}, {"REPORT_KEPT": flag, "GONE": name}, scripts=("destroy",),
-                  what="remove RAM disks under ROOT whose holder is gone (GONE: the RAM "
-                       "disk of a holder job that ended, whose process is ended too)"),
+        what="attach the job's RAM disk at ROOT/NAME on this compute node (and check it is)",
+    ),
+    "detach": Spec(
+        {"ROOT": exact_path, "NAME": name, "RANK": number},
+        scripts=("detach",),
+        what="unmount the job's RAM disk at ROOT/NAME on this compute node",
+    ),
+    "purge": Spec(
+        {"ROOT": exact_path, "PATH": exact_path},
+        {"LINK": path},
+        what="drop the staged inputs ROOT/NAME/in, leave a link to LINK",
+    ),
+    "discard": Spec(
+        {"ROOT": exact_path, "PATH": exact_path},
+        scripts=("destroy",),
+        what="remove the kept RAM disk ROOT/NAME",
+    ),
+    "sweep": Spec(
+        {"ROOT": exact_path},
+        {"REPORT_KEPT": flag, "GONE": name},
+        scripts=("destroy",),
+        what="remove RAM disks under ROOT whose holder is gone (GONE: the RAM "
+        "disk of a holder job that ended, whose process is ended too)",
+    ),
     "stage": Spec(
-        {"ROOT": exact_path, "DIRECTION": one_of(("in", "out")), "MODE": one_of(MODES),
-         "SRC": path, "DST": path, "OWNER": number},
-        {"SCRIPT": path, "VERIFY": one_of(VERIFY), "WORKERS": number, "REPLICA": exact_path,
-         # the job's signed request: through the IMP, what binds the rest to its owner
-         "J": job_request},
+        {
+            "ROOT": exact_path,
+            "DIRECTION": one_of(("in", "out")),
+            "MODE": one_of(MODES),
+            "SRC": path,
+            "DST": path,
+            "OWNER": number,
+        },
+        {
+            "SCRIPT": path,
+            "VERIFY": one_of(VERIFY),
+            "WORKERS": number,
+            "REPLICA": exact_path,
+            # the job's signed request: through the IMP, what binds the rest to its owner
+            "J": job_request,
+        },
         for_owner=True,
-        what="copy between a RAM disk area and a data directory, as the job owner"),
-    "measure": Spec({"PATH": path, "OWNER": number}, {"J": job_request}, for_owner=True,
-                    what="size and file count of PATH, as the job owner"),
-    "check": Spec({}, scripts=COMMAND_STEPS,
-                  what="answer, to show the IMP runs this entry point (and the site's scripts "
-                       "are fit to run)"),
+        what="copy between a RAM disk area and a data directory, as the job owner",
+    ),
+    "measure": Spec(
+        {"PATH": path, "OWNER": number},
+        {"J": job_request},
+        for_owner=True,
+        what="size and file count of PATH, as the job owner",
+    ),
+    "check": Spec(
+        {},
+        scripts=COMMAND_STEPS,
+        what="answer, to show the IMP runs this entry point (and the site's scripts "
+        "are fit to run)",
+    ),
 }
 
 
@@ -258,28 +339,36 @@ def parse(environ, instance_owner, trusted=False):
     an instance owned by uid ``instance_owner``.  Only ``RSA_*`` variables
     are read; each must belong to the operation.  The paths of site scripts
     are accepted only from a ``trusted`` caller."""
-    given = {k[len(PREFIX):]: v for k, v in environ.items() if k.startswith(PREFIX)}
+    given = {k[len(PREFIX) :]: v for k, v in environ.items() if k.startswith(PREFIX)}
     op = given.pop("OP", None)
     if op is None:
         raise Refused(f"{PREFIX}OP is not set (give one of: {', '.join(OPS)})")
     spec = OPS.get(op)
     if spec is None:
-        raise Refused(f"{PREFIX}OP={op!r}: not an operation of this entry point "
-                      f"(known: {', '.join(OPS)})")
+        raise Refused(
+            f"{PREFIX}OP={op!r}: not an operation of this entry point "
+            f"(known: {', '.join(OPS)})"
+        )
     scripts = {script_var(step): exact_path for step in spec.scripts}
     kinds = {**spec.required, **spec.optional, **(scripts if trusted else {})}
     for var in sorted(given):
         if var in scripts and not trusted:
-            raise Refused(f"{PREFIX}{var}: the site's scripts are read from the [rsa] table of "
-                          "its root-owned configuration, never taken from a request (remove "
-                          f"{PREFIX}{var})")
+            raise Refused(
+                f"{PREFIX}{var}: the site's scripts are read from the [rsa] table of "
+                "its root-owned configuration, never taken from a request (remove "
+                f"{PREFIX}{var})"
+            )
         if var not in kinds:
             known = ", ".join(PREFIX + v for v in kinds) or "none"
-            raise Refused(f"{PREFIX}{var}: not a variable of {PREFIX}OP={op} (its variables: {known})")
+            raise Refused(
+                f"{PREFIX}{var}: not a variable of {PREFIX}OP={op} (its variables: {known})"
+            )
     missing = [v for v in spec.required if v not in given]
     if missing:
-        raise Refused(f"{PREFIX}{missing[0]} is not set ({PREFIX}OP={op} needs "
-                      f"{', '.join(PREFIX + v for v in spec.required)})")
+        raise Refused(
+            f"{PREFIX}{missing[0]} is not set ({PREFIX}OP={op} needs "
+            f"{', '.join(PREFIX + v for v in spec.required)})"
+        )
     values = {var: kinds[var](PREFIX + var, value) for var, value in given.items()}
     request = Request(op, values)
     if spec.for_owner:
@@ -290,8 +379,10 @@ def parse(environ, instance_owner, trusted=False):
 
 def _check_owner(request, instance_owner):
     if request["OWNER"] == 0 and instance_owner != 0:
-        raise Refused(f"{PREFIX}OWNER=0: refusing to act as root for a job (root may own jobs "
-                      f"only in an instance run by root; this one is run by uid {instance_owner})")
+        raise Refused(
+            f"{PREFIX}OWNER=0: refusing to act as root for a job (root may own jobs "
+            f"only in an instance run by root; this one is run by uid {instance_owner})"
+        )
 
 
 # --- where RAM-disk paths may lie ---------------------------------------
@@ -300,13 +391,15 @@ def _check_owner(request, instance_owner):
 def ramdisk_of(root, value, var, areas=()):
     """The RAM disk (ROOT/NAME) of ``value``, which must be ROOT/NAME or,
     when ``areas`` are given, ROOT/NAME/AREA for one of them."""
-    rel = value[len(root):] if value.startswith(root.rstrip("/") + "/") else None
+    rel = value[len(root) :] if value.startswith(root.rstrip("/") + "/") else None
     parts = rel.lstrip("/").split("/") if rel else []
     ok = (len(parts) == 1 and not areas) or (len(parts) == 2 and parts[1] in areas)
     if not ok or not NAME.match(parts[0]):
         shape = f"{root}/NAME" + (f"/{'|'.join(areas)}" if areas else "")
-        raise Refused(f"{PREFIX}{var}={value!r}: not a RAM-disk path under {PREFIX}ROOT "
-                      f"(must be {shape}, NAME like 1234.1)")
+        raise Refused(
+            f"{PREFIX}{var}={value!r}: not a RAM-disk path under {PREFIX}ROOT "
+            f"(must be {shape}, NAME like 1234.1)"
+        )
     return os.path.join(root, parts[0])
 
 
@@ -318,21 +411,30 @@ def _provider_vars(r, provider, kind, common=()):
     needs, may = getattr(caps, kind)
     missing = [v for v in needs if r.get(v) is None]
     if missing:
-        raise Refused(f"{PREFIX}PROVIDER={provider} needs {PREFIX}{missing[0]} (and "
-                      f"{', '.join(PREFIX + v for v in needs)})")
+        raise Refused(
+            f"{PREFIX}PROVIDER={provider} needs {PREFIX}{missing[0]} (and "
+            f"{', '.join(PREFIX + v for v in needs)})"
+        )
     for var in sorted(registry.all_vars(kind) - set(common)):
         if r.get(var) is not None and var not in needs + may:
-            users = [c.name for c in registry.PROVIDERS.values()
-                     if var in getattr(c, kind)[0] + getattr(c, kind)[1]]
-            raise Refused(f"{PREFIX}{var} is only for {PREFIX}PROVIDER={' or '.join(users)} "
-                          f"(this is {provider})")
+            users = [
+                c.name
+                for c in registry.PROVIDERS.values()
+                if var in getattr(c, kind)[0] + getattr(c, kind)[1]
+            ]
+            raise Refused(
+                f"{PREFIX}{var} is only for {PREFIX}PROVIDER={' or '.join(users)} "
+                f"(this is {provider})"
+            )
     if kind == "attach_vars":
         for group in caps.attach_together:
             given = [v for v in group if r.get(v) is not None]
             if given and len(given) != len(group):
                 lack = next(v for v in group if r.get(v) is None)
-                raise Refused(f"{PREFIX}{given[0]} needs {PREFIX}{lack} (and "
-                              f"{', '.join(PREFIX + v for v in group)}, or none of them)")
+                raise Refused(
+                    f"{PREFIX}{given[0]} needs {PREFIX}{lack} (and "
+                    f"{', '.join(PREFIX + v for v in group)}, or none of them)"
+                )
 
 
 def _check_hold(r):
@@ -341,28 +443,38 @@ def _check_hold(r):
     caps = registry.caps(provider)
     nodes = r.get("NODES") or ("",)
     if r.get("TASK_RANK", 0) >= len(nodes):
-        raise Refused(f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
-                      f"{len(nodes)} node(s) ({PREFIX}NODES)")
+        raise Refused(
+            f"{PREFIX}TASK_RANK={r['TASK_RANK']}: the holder has "
+            f"{len(nodes)} node(s) ({PREFIX}NODES)"
+        )
     if (r.get("PORT") is None) != (r.get("SECRET") is None) and caps.secret:
-        raise Refused(f"{PREFIX}PORT and {PREFIX}SECRET come together (a served RAM disk's "
-                      "first port and its login)")
+        raise Refused(
+            f"{PREFIX}PORT and {PREFIX}SECRET come together (a served RAM disk's "
+            "first port and its login)"
+        )
     ports = caps.ports(len(nodes), True) if caps.ports else 0
     if r.get("PORT") is not None and r["PORT"] + ports > 65536:
         raise Refused(f"{PREFIX}PORT={r['PORT']}: its {ports} ports run past 65535")
     if r.get("ADOPT") is not None:
         if not caps.keeps:
-            raise Refused(f"{PREFIX}ADOPT: a {provider} RAM disk cannot be adopted (it is not kept)")
+            raise Refused(
+                f"{PREFIX}ADOPT: a {provider} RAM disk cannot be adopted (it is not kept)"
+            )
         ramdisk_of(r["ROOT"], r["ADOPT"], "ADOPT")
         if r.get("JOBID") is None:
-            raise Refused(f"{PREFIX}ADOPT needs {PREFIX}JOBID (whose kept RAM disk it is)")
+            raise Refused(
+                f"{PREFIX}ADOPT needs {PREFIX}JOBID (whose kept RAM disk it is)"
+            )
 
 
 def _check_attach(r):
     _provider_vars(r, r["PROVIDER"], "attach_vars")
     source = r.get("SOURCE")
     if source is not None and os.path.basename(source) != r["NAME"]:
-        raise Refused(f"{PREFIX}SOURCE={source!r}: not the RAM disk {PREFIX}NAME={r['NAME']!r} "
-                      "(must be its path on the RSA nodes, ending in /NAME)")
+        raise Refused(
+            f"{PREFIX}SOURCE={source!r}: not the RAM disk {PREFIX}NAME={r['NAME']!r} "
+            "(must be its path on the RSA nodes, ending in /NAME)"
+        )
 
 
 def _check_purge(r):
@@ -379,17 +491,26 @@ def _check_stage(r):
     exact_path(PREFIX + side, r[side])
     ramdisk_of(r["ROOT"], r[side], side, areas=(area,))
     if r["MODE"] == "script" and r.get("SCRIPT") is None:
-        raise Refused(f"{PREFIX}MODE=script needs {PREFIX}SCRIPT (the user's stage script)")
+        raise Refused(
+            f"{PREFIX}MODE=script needs {PREFIX}SCRIPT (the user's stage script)"
+        )
     if r["MODE"] != "script" and r.get("SCRIPT") is not None:
-        raise Refused(f"{PREFIX}SCRIPT is only for {PREFIX}MODE=script (this is {r['MODE']})")
+        raise Refused(
+            f"{PREFIX}SCRIPT is only for {PREFIX}MODE=script (this is {r['MODE']})"
+        )
     if r.get("REPLICA") is not None:
         if r["DIRECTION"] != "in" or r["MODE"] != "copy":
             raise Refused(f"{PREFIX}REPLICA is only for a copy stage-in")
         ramdisk_of(r["ROOT"], r["REPLICA"], "REPLICA", areas=(IN_AREA,))
 
 
-_CHECKS = {"hold": _check_hold, "attach": _check_attach, "purge": _check_purge, "discard": _check_discard,
-           "stage": _check_stage}
+_CHECKS = {
+    "hold": _check_hold,
+    "attach": _check_attach,
+    "purge": _check_purge,
+    "discard": _check_discard,
+    "stage": _check_stage,
+}
 
 
 def environment(op, **values):

@@ -39,17 +39,23 @@ def check(request, payload, signer):
     ``signer``, asks for what ``request`` does."""
     owner = request["OWNER"]
     if signer != owner:
-        raise Refused(f"{PREFIX}J is signed by uid {signer}, not by {PREFIX}OWNER={owner}: "
-                      "acting as a user needs a job request that user signed")
+        raise Refused(
+            f"{PREFIX}J is signed by uid {signer}, not by {PREFIX}OWNER={owner}: "
+            "acting as a user needs a job request that user signed"
+        )
     try:
         jobspec = json.loads(payload)
         attrs = jobspec["attributes"]["system"].get("rsa")
     except (ValueError, TypeError, KeyError, AttributeError):
-        raise Refused(f"{PREFIX}J does not hold a jobspec (signed payload is not one)") from None
+        raise Refused(
+            f"{PREFIX}J does not hold a jobspec (signed payload is not one)"
+        ) from None
     try:
         asked = parse_request(attrs)
     except BadRequest as exc:
-        raise Refused(f"{PREFIX}J: its job request is not one the service takes: {exc}") from None
+        raise Refused(
+            f"{PREFIX}J: its job request is not one the service takes: {exc}"
+        ) from None
     if request.op == "measure":
         key, var = "data_in", "PATH"
     elif request["DIRECTION"] == "in":
@@ -58,19 +64,30 @@ def check(request, payload, signer):
         key, var = "data_out", "DST"
     want, path = getattr(asked, key), request[var]
     if want is None:
-        raise Refused(f"{PREFIX}J: uid {owner}'s job sets no rsa.{key}: nothing of theirs to "
-                      f"{'measure' if request.op == 'measure' else 'stage'}")
+        raise Refused(
+            f"{PREFIX}J: uid {owner}'s job sets no rsa.{key}: nothing of theirs to "
+            f"{'measure' if request.op == 'measure' else 'stage'}"
+        )
     if path != want:
-        raise Refused(f"{PREFIX}{var}={path!r}: not the rsa.{key} {want!r} uid {owner} signed "
-                      f"in {PREFIX}J")
+        raise Refused(
+            f"{PREFIX}{var}={path!r}: not the rsa.{key} {want!r} uid {owner} signed "
+            f"in {PREFIX}J"
+        )
     if request.op == "stage":
         step = "stage_in" if request["DIRECTION"] == "in" else "stage_out"
         method, mode = getattr(asked, step), request["MODE"]
-        script = request.get("SCRIPT")  # set exactly when mode is script (request.parse)
-        if mode != stage_mode(request["DIRECTION"], method) or (script and script != method):
-            raise Refused(f"{PREFIX}MODE={mode}" + (f" {PREFIX}SCRIPT={script!r}" if script else "")
-                          + f": not the rsa.{step} {method or 'copy'!r} uid {owner} signed "
-                          f"in {PREFIX}J")
+        script = request.get(
+            "SCRIPT"
+        )  # set exactly when mode is script (request.parse)
+        if mode != stage_mode(request["DIRECTION"], method) or (
+            script and script != method
+        ):
+            raise Refused(
+                f"{PREFIX}MODE={mode}"
+                + (f" {PREFIX}SCRIPT={script!r}" if script else "")
+                + f": not the rsa.{step} {method or 'copy'!r} uid {owner} signed "
+                f"in {PREFIX}J"
+            )
 
 
 def unwrap(j, config=None):
@@ -80,8 +97,10 @@ def unwrap(j, config=None):
     only from directories only root can change."""
     spec = importlib.util.find_spec("flux")
     if spec is None or not spec.submodule_search_locations:
-        raise Refused(f"cannot check {PREFIX}J: flux-core's Python package is not beside "
-                      "flux_rsa (install flux-rsa into flux-core's Python directory)")
+        raise Refused(
+            f"cannot check {PREFIX}J: flux-core's Python package is not beside "
+            "flux_rsa (install flux-rsa into flux-core's Python directory)"
+        )
     for where in spec.submodule_search_locations:
         where = os.path.abspath(where)
         for package in (where, os.path.join(os.path.dirname(where), "_flux")):
@@ -90,13 +109,16 @@ def unwrap(j, config=None):
     try:
         from flux.security import SecurityContext
     except ImportError as exc:
-        raise Refused(f"cannot check {PREFIX}J: flux-security's Python bindings are missing "
-                      f"({exc}): flux-core must be built --with-flux-security") from None
+        raise Refused(
+            f"cannot check {PREFIX}J: flux-security's Python bindings are missing "
+            f"({exc}): flux-core must be built --with-flux-security"
+        ) from None
     try:
         context = SecurityContext(config)
     except OSError as exc:
-        raise Refused(f"cannot check {PREFIX}J: flux-security's configuration: "
-                      f"{_why(exc)}") from None
+        raise Refused(
+            f"cannot check {PREFIX}J: flux-security's configuration: " f"{_why(exc)}"
+        ) from None
     try:
         payload, signer = context.sign_unwrap(j.encode())
     except OSError as exc:
@@ -117,7 +139,9 @@ def verify(request, unwrap=unwrap):
         return
     j = request.get("J")
     if j is None:
-        raise Refused(f"{PREFIX}J is not set: {PREFIX}OP={request.op} acts as uid "
-                      f"{request['OWNER']} only with the job request that user signed "
-                      "(the service sends it; a pool of an older flux-rsa does not)")
+        raise Refused(
+            f"{PREFIX}J is not set: {PREFIX}OP={request.op} acts as uid "
+            f"{request['OWNER']} only with the job request that user signed "
+            "(the service sends it; a pool of an older flux-rsa does not)"
+        )
     check(request, *unwrap(j))

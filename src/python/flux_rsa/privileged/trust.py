@@ -14,6 +14,7 @@ file that only root can change, in directories only root can change.
 
 import os
 import stat
+
 import tomllib
 
 from flux_rsa.core.config import Policy
@@ -27,8 +28,9 @@ def _secure(st, owners=(0,), sticky=True):
     (with ``sticky``, a sticky directory such as /tmp is fine: nobody can
     replace what root put there)."""
     writable_by_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return st.st_uid in owners and (not writable_by_others
-                                    or (sticky and st.st_mode & stat.S_ISVTX))
+    return st.st_uid in owners and (
+        not writable_by_others or (sticky and st.st_mode & stat.S_ISVTX)
+    )
 
 
 def _entry(shown, path, directory, owners=(0,)):
@@ -41,16 +43,26 @@ def _entry(shown, path, directory, owners=(0,)):
     except OSError as exc:
         raise Refused(f"{shown}: {exc.strerror}") from None
     if not (stat.S_ISDIR if directory else stat.S_ISREG)(st.st_mode):
-        kind = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
-                else "not a directory" if directory else "not a regular file")
-        why = ("root acts only under real directories" if directory
-               else "root runs only regular files; name the script itself")
+        kind = (
+            "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else "not a directory"
+            if directory
+            else "not a regular file"
+        )
+        why = (
+            "root acts only under real directories"
+            if directory
+            else "root runs only regular files; name the script itself"
+        )
         raise Refused(f"{shown} is {kind} ({why})")
     if not _secure(st, owners, sticky=directory):
         what = "acts only under directories" if directory else "runs only scripts"
-        raise Refused(f"{shown} is owned by uid {st.st_uid} with mode "
-                      f"{stat.S_IMODE(st.st_mode):04o}: root {what} that only root can change "
-                      "(chown root and chmod go-w it)")
+        raise Refused(
+            f"{shown} is owned by uid {st.st_uid} with mode "
+            f"{stat.S_IMODE(st.st_mode):04o}: root {what} that only root can change "
+            "(chown root and chmod go-w it)"
+        )
     return st
 
 
@@ -80,8 +92,10 @@ def secure_installed(path, what):
             raise Refused(f"{what} {path}: {current}: {exc.strerror}") from None
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid != 0:
-                raise Refused(f"{what} {path}: {current} is a symbolic link owned by uid "
-                              f"{st.st_uid}: root follows only links root made")
+                raise Refused(
+                    f"{what} {path}: {current} is a symbolic link owned by uid "
+                    f"{st.st_uid}: root follows only links root made"
+                )
         else:
             _entry(f"{what} {path}: {current}", current, directory=True)
     secure_path(os.path.realpath(path), what)
@@ -98,8 +112,10 @@ def site_table(conf_dir):
         path = os.path.join(conf_dir, entry)
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or not _secure(st, sticky=False):
-            raise Refused(f"configuration file {path} is not a regular file that only root can "
-                          "change (chown root and chmod go-w it)")
+            raise Refused(
+                f"configuration file {path} is not a regular file that only root can "
+                "change (chown root and chmod go-w it)"
+            )
         try:
             with open(path, "rb") as f:
                 table.update(tomllib.load(f).get("rsa", {}))
@@ -135,16 +151,20 @@ def check(request, conf_dir):
     site = site_root(conf_dir, key)
     if root != site:
         what = "RAM-disk root" if key == "ramdisk-root" else "RAM-disk mount root"
-        raise Refused(f"{PREFIX}ROOT={root!r}: not the site's {what} {site!r} "
-                      f"([rsa] {key} in {conf_dir}): root acts nowhere else")
+        raise Refused(
+            f"{PREFIX}ROOT={root!r}: not the site's {what} {site!r} "
+            f"([rsa] {key} in {conf_dir}): root acts nowhere else"
+        )
     parent = os.path.dirname(root)
     secure_path(parent, "the parent of the RAM-disk root")
     if os.path.lexists(root):
         secure_path(root, "the RAM-disk root")
     source = request.get("SOURCE")
     if source is not None and os.path.dirname(source) != site_root(conf_dir):
-        raise Refused(f"{PREFIX}SOURCE={source!r}: not a RAM disk under the site's RAM-disk root "
-                      f"{site_root(conf_dir)!r} ([rsa] ramdisk-root in {conf_dir})")
+        raise Refused(
+            f"{PREFIX}SOURCE={source!r}: not a RAM disk under the site's RAM-disk root "
+            f"{site_root(conf_dir)!r} ([rsa] ramdisk-root in {conf_dir})"
+        )
 
 
 def owner_areas(request):
@@ -168,9 +188,11 @@ def owner_areas(request):
             raise Refused(f"{PREFIX}{var}={area!r}: {exc.strerror}") from None
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != owner:
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a directory"
-            raise Refused(f"{PREFIX}{var}={area!r} is {kind} owned by uid {st.st_uid}, not by "
-                          f"{PREFIX}OWNER={owner}: a stage works only on the areas of a RAM "
-                          "disk made for the job's owner")
+            raise Refused(
+                f"{PREFIX}{var}={area!r} is {kind} owned by uid {st.st_uid}, not by "
+                f"{PREFIX}OWNER={owner}: a stage works only on the areas of a RAM "
+                "disk made for the job's owner"
+            )
 
 
 def secure_file(path, what):
@@ -178,7 +200,9 @@ def secure_file(path, what):
     executable file that only root (or, in a pool not run by root, its
     user) can change, in directories only root can change."""
     if not isinstance(path, str) or not path.startswith("/"):
-        raise Refused(f"{what} = {path!r}: not an absolute path (give the script's full path)")
+        raise Refused(
+            f"{what} = {path!r}: not an absolute path (give the script's full path)"
+        )
     euid = os.geteuid()
     if euid == 0:
         secure_path(os.path.dirname(path), f"{what} {path}: its directory")

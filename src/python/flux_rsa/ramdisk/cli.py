@@ -31,33 +31,55 @@ def _uid(text):
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="python3 -m flux_rsa.ramdisk",
-                                description="Make, purge and sweep flux-rsa RAM disks.")
+    p = argparse.ArgumentParser(
+        prog="python3 -m flux_rsa.ramdisk",
+        description="Make, purge and sweep flux-rsa RAM disks.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
-    h = sub.add_parser("hold", help="build ROOT/NAME, print it, keep it until signalled")
+    h = sub.add_parser(
+        "hold", help="build ROOT/NAME, print it, keep it until signalled"
+    )
     h.add_argument("--provider", choices=sorted(registry.PROVIDERS), default="tmpfs")
     h.add_argument("--root", required=True, help="directory holding the RAM disks")
     h.add_argument("--name", required=True, help="the RAM disk's name (JOBID.GEN)")
-    h.add_argument("--size", type=_size, required=True, help="bytes on this node (e.g. 4G)")
+    h.add_argument(
+        "--size", type=_size, required=True, help="bytes on this node (e.g. 4G)"
+    )
     h.add_argument("--owner", type=_uid, required=True, help="uid of the job owner")
     h.add_argument("--jobid", type=_uid, help="the job's id (default: from NAME)")
-    h.add_argument("--gen", type=_uid, help="the reservation's generation (default: from NAME)")
-    h.add_argument("--adopt", metavar="PATH",
-                   help="take over the kept RAM disk PATH of --jobid instead of building one")
-    h.add_argument("--port", type=_uid, help="serve it to compute nodes on this TCP port "
-                   "(with --secret)")
+    h.add_argument(
+        "--gen", type=_uid, help="the reservation's generation (default: from NAME)"
+    )
+    h.add_argument(
+        "--adopt",
+        metavar="PATH",
+        help="take over the kept RAM disk PATH of --jobid instead of building one",
+    )
+    h.add_argument(
+        "--port",
+        type=_uid,
+        help="serve it to compute nodes on this TCP port " "(with --secret)",
+    )
     h.add_argument("--secret", help="the volume's login compute nodes present")
     h.add_argument("--fs-host", default="127.0.0.1", help="the address it is served at")
-    g = sub.add_parser("purge", help="replace PATH by a link to DATA_IN (or an empty directory)")
+    g = sub.add_parser(
+        "purge", help="replace PATH by a link to DATA_IN (or an empty directory)"
+    )
     g.add_argument("path")
     g.add_argument("--link", metavar="DATA_IN", help="where the link points")
     s = sub.add_parser("sweep", help="remove RAM disks under ROOT whose holder is gone")
     s.add_argument("root")
-    s.add_argument("--report-kept", action="store_true",
-                   help="print each kept RAM disk as a JSON line")
-    s.add_argument("--gone", metavar="NAME",
-                   help="the RAM disk of a holder job that ended: end its holder process "
-                        "if it still runs")
+    s.add_argument(
+        "--report-kept",
+        action="store_true",
+        help="print each kept RAM disk as a JSON line",
+    )
+    s.add_argument(
+        "--gone",
+        metavar="NAME",
+        help="the RAM disk of a holder job that ended: end its holder process "
+        "if it still runs",
+    )
     d = sub.add_parser("discard", help="remove the kept RAM disk PATH")
     d.add_argument("path")
     return p
@@ -75,9 +97,19 @@ def main(argv=None):
             return _fail("hold --adopt needs --jobid (whose kept RAM disk it is)")
         if (args.port is None) != (args.secret is None):
             return _fail("hold --port and --secret come together")
-        task = Task(args.root, args.name, args.size, args.owner, jobid=args.jobid, gen=args.gen,
-                    index=task_rank(), port=args.port, secret=args.secret,
-                    fs_host=args.fs_host, adopt=args.adopt)
+        task = Task(
+            args.root,
+            args.name,
+            args.size,
+            args.owner,
+            jobid=args.jobid,
+            gen=args.gen,
+            index=task_rank(),
+            port=args.port,
+            secret=args.secret,
+            fs_host=args.fs_host,
+            adopt=args.adopt,
+        )
         return hold(task, args.provider, prog=PROG)
     if args.command == "discard":
         try:
@@ -92,6 +124,10 @@ def main(argv=None):
         except layout.RamdiskError as exc:
             return _fail(str(exc))
         return 0
-    failed = sweep(args.root, say=lambda line: print(f"{PROG}: {line}", flush=True),
-                   report_kept=args.report_kept, gone=args.gone)
+    failed = sweep(
+        args.root,
+        say=lambda line: print(f"{PROG}: {line}", flush=True),
+        report_kept=args.report_kept,
+        gone=args.gone,
+    )
     return 1 if failed else 0

@@ -18,8 +18,10 @@ def destroy(path):
     marker = layout.read_marker(path)
     if marker is None:
         if os.path.lexists(path):
-            raise layout.RamdiskError(f"{path} has no {layout.MARKER} marker: not removing what "
-                                      "flux-rsa did not make")
+            raise layout.RamdiskError(
+                f"{path} has no {layout.MARKER} marker: not removing what "
+                "flux-rsa did not make"
+            )
         return
     try:
         provider_of(marker).destroy(path, marker)
@@ -37,11 +39,15 @@ def claim(path):
         return
     old = layout.read_marker(path)
     if old is None:
-        raise layout.RamdiskError(f"{path} exists and is not a flux-rsa RAM disk (remove it or "
-                                  "choose another [rsa] ramdisk-root)")
+        raise layout.RamdiskError(
+            f"{path} exists and is not a flux-rsa RAM disk (remove it or "
+            "choose another [rsa] ramdisk-root)"
+        )
     if old.get("kept"):
-        raise layout.RamdiskError(f"{path} is a kept RAM disk of job {old.get('jobid')}: adopt it "
-                                  "(rsa-pool.hold adopt) or discard it (rsa-pool.discard) first")
+        raise layout.RamdiskError(
+            f"{path} is a kept RAM disk of job {old.get('jobid')}: adopt it "
+            "(rsa-pool.hold adopt) or discard it (rsa-pool.discard) first"
+        )
     if layout.holder_alive(old):
         raise layout.RamdiskError(f"{path} is still held by process {old['pid']}")
     destroy(path)
@@ -56,9 +62,15 @@ def discard(path):
         marker = layout.read_marker(part)
         if marker is None and not os.path.lexists(part):
             continue
-        if marker is not None and not marker.get("kept") and layout.holder_alive(marker):
-            raise layout.RamdiskError(f"cannot discard {part}: it is held by process "
-                                      f"{marker['pid']} (cancel its holder instead)")
+        if (
+            marker is not None
+            and not marker.get("kept")
+            and layout.holder_alive(marker)
+        ):
+            raise layout.RamdiskError(
+                f"cannot discard {part}: it is held by process "
+                f"{marker['pid']} (cancel its holder instead)"
+            )
         destroy(part)
         found = True
     return found
@@ -76,7 +88,11 @@ def kept_parts(path):
     for entry in entries:
         if entry.startswith(name + ".") and entry != name:
             marker = layout.read_marker(os.path.join(root, entry))
-            if marker is not None and marker.get("kept") and marker.get("volume") == name:
+            if (
+                marker is not None
+                and marker.get("kept")
+                and marker.get("volume") == name
+            ):
                 parts.append(os.path.join(root, entry))
     return parts
 

@@ -44,8 +44,10 @@ class GlusterError(Exception):
 def program(name):
     found = shutil.which(name, path=os.environ.get("PATH", "") + ":" + SBIN)
     if found is None:
-        raise GlusterError(f"{name} is not installed on this node (Debian: glusterfs-server "
-                           "on RSA nodes, glusterfs-client on RSA and compute nodes)")
+        raise GlusterError(
+            f"{name} is not installed on this node (Debian: glusterfs-server "
+            "on RSA nodes, glusterfs-client on RSA and compute nodes)"
+        )
     return found
 
 
@@ -67,9 +69,15 @@ def process_record(proc):
 
 
 def _spawn(argv):
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                            preexec_fn=signals.unblock)
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=signals.unblock,
+    )
 
 
 def stop_process(record, timeout=STOP_TIMEOUT):
@@ -105,8 +113,9 @@ def processes_in(workdir):
                 argv = f.read().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if os.path.basename(argv[0]) in ("glusterfs", "glusterfsd") and \
-                any(arg.startswith(prefix) for arg in argv[1:]):
+        if os.path.basename(argv[0]) in ("glusterfs", "glusterfsd") and any(
+            arg.startswith(prefix) for arg in argv[1:]
+        ):
             pid = int(entry.name)
             found.append({"pid": pid, "starttime": starttime(pid)})
     return found
@@ -137,7 +146,11 @@ def _reaped(pid):
 def _log_tail(path, lines=3):
     try:
         with open(path, errors="replace") as f:
-            tail = [line.strip() for line in f.readlines()[-50:] if " E " in line or "] E [" in line]
+            tail = [
+                line.strip()
+                for line in f.readlines()[-50:]
+                if " E " in line or "] E [" in line
+            ]
     except OSError:
         return ""
     return " / ".join(tail[-lines:])
@@ -199,18 +212,25 @@ def serve(directory, workdir, index, volume):
     server = volume.servers[index]
     bind, port = address(server), int(server.rsplit(":", 1)[1])
     if _listening(bind, port):
-        raise GlusterError(f"port {port} on {bind} is in use by another program (give "
-                           "flux-rsa a range of its own: [rsa] fs-ports)")
+        raise GlusterError(
+            f"port {port} on {bind} is in use by another program (give "
+            "flux-rsa a range of its own: [rsa] fs-ports)"
+        )
     volfile = os.path.join(workdir, "brick.vol")
-    sysmount.write_private(volfile, volfiles.brick(index, directory, bind, port, volume.user,
-                                                   volume.secret))
+    sysmount.write_private(
+        volfile,
+        volfiles.brick(index, directory, bind, port, volume.user, volume.secret),
+    )
     log = os.path.join(workdir, "brick.log")
     sysmount.write_private(log, "")
-    proc = _start([glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"],
-                  lambda: _listening(bind, port), log,
-                  exited=f"brick server on port {port} exited",
-                  late=f"brick server did not listen on {bind}:{port}",
-                  stopped="stopped before the brick server listened")
+    proc = _start(
+        [glusterfsd, "-N", "-f", volfile, "-l", log, "--process-name", "rsa-brick"],
+        lambda: _listening(bind, port),
+        log,
+        exited=f"brick server on port {port} exited",
+        late=f"brick server did not listen on {bind}:{port}",
+        stopped="stopped before the brick server listened",
+    )
     return process_record(proc)
 
 
@@ -223,8 +243,10 @@ def wait_servers(servers, timeout=START_TIMEOUT):
             if signals.stopping():
                 raise GlusterError("stopped while waiting for the bricks")
             if time.monotonic() > deadline:
-                raise GlusterError(f"the brick at {server} did not answer within {timeout:.0f}s "
-                                   "(its holder task failed, or the address is wrong: [rsa] fs-host)")
+                raise GlusterError(
+                    f"the brick at {server} did not answer within {timeout:.0f}s "
+                    "(its holder task failed, or the address is wrong: [rsa] fs-host)"
+                )
             time.sleep(0.05)
 
 
@@ -252,15 +274,28 @@ def mount_file(volfile, mountpoint, workdir, name, bricks):
     # mounted (root mounts it; its files come from servers over the network);
     # never look into the mount before every brick took us: an access to a
     # mount whose bricks refused the client hangs
-    proc = _start([glusterfs, "-N", "-f", volfile, "-l", log, "--fuse-mountopts=nosuid,nodev",
-                   "--fs-display-name", f"rsa:{name}", "--process-name", "rsa-client",
-                   mountpoint],
-                  lambda: mounted(mountpoint) and _count(log, CONNECTED) >= bricks,
-                  log, exited=f"mounting the volume at {mountpoint} failed",
-                  late=f"the volume was not mounted at {mountpoint} with all "
-                       f"{bricks} bricks",
-                  stopped="stopped before the volume was mounted",
-                  undo=lambda: unmount(mountpoint))
+    proc = _start(
+        [
+            glusterfs,
+            "-N",
+            "-f",
+            volfile,
+            "-l",
+            log,
+            "--fuse-mountopts=nosuid,nodev",
+            "--fs-display-name",
+            f"rsa:{name}",
+            "--process-name",
+            "rsa-client",
+            mountpoint,
+        ],
+        lambda: mounted(mountpoint) and _count(log, CONNECTED) >= bricks,
+        log,
+        exited=f"mounting the volume at {mountpoint} failed",
+        late=f"the volume was not mounted at {mountpoint} with all " f"{bricks} bricks",
+        stopped="stopped before the volume was mounted",
+        undo=lambda: unmount(mountpoint),
+    )
     return process_record(proc)
 
 
@@ -268,9 +303,15 @@ def attach(mountpoint, rank, values, provider):
     """A compute node's attach of a volume (the RSA_OP=attach values NAME,
     SERVERS, USER, SECRET) at ``mountpoint`` for job rank ``rank``: one
     client shared by the job's ranks on the node (``mounts.attach``)."""
-    volume = volfiles.Volume(values["NAME"], values["SERVERS"], values["USER"], values["SECRET"])
-    mounts.attach(mountpoint, rank, {"provider": provider},
-                  lambda workdir: mount(volume, mountpoint, workdir))
+    volume = volfiles.Volume(
+        values["NAME"], values["SERVERS"], values["USER"], values["SECRET"]
+    )
+    mounts.attach(
+        mountpoint,
+        rank,
+        {"provider": provider},
+        lambda workdir: mount(volume, mountpoint, workdir),
+    )
 
 
 def _count(path, text):
@@ -309,7 +350,8 @@ def check_whole(ramdisk, expected):
         raise GlusterError(
             f"{ramdisk}: only {have >> 20} MiB of its {expected >> 20} MiB answer: a brick "
             "server or its RSA node is down, so part of the RAM disk's files cannot be seen "
-            "(what the other nodes hold is kept)")
+            "(what the other nodes hold is kept)"
+        )
 
 
 # --- a brick written directly -------------------------------------------------------
@@ -331,8 +373,9 @@ def forget_orphans(brick):
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
-                    orphan = (entry.is_symlink() and not os.path.exists(entry.path)) or (
-                        entry.is_file(follow_symlinks=False) and st.st_nlink == 1)
+                    orphan = (
+                        entry.is_symlink() and not os.path.exists(entry.path)
+                    ) or (entry.is_file(follow_symlinks=False) and st.st_nlink == 1)
                     if orphan:
                         os.unlink(entry.path)
                         removed += 1
@@ -343,8 +386,13 @@ def forget_orphans(brick):
 
 def _hex_dirs(path):
     try:
-        return [e.path for e in os.scandir(path) if len(e.name) == 2 and _hexdigits(e.name)
-                and e.is_dir(follow_symlinks=False)]
+        return [
+            e.path
+            for e in os.scandir(path)
+            if len(e.name) == 2
+            and _hexdigits(e.name)
+            and e.is_dir(follow_symlinks=False)
+        ]
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return []

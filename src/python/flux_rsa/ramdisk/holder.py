@@ -106,7 +106,9 @@ def hold(task, provider_name, prog=PROG):
     sig = signals.wait()
     if sig == signals.KEEP and keeps:
         try:
-            marker = provider.keep(dataclasses.replace(task, host=task.host or node_name()), paths)
+            marker = provider.keep(
+                dataclasses.replace(task, host=task.host or node_name()), paths
+            )
         except (OSError, layout.RamdiskError) as exc:
             _say(f"cannot keep {path or paths}: {exc}", prog)
             return 1
@@ -117,7 +119,10 @@ def hold(task, provider_name, prog=PROG):
     for error in errors:
         _say(error, prog)
     if sig == signals.KEEP and task.index == 0:
-        _say(f"{path} was not kept: a RAM disk of provider {provider_name} does not outlive "
-             "its holder", prog)
+        _say(
+            f"{path} was not kept: a RAM disk of provider {provider_name} does not outlive "
+            "its holder",
+            prog,
+        )
         return 1
     return 1 if errors else 0

@@ -60,7 +60,7 @@ def starttime(pid):
     except OSError:
         return None
     # the command name (field 2) may hold spaces and parentheses
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return None if fields[0] == "Z" else int(fields[19])
 
 
@@ -130,15 +130,23 @@ def owner_ids(uid):
 
 def path_of(root, name):
     if not os.path.isabs(root):
-        raise RamdiskError(f"root {root!r} must be an absolute path ([rsa] ramdisk-root)")
+        raise RamdiskError(
+            f"root {root!r} must be an absolute path ([rsa] ramdisk-root)"
+        )
     if not _NAME.match(name):
-        raise RamdiskError(f"name {name!r} must be letters, digits, '.', '_' or '-' (e.g. 1234.1)")
+        raise RamdiskError(
+            f"name {name!r} must be letters, digits, '.', '_' or '-' (e.g. 1234.1)"
+        )
     return os.path.join(root, name)
 
 
 def holder_fields():
     """The marker fields that name the process holding the RAM disk."""
-    return {"pid": os.getpid(), "starttime": starttime(os.getpid()), "boot_id": _boot_id()}
+    return {
+        "pid": os.getpid(),
+        "starttime": starttime(os.getpid()),
+        "boot_id": _boot_id(),
+    }
 
 
 def ids_from_name(name):
@@ -154,9 +162,18 @@ def new_marker(name, provider, size, owner, jobid=None, gen=None, **fields):
     uid, gid = owner_ids(owner)
     if jobid is None or gen is None:
         jobid, gen = ids_from_name(name)
-    return {"name": name, "provider": provider, "size": int(size), "owner": uid,
-            "group": gid, "jobid": jobid, "gen": gen, "kept": False, **fields,
-            **holder_fields()}
+    return {
+        "name": name,
+        "provider": provider,
+        "size": int(size),
+        "owner": uid,
+        "group": gid,
+        "jobid": jobid,
+        "gen": gen,
+        "kept": False,
+        **fields,
+        **holder_fields(),
+    }
 
 
 def mark_on_top(path, marker, mode=0o755):
@@ -180,17 +197,27 @@ def check_ramdisk(path, name, owner=None):
     nor another RAM disk.  What a job or a stage may be given."""
     marker = read_marker(path)
     if marker is None:
-        why = "no such directory" if not os.path.isdir(path) else f"no {MARKER} marker there"
+        why = (
+            "no such directory"
+            if not os.path.isdir(path)
+            else f"no {MARKER} marker there"
+        )
         raise RamdiskError(f"{path} is not the RAM disk {name} ({why})")
     if marker.get("name") != name:
-        raise RamdiskError(f"{path} is not the RAM disk {name} (its marker names "
-                           f"{marker.get('name')!r})")
+        raise RamdiskError(
+            f"{path} is not the RAM disk {name} (its marker names "
+            f"{marker.get('name')!r})"
+        )
     if not marker.get("mounted"):
-        raise RamdiskError(f"{path} is not the RAM disk {name} (only the directory it was "
-                           "mounted on is there: the RAM disk is not mounted)")
+        raise RamdiskError(
+            f"{path} is not the RAM disk {name} (only the directory it was "
+            "mounted on is there: the RAM disk is not mounted)"
+        )
     if owner is not None and marker.get("owner") != owner:
-        raise RamdiskError(f"{path} is not the RAM disk {name} of uid {owner} (it belongs to "
-                           f"uid {marker.get('owner')})")
+        raise RamdiskError(
+            f"{path} is not the RAM disk {name} of uid {owner} (it belongs to "
+            f"uid {marker.get('owner')})"
+        )
     return marker
 
 
@@ -223,18 +250,27 @@ def check_adopt(path, jobid, owner):
     ``jobid`` of uid ``owner`` may take over; else RamdiskError saying why."""
     marker = read_marker(path)
     if marker is None:
-        raise RamdiskError(f"cannot adopt {path}: no flux-rsa RAM disk there (no {MARKER}; "
-                           "it may have been discarded, or the node rebooted)")
+        raise RamdiskError(
+            f"cannot adopt {path}: no flux-rsa RAM disk there (no {MARKER}; "
+            "it may have been discarded, or the node rebooted)"
+        )
     if not marker.get("kept"):
-        why = (f"it is held by process {marker.get('pid')}" if holder_alive(marker)
-               else "it was not kept (its holder ended without keeping it)")
+        why = (
+            f"it is held by process {marker.get('pid')}"
+            if holder_alive(marker)
+            else "it was not kept (its holder ended without keeping it)"
+        )
         raise RamdiskError(f"cannot adopt {path}: {why}")
     if marker.get("jobid") != jobid:
-        raise RamdiskError(f"cannot adopt {path} for job {jobid}: it was kept for job "
-                           f"{marker.get('jobid')}")
+        raise RamdiskError(
+            f"cannot adopt {path} for job {jobid}: it was kept for job "
+            f"{marker.get('jobid')}"
+        )
     if marker.get("owner") != owner:
-        raise RamdiskError(f"cannot adopt {path} for uid {owner}: it belongs to uid "
-                           f"{marker.get('owner')}")
+        raise RamdiskError(
+            f"cannot adopt {path} for uid {owner}: it belongs to uid "
+            f"{marker.get('owner')}"
+        )
     return marker
 
 

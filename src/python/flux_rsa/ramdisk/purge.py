@@ -20,10 +20,14 @@ def purge(path, link=None):
     if marker is None:
         raise layout.RamdiskError(
             f"{path}: not inside a flux-rsa RAM disk (no {layout.MARKER} in {parent}); "
-            "give the RAM disk's in directory")
+            "give the RAM disk's in directory"
+        )
     uid, gid = marker.get("owner", 0), marker.get("group", 0)
-    done = (os.path.islink(path) and os.readlink(path) == link) if link else (
-        os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path))
+    done = (
+        (os.path.islink(path) and os.readlink(path) == link)
+        if link
+        else (os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path))
+    )
     try:
         if not done:
             aside = os.path.join(parent, f"{ASIDE}{leaf}.{os.getpid()}")

@@ -81,29 +81,54 @@ def _gluster_ports(nodes, exported):
 _LOGIN = ("USER", "SERVERS", "SECRET")
 
 PROVIDERS = {
-    caps.name: caps for caps in (
-        Caps("tmpfs", "flux_rsa.ramdisk.providers.tmpfs",
-             "one RSA node: a tmpfs, exported to compute nodes over GlusterFS",
-             exports=True, ports=lambda nodes, exported: 1 if exported else 0, secret=True,
-             hold_vars=((), ("NODES", "PORT", "SECRET", "FS_HOST")),
-             attach_vars=((), _LOGIN), attach_together=(_LOGIN,)),
-        Caps("dir", "flux_rsa.ramdisk.providers.directory",
-             "one RSA node: a plain directory (unprivileged tests; shared file system)"),
-        Caps("glusterfs", "flux_rsa.ramdisk.providers.glusterfs",
-             "several RSA nodes: one GlusterFS volume over a tmpfs brick per node",
-             spans=True, exports=True, keeps=True, ports=_gluster_ports, secret=True,
-             one_node="tmpfs",
-             hold_vars=(("NODES", "TASK_RANK", "PORT", "SECRET"), ("FS_HOST",)),
-             attach_vars=((), _LOGIN), attach_together=(_LOGIN,)),
-        Caps("command", "flux_rsa.ramdisk.providers.command",
-             "the site's own scripts for each step (e.g. BeeOND)",
-             spans="command-spans", exports=True, exported_by="command-attach", keeps=False,
-             ports=lambda nodes, exported: COMMAND_PORTS,
-             hold_vars=(("NODES", "TASK_RANK"), ("PORT",)),
-             attach_vars=((), ("NODES", "SOURCE", "JOBID", "PORT")),
-             attach_together=(("NODES", "SOURCE"),),
-             config_prefix="command-", config_needs=("command-create", "command-destroy"),
-             config_together=(("command-attach", "command-detach"),)),
+    caps.name: caps
+    for caps in (
+        Caps(
+            "tmpfs",
+            "flux_rsa.ramdisk.providers.tmpfs",
+            "one RSA node: a tmpfs, exported to compute nodes over GlusterFS",
+            exports=True,
+            ports=lambda nodes, exported: 1 if exported else 0,
+            secret=True,
+            hold_vars=((), ("NODES", "PORT", "SECRET", "FS_HOST")),
+            attach_vars=((), _LOGIN),
+            attach_together=(_LOGIN,),
+        ),
+        Caps(
+            "dir",
+            "flux_rsa.ramdisk.providers.directory",
+            "one RSA node: a plain directory (unprivileged tests; shared file system)",
+        ),
+        Caps(
+            "glusterfs",
+            "flux_rsa.ramdisk.providers.glusterfs",
+            "several RSA nodes: one GlusterFS volume over a tmpfs brick per node",
+            spans=True,
+            exports=True,
+            keeps=True,
+            ports=_gluster_ports,
+            secret=True,
+            one_node="tmpfs",
+            hold_vars=(("NODES", "TASK_RANK", "PORT", "SECRET"), ("FS_HOST",)),
+            attach_vars=((), _LOGIN),
+            attach_together=(_LOGIN,),
+        ),
+        Caps(
+            "command",
+            "flux_rsa.ramdisk.providers.command",
+            "the site's own scripts for each step (e.g. BeeOND)",
+            spans="command-spans",
+            exports=True,
+            exported_by="command-attach",
+            keeps=False,
+            ports=lambda nodes, exported: COMMAND_PORTS,
+            hold_vars=(("NODES", "TASK_RANK"), ("PORT",)),
+            attach_vars=((), ("NODES", "SOURCE", "JOBID", "PORT")),
+            attach_together=(("NODES", "SOURCE"),),
+            config_prefix="command-",
+            config_needs=("command-create", "command-destroy"),
+            config_together=(("command-attach", "command-detach"),),
+        ),
     )
 }
 
@@ -116,8 +141,9 @@ def caps(name):
     try:
         return PROVIDERS[name]
     except KeyError:
-        raise UnknownProvider(f"unknown RAM-disk provider {name!r} (known: "
-                              f"{', '.join(PROVIDERS)})") from None
+        raise UnknownProvider(
+            f"unknown RAM-disk provider {name!r} (known: " f"{', '.join(PROVIDERS)})"
+        ) from None
 
 
 def get(name):

@@ -24,7 +24,7 @@ def _part_of(entry, name):
     where X is a letter and digits (a brick NAME.b1, a marker NAME.n2)."""
     if entry == name:
         return True
-    rest = entry[len(name) + 1:] if entry.startswith(name + ".") else ""
+    rest = entry[len(name) + 1 :] if entry.startswith(name + ".") else ""
     return rest[:1].isalpha() and rest[1:].isdigit()
 
 
@@ -78,20 +78,32 @@ def _sweep(root, say, report_kept, gone):
         marker = layout.read_marker(entry.path)
         if marker is None and _unmarked_tmpfs(entry.path):
             sysmount.umount(entry.path)
-            say(f"unmounted an empty RAM disk without its marker at {entry.path} (its build "
-                "or destroy was stopped halfway)")
+            say(
+                f"unmounted an empty RAM disk without its marker at {entry.path} (its build "
+                "or destroy was stopped halfway)"
+            )
             marker = layout.read_marker(entry.path)
         if marker is None:
             continue
         if marker.get("kept"):
             if report_kept:
-                report = {"event": "kept", "path": entry.path,
-                          "jobid": marker.get("jobid"), "gen": marker.get("gen"),
-                          "owner": marker.get("owner"), "bytes": marker.get("size"),
-                          "host": marker.get("host")}
-                if marker.get("kind") == "brick":  # a part of a RAM disk over several nodes
-                    report.update(part_of=os.path.join(root, marker["volume"]),
-                                  index=marker.get("index"), parts=marker.get("bricks"))
+                report = {
+                    "event": "kept",
+                    "path": entry.path,
+                    "jobid": marker.get("jobid"),
+                    "gen": marker.get("gen"),
+                    "owner": marker.get("owner"),
+                    "bytes": marker.get("size"),
+                    "host": marker.get("host"),
+                }
+                if (
+                    marker.get("kind") == "brick"
+                ):  # a part of a RAM disk over several nodes
+                    report.update(
+                        part_of=os.path.join(root, marker["volume"]),
+                        index=marker.get("index"),
+                        parts=marker.get("bricks"),
+                    )
                 print(json.dumps(report), flush=True)
             continue
         if layout.holder_alive(marker):

@@ -35,8 +35,13 @@ def _check(rc, what, path):
 
 
 def _mount(source, path, fstype, flags, options):
-    return _libc().mount(source.encode(), os.fsencode(path), fstype.encode() if fstype else None,
-                         flags, options.encode() if options else None)
+    return _libc().mount(
+        source.encode(),
+        os.fsencode(path),
+        fstype.encode() if fstype else None,
+        flags,
+        options.encode() if options else None,
+    )
 
 
 #: the source every RAM-disk tmpfs is mounted with (the mount table's name)
@@ -47,20 +52,42 @@ def mount_tmpfs(path, size, mode=0o755):
     """A tmpfs of ``size`` bytes at ``path``, nosuid and nodev: nothing on
     a RAM disk may raise privileges where it is mounted."""
     if os.geteuid() != 0:
-        raise MountError(errno.EPERM,
-                         f"cannot mount a tmpfs at {path}: a tmpfs RAM disk needs root (this runs as uid "
-                         f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] "
-                         "privilege = \"imp\"), or set [rsa] provider = \"dir\" for a test install")
-    _check(_mount(TMPFS_SOURCE, path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode={mode:04o}"),
-           f"mount tmpfs (size={size})", path)
+        raise MountError(
+            errno.EPERM,
+            f"cannot mount a tmpfs at {path}: a tmpfs RAM disk needs root (this runs as uid "
+            f"{os.geteuid()}); run the pool as root, give it flux-imp ([rsa] "
+            'privilege = "imp"), or set [rsa] provider = "dir" for a test install',
+        )
+    _check(
+        _mount(
+            TMPFS_SOURCE,
+            path,
+            "tmpfs",
+            MS_NOSUID | MS_NODEV,
+            f"size={int(size)},mode={mode:04o}",
+        ),
+        f"mount tmpfs (size={size})",
+        path,
+    )
 
 
 def resize_tmpfs(path, size):
     """Grow (or shrink) the tmpfs at ``path`` to ``size`` bytes."""
     if not mounted(path, "tmpfs"):
-        raise MountError(errno.EINVAL, f"cannot resize {path}: no tmpfs is mounted there")
-    _check(_mount(TMPFS_SOURCE, path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={int(size)}"),
-           f"remount tmpfs (size={size})", path)
+        raise MountError(
+            errno.EINVAL, f"cannot resize {path}: no tmpfs is mounted there"
+        )
+    _check(
+        _mount(
+            TMPFS_SOURCE,
+            path,
+            "tmpfs",
+            MS_REMOUNT | MS_NOSUID | MS_NODEV,
+            f"size={int(size)}",
+        ),
+        f"remount tmpfs (size={size})",
+        path,
+    )
 
 
 def private_namespace():
@@ -68,7 +95,9 @@ def private_namespace():
     what it mounts is seen by nobody else and mounts elsewhere do not
     reach it."""
     _check(_libc().unshare(CLONE_NEWNS), "unshare", "the mount namespace")
-    _check(_libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make private", "/")
+    _check(
+        _libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make private", "/"
+    )
 
 
 def umount(path):
@@ -86,7 +115,12 @@ def umount_all(path):
 
 
 def _unescape(field):
-    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
+    return (
+        field.encode()
+        .decode("unicode_escape")
+        .encode("latin-1")
+        .decode(errors="replace")
+    )
 
 
 def top_mount(path):

@@ -39,8 +39,12 @@ class Volume:
     secret: str
 
     def to_dict(self):
-        return {"name": self.name, "servers": list(self.servers), "user": self.user,
-                "secret": self.secret}
+        return {
+            "name": self.name,
+            "servers": list(self.servers),
+            "user": self.user,
+            "secret": self.secret,
+        }
 
     @classmethod
     def from_dict(cls, d):
@@ -72,29 +76,46 @@ def brick(index, directory, bind, port, user, secret):
     owner's areas are made in it."""
     b = brick_name(index)
     if '"' in directory or "\n" in directory:
-        raise ValueError(f"{directory!r}: a brick directory cannot hold '\"' or a newline "
-                         "(choose another [rsa] ramdisk-root)")
-    return "".join([
-        # quoted: the volume file's words end at a space
-        # no reserve: the reservation is the tmpfs, whole (with posix's
-        # default 1% kept back, a full RAM disk would also refuse to take
-        # up the files written straight into it: they vanish from lookups)
-        _block(f"{b}-posix", "storage/posix", [("directory", f'"{directory}"'),
-                                               ("reserve", 0)]),
-        _block(f"{b}-locks", "features/locks", subvolumes=[f"{b}-posix"]),
-        _block(f"{b}-iot", "performance/io-threads", [("thread-count", 4)], [f"{b}-locks"]),
-        _block(b, "debug/io-stats", subvolumes=[f"{b}-iot"]),
-        _block(f"{b}-server", "protocol/server", [
-            ("transport-type", "tcp"),
-            ("transport.address-family", "inet"),
-            ("transport.socket.bind-address", bind),
-            ("transport.socket.listen-port", port),
-            (f"auth.login.{b}.allow", user),
-            (f"auth.login.{user}.password", secret),
-            # no credentials, no entry (else a client sending none is let in)
-            ("strict-auth-accept", "on"),
-        ], [b]),
-    ])
+        raise ValueError(
+            f"{directory!r}: a brick directory cannot hold '\"' or a newline "
+            "(choose another [rsa] ramdisk-root)"
+        )
+    return "".join(
+        [
+            # quoted: the volume file's words end at a space
+            # no reserve: the reservation is the tmpfs, whole (with posix's
+            # default 1% kept back, a full RAM disk would also refuse to take
+            # up the files written straight into it: they vanish from lookups)
+            _block(
+                f"{b}-posix",
+                "storage/posix",
+                [("directory", f'"{directory}"'), ("reserve", 0)],
+            ),
+            _block(f"{b}-locks", "features/locks", subvolumes=[f"{b}-posix"]),
+            _block(
+                f"{b}-iot",
+                "performance/io-threads",
+                [("thread-count", 4)],
+                [f"{b}-locks"],
+            ),
+            _block(b, "debug/io-stats", subvolumes=[f"{b}-iot"]),
+            _block(
+                f"{b}-server",
+                "protocol/server",
+                [
+                    ("transport-type", "tcp"),
+                    ("transport.address-family", "inet"),
+                    ("transport.socket.bind-address", bind),
+                    ("transport.socket.listen-port", port),
+                    (f"auth.login.{b}.allow", user),
+                    (f"auth.login.{user}.password", secret),
+                    # no credentials, no entry (else a client sending none is let in)
+                    ("strict-auth-accept", "on"),
+                ],
+                [b],
+            ),
+        ]
+    )
 
 
 def client(volume):
@@ -110,24 +131,36 @@ def client(volume):
     text = ""
     for i, server in enumerate(volume.servers):
         host, port = server.rsplit(":", 1)
-        text += _block(clients[i], "protocol/client", [
-            ("transport-type", "tcp"),
-            ("transport.address-family", "inet"),
-            ("remote-host", host),
-            ("remote-port", port),
-            ("remote-subvolume", brick_name(i)),
-            ("username", volume.user),
-            ("password", volume.secret),
-            ("ping-timeout", PING_TIMEOUT),
-        ])
+        text += _block(
+            clients[i],
+            "protocol/client",
+            [
+                ("transport-type", "tcp"),
+                ("transport.address-family", "inet"),
+                ("remote-host", host),
+                ("remote-port", port),
+                ("remote-subvolume", brick_name(i)),
+                ("username", volume.user),
+                ("password", volume.secret),
+                ("ping-timeout", PING_TIMEOUT),
+            ],
+        )
     below = f"{volume.name}-dht"
-    text += _block(below, "cluster/distribute", [("min-free-disk", MIN_FREE_DISK)], clients)
+    text += _block(
+        below, "cluster/distribute", [("min-free-disk", MIN_FREE_DISK)], clients
+    )
     if len(volume.servers) > 1 and SHARD_BLOCK is not None:
-        text += _block(f"{volume.name}-shard", "features/shard",
-                       [("shard-block-size", SHARD_BLOCK)], [below])
+        text += _block(
+            f"{volume.name}-shard",
+            "features/shard",
+            [("shard-block-size", SHARD_BLOCK)],
+            [below],
+        )
         below = f"{volume.name}-shard"
     for cache in ("quick-read", "open-behind", "md-cache"):
-        text += _block(f"{volume.name}-{cache}", f"performance/{cache}", subvolumes=[below])
+        text += _block(
+            f"{volume.name}-{cache}", f"performance/{cache}", subvolumes=[below]
+        )
         below = f"{volume.name}-{cache}"
     text += _block(volume.name, "debug/io-stats", subvolumes=[below])
     return text

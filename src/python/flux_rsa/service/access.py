@@ -24,7 +24,11 @@ def shown(rec):
 
 def status(records, jobids, userid, owner):
     """The records of ``jobids`` (all when empty) the caller may see."""
-    recs = [records[j] for j in jobids if j in records] if jobids else list(records.values())
+    recs = (
+        [records[j] for j in jobids if j in records]
+        if jobids
+        else list(records.values())
+    )
     return [shown(r) for r in recs if visible(r, userid, owner)]
 
 
@@ -32,7 +36,10 @@ def check_request(rec, jobid, event, userid, owner):
     """Raise OSError unless the caller may ask ``event`` of job ``jobid``
     (record ``rec``, None when there is none) and its record accepts it."""
     if rec is None or not visible(rec, userid, owner):
-        raise OSError(errno.ENOENT, f"{flux.job.JobID(jobid).f58}: no RSA record for this job (or not yours)")
+        raise OSError(
+            errno.ENOENT,
+            f"{flux.job.JobID(jobid).f58}: no RSA record for this job (or not yours)",
+        )
     if not accepts(rec, event):
         raise OSError(
             errno.EINVAL,

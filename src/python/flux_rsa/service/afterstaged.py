@@ -11,7 +11,9 @@ import errno
 
 from flux_rsa.core.outputs import after_staged
 
-NO_RECORD = "the RSA has no record of it (records of ended jobs are kept up to [rsa] keep)"
+NO_RECORD = (
+    "the RSA has no record of it (records of ended jobs are kept up to [rsa] keep)"
+)
 
 
 class Waiters:

@@ -21,7 +21,9 @@ class DeckIndex:
             self.engaged.add(new.jobid)
         else:
             self.engaged.discard(new.jobid)
-        if new.rsa_state is RsaState.READY and (old is None or old.rsa_state is not RsaState.READY):
+        if new.rsa_state is RsaState.READY and (
+            old is None or old.rsa_state is not RsaState.READY
+        ):
             sample = rates.sample(new)
             if sample is not None:
                 self.samples.append(sample)

@@ -17,7 +17,10 @@ class Drains:
         """Take an RSA node out of new reservations (or back in)."""
         if self.pool.nodes and host not in self.pool.nodes:
             known = ", ".join(self.pool.nodes)
-            raise OSError(errno.EINVAL, f"{host}: not an RSA node of the pool (RSA nodes: {known})")
+            raise OSError(
+                errno.EINVAL,
+                f"{host}: not an RSA node of the pool (RSA nodes: {known})",
+            )
         if undrain:
             self.drained.pop(host, None)
             self.pool.call(protocol.UNDRAIN, {"host": host})

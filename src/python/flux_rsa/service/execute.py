@@ -54,7 +54,9 @@ class Executor:
             A.Detach: lambda a: self.mounts.detach(a),
             PostState: lambda a: self.post_state(a.record),
         }
-        self.deliver = None  # deliver(jobid, event): Withdrawn answers go back to the core
+        self.deliver = (
+            None  # deliver(jobid, event): Withdrawn answers go back to the core
+        )
         self.retries = {}  # jobid -> timer of a withdrawal to ask again
         self.signed = signed  # signed() -> whether SIGNED actions need their J
         #: jobid -> [(method, payload, needs J)] waiting for a J, in order:
@@ -99,12 +101,17 @@ class Executor:
             except (OSError, KeyError) as exc:
                 # sent without it: the entry point refuses it, naming RSA_J,
                 # and the stage fails as any stage that cannot run
-                self.log.error(f"rsa: job {jobid}: reading its signed request (J) for "
-                               f"rsa-pool.{method}: {getattr(exc, 'strerror', None) or exc!r}")
+                self.log.error(
+                    f"rsa: job {jobid}: reading its signed request (J) for "
+                    f"rsa-pool.{method}: {getattr(exc, 'strerror', None) or exc!r}"
+                )
             queue[0] = (method, payload, False)
             self._send_waiting(jobid)
 
-        on_answer(self.h.rpc("job-info.lookup", {"id": jobid, "keys": ["J"], "flags": 0}), found)
+        on_answer(
+            self.h.rpc("job-info.lookup", {"id": jobid, "keys": ["J"], "flags": 0}),
+            found,
+        )
 
     # --- job-manager ---
 
@@ -126,7 +133,9 @@ class Executor:
                 ok = bool(f.get().get("withdrawn", True))
             except OSError as exc:
                 if exc.errno not in (errno.ENOENT, errno.ENOSYS):
-                    self.log.error(f"rsa: job {a.jobid}: withdrawing the start offer: {exc}; asking again in 1s")
+                    self.log.error(
+                        f"rsa: job {a.jobid}: withdrawing the start offer: {exc}; asking again in 1s"
+                    )
                     w = self.h.timer_watcher_create(1.0, lambda *args: self.withdraw(a))
                     w.start()
                     self.retries[a.jobid] = w  # keep it alive until it fires
@@ -138,11 +147,16 @@ class Executor:
         on_answer(self.h.rpc("job-manager.rsa.withdraw", {"id": a.jobid}), answered)
 
     def lock_in(self, a):
-        self._jobmanager("job-manager.urgency", {"id": a.jobid, "urgency": FLUX_JOB_URGENCY_EXPEDITE})
+        self._jobmanager(
+            "job-manager.urgency", {"id": a.jobid, "urgency": FLUX_JOB_URGENCY_EXPEDITE}
+        )
 
     def post_event(self, a):
         if self.active(a.jobid):
-            self._jobmanager("job-manager.rsa.post", {"id": a.jobid, "name": a.name, "context": a.context})
+            self._jobmanager(
+                "job-manager.rsa.post",
+                {"id": a.jobid, "name": a.name, "context": a.context},
+            )
 
     def post_state(self, rec):
         """Mirror an rsa-state change into the job's eventlog (rsa-state) and
@@ -154,11 +168,17 @@ class Executor:
         if rec.error:
             context["error"] = rec.error
         if rec.rsa_state is not S.INELIGIBLE:
-            self._jobmanager("job-manager.rsa.post", {"id": rec.jobid, "name": "state", "context": context})
+            self._jobmanager(
+                "job-manager.rsa.post",
+                {"id": rec.jobid, "name": "state", "context": context},
+            )
         memo = {"state": rec.rsa_state.value}
         if rec.nodes:
             memo["nodes"] = ",".join(rec.nodes)
-        self._jobmanager("job-manager.memo", {"id": rec.jobid, "volatile": True, "memo": {"rsa": memo}})
+        self._jobmanager(
+            "job-manager.memo",
+            {"id": rec.jobid, "volatile": True, "memo": {"rsa": memo}},
+        )
 
     def _jobmanager(self, topic, payload, quiet=()):
         future = self.h.rpc(topic, payload)
@@ -168,7 +188,9 @@ class Executor:
                 f.get()
             except OSError as exc:
                 if exc.errno not in quiet and exc.errno != errno.ENOENT:
-                    self.log.warning(f"rsa: {topic} {payload.get('id')}: {exc.strerror or exc}")
+                    self.log.warning(
+                        f"rsa: {topic} {payload.get('id')}: {exc.strerror or exc}"
+                    )
 
         on_answer(future, answered)
 

@@ -15,10 +15,21 @@ from flux.job import JournalConsumer
 from flux_rsa.service.jobs import ended_from_eventlog
 
 #: the job events the service follows (Tracker.feed)
-JOB_EVENTS = ("submit", "priority", "flux-restart", "alloc", "rsa-ready", "start", "finish",
-              "exception", "clean")
+JOB_EVENTS = (
+    "submit",
+    "priority",
+    "flux-restart",
+    "alloc",
+    "rsa-ready",
+    "start",
+    "finish",
+    "exception",
+    "clean",
+)
 #: events of RSA jobs that change the queue the on-deck rule looks at
-QUEUE_CHANGES = frozenset({"submit", "priority", "alloc", "clean", "flux-restart", "exception"})
+QUEUE_CHANGES = frozenset(
+    {"submit", "priority", "alloc", "clean", "flux-restart", "exception"}
+)
 #: of those, the ones that change it only if the job is within its head
 JOINS = frozenset({"submit", "priority"})
 
@@ -89,7 +100,9 @@ class Intake:
             jobid = int(entry.jobid)
             if self.sink.pool_entry(jobid, entry):
                 return
-            self.feed(jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec)
+            self.feed(
+                jobid, entry.name, entry.timestamp, entry.context or {}, entry.jobspec
+            )
         except Exception as exc:  # never let one entry kill the module
             self.log.error(f"rsa: journal entry {entry}: {exc!r}")
 
@@ -97,13 +110,22 @@ class Intake:
         """An event of a job that mentions rsa, from the jobtap plugin."""
         self.sink.metrics.arrived()
         if payload.get("name") not in JOB_EVENTS:
-            raise ValueError(f"job-event {payload.get('name')!r}: expected one of {', '.join(JOB_EVENTS)}")
-        self.feed(int(payload["id"]), payload["name"], float(payload["timestamp"]),
-                  payload.get("context") or {}, payload.get("jobspec"))
+            raise ValueError(
+                f"job-event {payload.get('name')!r}: expected one of {', '.join(JOB_EVENTS)}"
+            )
+        self.feed(
+            int(payload["id"]),
+            payload["name"],
+            float(payload["timestamp"]),
+            payload.get("context") or {},
+            payload.get("jobspec"),
+        )
 
     def feed(self, jobid, name, t, context, jobspec=None):
         fed = self.tracker.feed(jobid, name, t, context, jobspec)
-        if name in QUEUE_CHANGES and not (name in JOINS and fed.facts and self.sink.behind(fed.facts)):
+        if name in QUEUE_CHANGES and not (
+            name in JOINS and fed.facts and self.sink.behind(fed.facts)
+        ):
             self.sink.arm_plan()
         if fed.new:
             self.sink.admit(fed.facts, t)

@@ -13,14 +13,12 @@ that got resources and ends (``clean``) without its finish heard is
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
-from flux.constants import (
-    FLUX_JOB_STATE_CLEANUP as CLEANUP,
-    FLUX_JOB_STATE_DEPEND as DEPEND,
-    FLUX_JOB_STATE_INACTIVE as INACTIVE,
-    FLUX_JOB_STATE_PRIORITY as PRIORITY,
-    FLUX_JOB_STATE_RUN as RUN,
-    FLUX_JOB_STATE_SCHED as SCHED,
-)
+from flux.constants import FLUX_JOB_STATE_CLEANUP as CLEANUP
+from flux.constants import FLUX_JOB_STATE_DEPEND as DEPEND
+from flux.constants import FLUX_JOB_STATE_INACTIVE as INACTIVE
+from flux.constants import FLUX_JOB_STATE_PRIORITY as PRIORITY
+from flux.constants import FLUX_JOB_STATE_RUN as RUN
+from flux.constants import FLUX_JOB_STATE_SCHED as SCHED
 
 from flux_rsa.core import Env
 from flux_rsa.core import events as E
@@ -93,7 +91,9 @@ class Fed(NamedTuple):
     facts: Optional[JobFacts]  # the job as known now (None: not followed)
     new: bool = False  # the job was just submitted
     events: tuple = ()  # core events for its record (if it has one)
-    unsure: bool = False  # it ended and only its eventlog says how (ended_from_eventlog)
+    unsure: bool = (
+        False  # it ended and only its eventlog says how (ended_from_eventlog)
+    )
 
 
 class Tracker:

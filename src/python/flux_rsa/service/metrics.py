@@ -30,7 +30,11 @@ def summary(seconds):
     samples = sorted(seconds)
 
     def pct(p):
-        return samples[min(len(samples) - 1, int(p / 100 * len(samples)))] * 1000 if samples else None
+        return (
+            samples[min(len(samples) - 1, int(p / 100 * len(samples)))] * 1000
+            if samples
+            else None
+        )
 
     return {
         "count": len(samples),
@@ -45,10 +49,18 @@ def summary(seconds):
 class Metrics:
     def __init__(self):
         self.intake = time.time()  # when the message being handled arrived
-        self.latency = collections.deque(maxlen=SAMPLES)  # seconds, intake -> action sent
-        self.reads = collections.deque(maxlen=SAMPLES)  # seconds, queue read sent -> pass done
-        self.passes = collections.deque(maxlen=SAMPLES)  # seconds, job-list's answer -> pass done
-        self.collections = collections.deque(maxlen=SAMPLES)  # seconds, full garbage collections
+        self.latency = collections.deque(
+            maxlen=SAMPLES
+        )  # seconds, intake -> action sent
+        self.reads = collections.deque(
+            maxlen=SAMPLES
+        )  # seconds, queue read sent -> pass done
+        self.passes = collections.deque(
+            maxlen=SAMPLES
+        )  # seconds, job-list's answer -> pass done
+        self.collections = collections.deque(
+            maxlen=SAMPLES
+        )  # seconds, full garbage collections
         self.messages = 0  # messages handled (events, requests, answers, job timers)
 
     def arrived(self, message=True):

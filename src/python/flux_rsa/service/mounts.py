@@ -38,8 +38,12 @@ class Mounts:
             return dict(root=a.root, name=a.name, rank=rank, **fields)
 
         def undo(ranks):
-            self._run("detach", ranks, lambda r: dict(root=a.root, name=a.name, rank=r),
-                      lambda *args: None)
+            self._run(
+                "detach",
+                ranks,
+                lambda r: dict(root=a.root, name=a.name, rank=r),
+                lambda *args: None,
+            )
 
         def done(failed, ok_ranks):
             if failed:
@@ -54,9 +58,13 @@ class Mounts:
 
     def detach(self, a):
         def done(failed, ok_ranks):
-            self.deliver(a.jobid, E.Detached(time.time(), not failed, "; ".join(failed) or None))
+            self.deliver(
+                a.jobid, E.Detached(time.time(), not failed, "; ".join(failed) or None)
+            )
 
-        self._run("detach", a.ranks, lambda r: dict(root=a.root, name=a.name, rank=r), done)
+        self._run(
+            "detach", a.ranks, lambda r: dict(root=a.root, name=a.name, rank=r), done
+        )
 
     def _run(self, op, ranks, values, done, late=None):
         """Run ``op`` on every rank; ``done(failures, ok_ranks)`` once all
@@ -115,8 +123,11 @@ class Mounts:
                 ended(rank, None)
                 return
             said = f.stderr.decode(errors="replace").strip().splitlines()
-            how = (f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
-                   else f"signal {os.WTERMSIG(status)}")
+            how = (
+                f"exit status {os.WEXITSTATUS(status)}"
+                if os.WIFEXITED(status)
+                else f"signal {os.WTERMSIG(status)}"
+            )
             ended(rank, said[-1] if said else f"{op} ended with {how}")
 
         def started(f):
@@ -128,8 +139,18 @@ class Mounts:
             on_answer(flux.subprocess.wait(self.h, pid, nodeid=rank), waited)
 
         try:
-            on_answer(flux.subprocess.rexec_bg(self.h, argv, cwd="/", env=env, waitable=True,
-                                               nodeid=rank, label=None), started)
+            on_answer(
+                flux.subprocess.rexec_bg(
+                    self.h,
+                    argv,
+                    cwd="/",
+                    env=env,
+                    waitable=True,
+                    nodeid=rank,
+                    label=None,
+                ),
+                started,
+            )
         except OSError as exc:
             ended(rank, f"cannot start {op}: {exc.strerror or exc}")
 
@@ -137,8 +158,11 @@ class Mounts:
 def attach_fields(volume):
     """The RSA_OP=attach variables of a RAM disk's ``volume`` (as its holder
     reported it): every field but the ones for the core, lists joined."""
-    return {key: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-            for key, value in volume.items() if key not in ("name", "same_path")}
+    return {
+        key: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        for key, value in volume.items()
+        if key not in ("name", "same_path")
+    }
 
 
 def _python_path():

@@ -13,7 +13,9 @@ from flux_rsa.service.timers import Timer
 @dataclass(frozen=True)
 class Outgoing:
     action: A.Action  # a core action, or the service's own (execute.PostState)
-    intake: Optional[float]  # when what caused it arrived; None: not counted in the latency
+    intake: Optional[
+        float
+    ]  # when what caused it arrived; None: not counted in the latency
 
 
 class Outbox:

@@ -46,11 +46,15 @@ class PoolLink:
                 f.get()
             except OSError as exc:
                 if exc.errno in (errno.ENOSYS, errno.EHOSTUNREACH, errno.ECONNRESET):
-                    self.log.warning(f"rsa: pool not reachable ({exc.strerror}): rsa-pool.{method} queued until it is back")
+                    self.log.warning(
+                        f"rsa: pool not reachable ({exc.strerror}): rsa-pool.{method} queued until it is back"
+                    )
                     self.down()
                     self.queue.append((method, payload))
                 else:
-                    self.log.error(f"rsa: rsa-pool.{method} {payload.get('jobid', '')}: {exc.strerror or exc}")
+                    self.log.error(
+                        f"rsa: rsa-pool.{method} {payload.get('jobid', '')}: {exc.strerror or exc}"
+                    )
 
         on_answer(future, answered)
 

@@ -24,15 +24,23 @@ class PoolEvents:
             self.up(payload)
             return
         if kind == protocol.PURGE_END and not payload.get("ok"):
-            self.log.warning(f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}")
+            self.log.warning(
+                f"rsa: job {payload.get('jobid')}: dropping inputs failed: {payload.get('error')}"
+            )
         elif kind == protocol.NODE_STATE:
-            self.log.warning(f"rsa: RSA node {payload.get('host')} is {payload.get('state')}")
+            self.log.warning(
+                f"rsa: RSA node {payload.get('host')} is {payload.get('state')}"
+            )
         elif kind == protocol.DISCARD_END and not payload.get("ok"):
-            self.log.error(f"rsa: removing kept RAM disk {payload.get('path')} failed: {payload.get('error')}")
+            self.log.error(
+                f"rsa: removing kept RAM disk {payload.get('path')} failed: {payload.get('error')}"
+            )
         if kind == protocol.HOLDER_END and payload.get("kept"):
             # kept through a pool shutdown: the RAM disk lives on, to be
             # adopted by the next pool (Reconciler.reconciled)
-            self.log.info(f"rsa: job {payload.get('jobid')}: RAM disk {payload['kept']} kept for the next pool")
+            self.log.info(
+                f"rsa: job {payload.get('jobid')}: RAM disk {payload['kept']} kept for the next pool"
+            )
             return
         found = wire.event(payload, time.time())
         if found is not None:
@@ -44,11 +52,15 @@ class PoolEvents:
         svc = self.service
         if svc.keeper is not None:
             svc.keeper.ready(info)
-        self.log.info(f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}")
+        self.log.info(
+            f"rsa: pool ready on parent rank {info.get('rank')}: nodes {info.get('nodes')}"
+        )
         unusable = (info.get("privilege") or {}).get("error")
         if unusable:
-            self.log.error(f"rsa: the RSA pool cannot make RAM disks, RSA jobs use their "
-                           f"directories: {unusable}")
+            self.log.error(
+                f"rsa: the RSA pool cannot make RAM disks, RSA jobs use their "
+                f"directories: {unusable}"
+            )
         svc.pool.up(info)
         svc.drains.tell_pool()
         svc.reconciler.reconcile_pool()

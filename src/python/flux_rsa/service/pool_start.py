@@ -42,10 +42,16 @@ class PoolKeeper:
         if self.jobid is not None or time.time() < self.next_try:
             return
         try:
-            self.jobid = launch.launch(self.service.h, self.service.policy,
-                                       notify_topic=protocol.NOTIFY_TOPIC, env=dict(os.environ),
-                                       include_down=not self.relaunch)
-            self.service.log.info(f"rsa: launched the RSA pool as job {flux.job.JobID(self.jobid).f58}")
+            self.jobid = launch.launch(
+                self.service.h,
+                self.service.policy,
+                notify_topic=protocol.NOTIFY_TOPIC,
+                env=dict(os.environ),
+                include_down=not self.relaunch,
+            )
+            self.service.log.info(
+                f"rsa: launched the RSA pool as job {flux.job.JobID(self.jobid).f58}"
+            )
             self.follow()
         except (OSError, launch.PoolError) as exc:
             self.retry_later(f"cannot launch the RSA pool: {exc}")
@@ -76,7 +82,9 @@ class PoolKeeper:
     def event(self, jobid, name, context):
         """An event of a pool job (the journal's replay, or its eventlog)."""
         if name == "exception" and context.get("severity") == 0:
-            self.why = f"{context.get('type', 'an')} exception" + (f": {context['note']}" if context.get("note") else "")
+            self.why = f"{context.get('type', 'an')} exception" + (
+                f": {context['note']}" if context.get("note") else ""
+            )
         elif name == "clean":
             self.ended(jobid, self.why)
 

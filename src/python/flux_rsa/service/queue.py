@@ -33,8 +33,12 @@ def request(head):
     """job-list.list for the first ``head`` pending (SCHED) jobs of every
     user, in one answer: not flux.job.job_list, whose streamed answer is a
     message per job."""
-    return {"max_entries": head, "attrs": ATTRS, "since": 0.0,
-            "constraint": {"and": [{"states": [FLUX_JOB_STATE_SCHED]}]}}
+    return {
+        "max_entries": head,
+        "attrs": ATTRS,
+        "since": 0.0,
+        "constraint": {"and": [{"states": [FLUX_JOB_STATE_SCHED]}]},
+    }
 
 
 class Queue:
@@ -60,9 +64,13 @@ class Queue:
         self.truncated = len(jobs) >= self.head
         for job in jobs:
             if job.get("state") == FLUX_JOB_STATE_SCHED:
-                estimate = ((job.get("annotations") or {}).get("sched") or {}).get("t_estimate")
+                estimate = ((job.get("annotations") or {}).get("sched") or {}).get(
+                    "t_estimate"
+                )
                 jobid = int(job["id"])
-                self.listed[jobid] = Pending(jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate)
+                self.listed[jobid] = Pending(
+                    jobid, job.get("priority", 0), job.get("t_submit", 0.0), estimate
+                )
         full = self.truncated and len(self.listed) == len(jobs)
         self.last = max(map(queue_key, self.listed.values())) if full else None
 
@@ -75,7 +83,9 @@ class Queue:
             return False
         if facts.priority is None:
             return True
-        return queue_key(Pending(facts.jobid, facts.priority, facts.t_submit)) > self.last
+        return (
+            queue_key(Pending(facts.jobid, facts.priority, facts.t_submit)) > self.last
+        )
 
     def pending(self, extra=()):
         out = []
@@ -103,7 +113,9 @@ class QueueReader:
         self.h = h
         self.log = log
         self.queue = Queue(tracker, head)
-        self.extra = extra  # jobids of ours the pass must see behind the head (a live set)
+        self.extra = (
+            extra  # jobids of ours the pass must see behind the head (a live set)
+        )
         self.metrics = metrics
         self.again = again
         self.reading = False  # a read is out

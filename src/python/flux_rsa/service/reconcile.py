@@ -43,11 +43,23 @@ class Reconciler:
         plan = inflight.reconcile(self.records, listing, time.time())
         for kept, rec in plan.kept:
             if rec is not None:
-                self.log.info(f"rsa: adopting the RAM disk {kept['path']} kept for job {rec.jobid}")
-                self.pool.call(protocol.HOLD, {"jobid": rec.jobid, "gen": rec.gen, "need": rec.need,
-                                               "userid": rec.userid, "adopt": kept["path"]})
+                self.log.info(
+                    f"rsa: adopting the RAM disk {kept['path']} kept for job {rec.jobid}"
+                )
+                self.pool.call(
+                    protocol.HOLD,
+                    {
+                        "jobid": rec.jobid,
+                        "gen": rec.gen,
+                        "need": rec.need,
+                        "userid": rec.userid,
+                        "adopt": kept["path"],
+                    },
+                )
             else:
-                self.log.info(f"rsa: discarding the kept RAM disk {kept['path']} (nobody needs it)")
+                self.log.info(
+                    f"rsa: discarding the kept RAM disk {kept['path']} (nobody needs it)"
+                )
                 self.pool.call(protocol.DISCARD, {"path": kept["path"]})
         for jobid, gen in plan.cancel:
             self.log.warning(f"rsa: cancelling orphan holder {jobid}.{gen}")
@@ -59,4 +71,8 @@ class Reconciler:
 
     def keep_list(self):
         """Holders whose RAM disks must survive a pool shutdown (restart)."""
-        return [{"jobid": rec.jobid, "gen": rec.gen} for rec in self.records.values() if outputs.at_risk(rec)]
+        return [
+            {"jobid": rec.jobid, "gen": rec.gen}
+            for rec in self.records.values()
+            if outputs.at_risk(rec)
+        ]

@@ -21,15 +21,15 @@ import time
 
 from flux.idset import IDset
 
-from flux_rsa.core import BadRequest, IllegalEvent, Policy, admit, parse_request, process, settle
-from flux_rsa.core import events as E
+from flux_rsa.core import BadRequest, IllegalEvent, Policy
 from flux_rsa.core import actions as A
-from flux_rsa.core import inflight, ondeck, reuse
+from flux_rsa.core import admit
+from flux_rsa.core import events as E
+from flux_rsa.core import inflight, ondeck, parse_request, process, reuse, settle
 from flux_rsa.core.states import RsaState as S
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
 from flux_rsa.service.afterstaged import Waiters
-from flux_rsa.service.writers import Writers
 from flux_rsa.service.collector import Collector
 from flux_rsa.service.deckindex import DeckIndex
 from flux_rsa.service.drain import Drains
@@ -44,6 +44,7 @@ from flux_rsa.service.pool_events import PoolEvents
 from flux_rsa.service.queue import QueueReader
 from flux_rsa.service.reconcile import Reconciler
 from flux_rsa.service.timers import JobTimers, Timer, timer_event
+from flux_rsa.service.writers import Writers
 
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
@@ -60,7 +61,9 @@ class Service:
         self.h = h
         self.log = log
         self.policy = policy
-        self.records = store.load(h)  # jobid -> Record (shared with the pieces: never replaced)
+        self.records = store.load(
+            h
+        )  # jobid -> Record (shared with the pieces: never replaced)
         self.metrics = Metrics()
         self.tracker = Tracker()
         self.store = store.Store(h, log, delay=SAVE_DELAY)
@@ -68,15 +71,33 @@ class Service:
         self.drains = Drains(self.pool, self.store, store.load_drained(h))
         self.mounts = Mounts(h, log, self.via, self.withdrawn)
         self.timers = JobTimers(h, log, self.timer_fired)
-        self.execute = Executor(h, log, self.pool, self.timers.set, self.tracker.active, self.mounts,
-                                signed=lambda: self.via().mode == "imp")
+        self.execute = Executor(
+            h,
+            log,
+            self.pool,
+            self.timers.set,
+            self.tracker.active,
+            self.mounts,
+            signed=lambda: self.via().mode == "imp",
+        )
         self.execute.deliver = self.withdrawn
-        self.outbox = Outbox(h, log, self.execute.run, self.metrics, prepare=self.reusing)
+        self.outbox = Outbox(
+            h, log, self.execute.run, self.metrics, prepare=self.reusing
+        )
         self.intake = Intake(h, log, self.tracker, self)
         self.index = DeckIndex(self.records)
-        self.reader = QueueReader(h, log, self.tracker, self.metrics, again=self.arm_plan,
-                                  head=ondeck.head(policy), extra=self.index.engaged)
-        self.reconciler = Reconciler(log, self.records, self.pool, self.apply, done=self.arm_flush)
+        self.reader = QueueReader(
+            h,
+            log,
+            self.tracker,
+            self.metrics,
+            again=self.arm_plan,
+            head=ondeck.head(policy),
+            extra=self.index.engaged,
+        )
+        self.reconciler = Reconciler(
+            log, self.records, self.pool, self.apply, done=self.arm_flush
+        )
         self.pool_events = PoolEvents(log, self)
         self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
         self.writers = Writers(h, log)  # data_out still being written, for the plugin
@@ -86,7 +107,9 @@ class Service:
         self.replayed = False
         self.plan_timer = Timer(h, log, "on-deck pass", self.plan, after=PLAN_DELAY)
         self.tick_timer = Timer(h, log, "tick", self.tick, after=TICK, every=TICK)
-        self.collector = Collector(self.metrics)  # full garbage collections at quiet ticks
+        self.collector = Collector(
+            self.metrics
+        )  # full garbage collections at quiet ticks
 
     # --- life cycle ---
 
@@ -98,11 +121,22 @@ class Service:
             try:
                 self.launch_pool(self)
             except Exception as exc:
-                self.log.error(f"rsa: cannot start the RSA pool: {exc!r} (jobs run on persistent storage until it is up)")
+                self.log.error(
+                    f"rsa: cannot start the RSA pool: {exc!r} (jobs run on persistent storage until it is up)"
+                )
 
     def stop(self):
-        for piece in (self.tick_timer, self.plan_timer, self.reader, self.outbox, self.store.timer, self.timers,
-                      self.intake, self.collector, self.writers):
+        for piece in (
+            self.tick_timer,
+            self.plan_timer,
+            self.reader,
+            self.outbox,
+            self.store.timer,
+            self.timers,
+            self.intake,
+            self.collector,
+            self.writers,
+        ):
             piece.stop()
 
     def save_now(self):
@@ -149,9 +183,18 @@ class Service:
             return
         try:
             request = parse_request(facts.rsa)
-            rec = admit(facts.jobid, facts.userid, facts.nnodes, request, self.policy, t)
+            rec = admit(
+                facts.jobid, facts.userid, facts.nnodes, request, self.policy, t
+            )
         except BadRequest as exc:
-            rec = admit(facts.jobid, facts.userid, facts.nnodes, parse_request(None), self.policy, t)
+            rec = admit(
+                facts.jobid,
+                facts.userid,
+                facts.nnodes,
+                parse_request(None),
+                self.policy,
+                t,
+            )
             rec = dataclasses.replace(rec, reason=str(exc))
         rec, actions = settle(rec, E.Event(t))  # e.g. measure data_in for sizing
         self.commit(None, rec, actions)
@@ -173,7 +216,9 @@ class Service:
 
     def resume(self, rec, now):
         """After the replay: ask again whatever was in flight for ``rec``."""
-        again = inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
+        again = (
+            inflight.reissue(rec) + inflight.unanswered(rec) + inflight.timers(rec, now)
+        )
         self.outbox.add(again, now)
 
     def caught_up(self):
@@ -208,8 +253,13 @@ class Service:
 
     def via(self):
         """How privileged operations run for the current policy."""
-        return caller.choose(sys.executable, self.policy.privilege, self.policy.imp,
-                             os.getuid(), self.policy.scripts)
+        return caller.choose(
+            sys.executable,
+            self.policy.privilege,
+            self.policy.imp,
+            os.getuid(),
+            self.policy.scripts,
+        )
 
     # --- answers and timers ---
 
@@ -259,8 +309,15 @@ class Service:
         self.metrics.intake = asked  # the actions' latency includes the read
         now = time.time()
         rate = self.index.stage_rate(self.policy.stage_rate)
-        events = ondeck.plan(pending, self.index.view(pending), self.pool.nodes, self.policy, now, rate,
-                             self.drains.drained)
+        events = ondeck.plan(
+            pending,
+            self.index.view(pending),
+            self.pool.nodes,
+            self.policy,
+            now,
+            rate,
+            self.drains.drained,
+        )
         for jobid, ev in events:
             self.apply(jobid, ev)
 
@@ -276,10 +333,16 @@ class Service:
         rec = self.records.get(action.jobid)
         if not self.policy.reuse or rec is None:
             return action
-        if isinstance(action, A.StartStage) and action.direction == "in" and action.method is None:
+        if (
+            isinstance(action, A.StartStage)
+            and action.direction == "in"
+            and action.method is None
+        ):
             return dataclasses.replace(action, replica=reuse.replica(rec, self.records))
         if isinstance(action, A.RequestCapacity):
-            return dataclasses.replace(action, prefer=tuple(reuse.holders_of(rec, self.records)))
+            return dataclasses.replace(
+                action, prefer=tuple(reuse.holders_of(rec, self.records))
+            )
         return action
 
     def trim(self):

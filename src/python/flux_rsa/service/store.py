@@ -141,8 +141,10 @@ class Store:
                 f.get()
             except OSError as exc:
                 count = len(batch[0]) + len(batch[1])
-                self.log.error(f"rsa: saving {count} record(s) to the KVS failed: {exc}; "
-                               f"trying again in {self.timer.after:g}s")
+                self.log.error(
+                    f"rsa: saving {count} record(s) to the KVS failed: {exc}; "
+                    f"trying again in {self.timer.after:g}s"
+                )
                 self._failed(batch)
                 self.arm()
             then()

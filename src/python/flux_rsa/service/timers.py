@@ -32,7 +32,9 @@ class Timer:
     def restart(self, after=None):
         """Call fn ``after`` seconds from now, dropping a pending call."""
         self.armed = True
-        self.watcher.reset(after=self.after if after is None else max(0.0, after), repeat=self.every)
+        self.watcher.reset(
+            after=self.after if after is None else max(0.0, after), repeat=self.every
+        )
         self.watcher.start()
 
     def stop(self):
@@ -79,7 +81,9 @@ class JobTimers:
             self.timers.pop(key, None)
             self.fired(action)
 
-        timer = Timer(self.h, self.log, f"job {action.jobid}: timer {action.name}", fire)
+        timer = Timer(
+            self.h, self.log, f"job {action.jobid}: timer {action.name}", fire
+        )
         timer.arm(max(0.0, action.seconds))
         self.timers[key] = timer
 

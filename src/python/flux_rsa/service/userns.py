@@ -43,11 +43,16 @@ def job_namespaces(timeout=10.0):
     """(True, None) when job shells may make their mount namespace here,
     else (False, why)."""
     try:
-        out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                             timeout=timeout, check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"the probe did not run: {exc}"
     if out.returncode == 0:
         return True, None
-    why = (out.stdout.strip() or out.stderr.strip().splitlines()[-1:] or ["failed"])
+    why = out.stdout.strip() or out.stderr.strip().splitlines()[-1:] or ["failed"]
     return False, why if isinstance(why, str) else why[0]

@@ -19,15 +19,25 @@ METHOD = {
 PROGRESS = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
 
 EVENT = {
-    P.HOLDER_ALLOC: lambda t, m: E.HolderAllocated(t, m["gen"], tuple(m["nodes"]), m["granted"]),
+    P.HOLDER_ALLOC: lambda t, m: E.HolderAllocated(
+        t, m["gen"], tuple(m["nodes"]), m["granted"]
+    ),
     P.HOLDER_START: lambda t, m: E.HolderStarted(t, m["gen"]),
-    P.RAMDISK_BUILT: lambda t, m: E.RamdiskBuilt(t, m["gen"], m["path"], m.get("volume")),
+    P.RAMDISK_BUILT: lambda t, m: E.RamdiskBuilt(
+        t, m["gen"], m["path"], m.get("volume")
+    ),
     P.HOLDER_END: lambda t, m: E.HolderEnded(t, m["gen"], m.get("error")),
     P.STAGE_PROGRESS: lambda t, m: E.StageProgress(
-        t, m["seq"], Progress(**{k: (m.get("progress") or {}).get(k, 0) for k in PROGRESS})
+        t,
+        m["seq"],
+        Progress(**{k: (m.get("progress") or {}).get(k, 0) for k in PROGRESS}),
     ),
-    P.STAGE_END: lambda t, m: E.StageEnded(t, m["seq"], bool(m["ok"]), m.get("error"), m.get("reused")),
-    P.MEASURE_END: lambda t, m: E.Measured(t, bool(m["ok"]), int(m.get("bytes") or 0), m.get("error")),
+    P.STAGE_END: lambda t, m: E.StageEnded(
+        t, m["seq"], bool(m["ok"]), m.get("error"), m.get("reused")
+    ),
+    P.MEASURE_END: lambda t, m: E.Measured(
+        t, bool(m["ok"]), int(m.get("bytes") or 0), m.get("error")
+    ),
 }
 
 

@@ -10,7 +10,10 @@ the result; it decides nothing else.
 import os
 import time
 
-from . import identity, native, plan as planmod, progress as progmod, verify as verifymod
+from . import identity, native
+from . import plan as planmod
+from . import progress as progmod
+from . import verify as verifymod
 from .copy import Copier
 from .errors import EXIT_USAGE, StageError
 
@@ -39,8 +42,9 @@ class Result:
         self.files_skipped = self.files_total - files_copied
 
     def as_dict(self):
-        return dict(vars(self), output=None if self.output is None
-                    else os.fsdecode(self.output))
+        return dict(
+            vars(self), output=None if self.output is None else os.fsdecode(self.output)
+        )
 
 
 def _b(path):
@@ -51,9 +55,21 @@ def default_workers():
     return max(2, os.cpu_count() or 2)
 
 
-def run(mode, src, dst, *, workers=None, verify="size", as_user=None,
-        progress=None, shard=(0, 1), finalize=False, name=None, sync=True,
-        direction=None):
+def run(
+    mode,
+    src,
+    dst,
+    *,
+    workers=None,
+    verify="size",
+    as_user=None,
+    progress=None,
+    shard=(0, 1),
+    finalize=False,
+    name=None,
+    sync=True,
+    direction=None,
+):
     """Stage SRC to DST.  MODE is one of MODES; for 'script', SRC is the
     script and DST is (ramdisk_dir, data_dir), and DIRECTION ("in": data to
     RAM disk, "out": RAM disk to data; None: not said) lets its progress be
@@ -64,18 +80,23 @@ def run(mode, src, dst, *, workers=None, verify="size", as_user=None,
     must name the current user.
     """
     if mode not in MODES:
-        raise StageError(EXIT_USAGE, None, f"unknown mode {mode!r}",
-                         "use one of " + ", ".join(MODES))
+        raise StageError(
+            EXIT_USAGE, None, f"unknown mode {mode!r}", "use one of " + ", ".join(MODES)
+        )
     if verify not in VERIFY and verify is not None:
-        raise StageError(EXIT_USAGE, None, f"unknown --verify {verify!r}",
-                         "use size or checksum")
+        raise StageError(
+            EXIT_USAGE, None, f"unknown --verify {verify!r}", "use size or checksum"
+        )
     k, n = shard
     if not (n >= 1 and 0 <= k < n):
-        raise StageError(EXIT_USAGE, None, f"bad shard {k}/{n}",
-                         "K/N with 0 <= K < N")
+        raise StageError(EXIT_USAGE, None, f"bad shard {k}/{n}", "K/N with 0 <= K < N")
     if n > 1 and mode in ("tar", "untar", "script"):
-        raise StageError(EXIT_USAGE, None, f"--shard is not supported with {mode}",
-                         "shard only 'copy'")
+        raise StageError(
+            EXIT_USAGE,
+            None,
+            f"--shard is not supported with {mode}",
+            "shard only 'copy'",
+        )
     identity.become(as_user)  # before any user path is touched
     workers = workers or default_workers()
     meter = progmod.Meter(progress)
@@ -86,11 +107,27 @@ def run(mode, src, dst, *, workers=None, verify="size", as_user=None,
     elif mode == "tar":
         _tar(_b(src), _b(dst), name, workers, verify, meter, result, sync)
     else:
-        _copy(mode, _b(src), _b(dst), workers, verify, meter, result, shard,
-              finalize, sync)
+        _copy(
+            mode,
+            _b(src),
+            _b(dst),
+            workers,
+            verify,
+            meter,
+            result,
+            shard,
+            finalize,
+            sync,
+        )
     result.elapsed = time.monotonic() - t0
-    meter.update("done", result.bytes_total, result.bytes_total,
-                 result.files_total, result.files_total, force=True)
+    meter.update(
+        "done",
+        result.bytes_total,
+        result.bytes_total,
+        result.files_total,
+        result.files_total,
+        force=True,
+    )
     return result
 
 
@@ -102,8 +139,9 @@ def _script(script, dst, direction, measured, meter, result):
     ramdisk, data = (_b(d) for d in dst)
     tick = None
     if direction is not None and measured:
-        tick = scriptmod.Growth(*((data, ramdisk) if direction == "in" else (ramdisk, data)),
-                                meter)
+        tick = scriptmod.Growth(
+            *((data, ramdisk) if direction == "in" else (ramdisk, data)), meter
+        )
         result.bytes_total = tick.total
     scriptmod.run_script(script, ramdisk, data, tick=tick)
 
@@ -118,11 +156,23 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
 
     def copy_progress(t):
         # "scan" while the walk goes on (totals still growing), then "copy"
-        meter.update("copy" if t.walked else "scan", t.bytes_done, t.bytes_total,
-                     t.files_done, t.files_total)
+        meter.update(
+            "copy" if t.walked else "scan",
+            t.bytes_done,
+            t.bytes_total,
+            t.files_done,
+            t.files_total,
+        )
 
-    copier = Copier(p, dst, workers=workers, tag=tag, progress=copy_progress,
-                    writeback=sync, hide=walker is not None)
+    copier = Copier(
+        p,
+        dst,
+        workers=workers,
+        tag=tag,
+        progress=copy_progress,
+        writeback=sync,
+        hide=walker is not None,
+    )
     try:
         if not finalize:
             _copy_files(copier, walker, meter, result)
@@ -133,9 +183,16 @@ def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync)
             total, nfiles = result.bytes_total, result.files_total
             meter.update("verify", 0, total, 0, nfiles, force=True)
             verifymod.check_copy(
-                p, dst, verify, workers,
+                p,
+                dst,
+                verify,
+                workers,
                 progress=lambda f, b: meter.update("verify", b, total, f, nfiles),
-                packed=copier.packed, lib=copier.lib, unpacked=copier.unpacked, flush=flush)
+                packed=copier.packed,
+                lib=copier.lib,
+                unpacked=copier.unpacked,
+                flush=flush,
+            )
             result.verified = verify
         elif flush is not None:
             flush()
@@ -170,8 +227,14 @@ def _copy_files(copier, walker, meter, result):
         if walker is not None:
             walker.close()
     result.count(copier.plan, tally.files_copied, tally.bytes_copied)
-    meter.update("copy", tally.bytes_done, result.bytes_total, tally.files_done,
-                 result.files_total, force=True)
+    meter.update(
+        "copy",
+        tally.bytes_done,
+        result.bytes_total,
+        tally.files_done,
+        result.files_total,
+        force=True,
+    )
 
 
 def _tar(src, dstdir, name, workers, verify, meter, result, sync):
@@ -183,8 +246,12 @@ def _tar(src, dstdir, name, workers, verify, meter, result, sync):
     # the tree is walked while the archive is written: the totals grow
     # until the walk is over
     w = tarwrite.TarWriter(
-        src, dstdir, name=_b(name) if name else tarwrite.DEFAULT_NAME, workers=workers,
-        progress=lambda f, b: meter.update("copy", b, w.bytes_total, f, w.files_total))
+        src,
+        dstdir,
+        name=_b(name) if name else tarwrite.DEFAULT_NAME,
+        workers=workers,
+        progress=lambda f, b: meter.update("copy", b, w.bytes_total, f, w.files_total),
+    )
     meter.update("copy", 0, 0, 0, 0, force=True)
     result.output = w.run(sync=sync)
     result.count(w.plan, len(w.plan.files), w.plan.bytes_total)

@@ -72,8 +72,10 @@ def file_cached(fd, size):
     open as FD, are in the page cache (mincore)."""
     page = fsutil.PAGE
     last = (size - 1) // page * page
-    return all(source_cached(fsutil.cached_pages(fd, off, page))
-               for off in (0, last // 2 // page * page, last))
+    return all(
+        source_cached(fsutil.cached_pages(fd, off, page))
+        for off in (0, last // 2 // page * page, last)
+    )
 
 
 def pieces(off, length, whole):
@@ -157,8 +159,9 @@ class BigFiles:
         try:
             dfd = fsutil.open_dir(dst_root, self.dst_rel(f.d))
             try:
-                fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             dir_fd=dfd)
+                fd = os.open(
+                    name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd
+                )
                 try:
                     self.writer.set_meta(fd, f, dfd, mode=True)  # made 0600
                     check_size(fd, f, path)
@@ -188,8 +191,15 @@ class RangeCopier:
     """A worker's side: copies ranges of big files.  Remembers, for the
     rest of its run, that O_DIRECT could not be used."""
 
-    def __init__(self, read_direct, write_direct, same_fs, src_in_memory, writeback,
-                 dst_in_memory=False):
+    def __init__(
+        self,
+        read_direct,
+        write_direct,
+        same_fs,
+        src_in_memory,
+        writeback,
+        dst_in_memory=False,
+    ):
         self.read_direct = read_direct
         self.write_direct = write_direct
         self.same_fs = same_fs
@@ -224,8 +234,9 @@ class RangeCopier:
         elif self.src_in_memory and self.dst_in_memory:
             cached = True
         while True:
-            how = range_strategy(f.sparse, self.read_direct, self.write_direct,
-                                 self.same_fs, cached)
+            how = range_strategy(
+                f.sparse, self.read_direct, self.write_direct, self.same_fs, cached
+            )
             self.used[how] += 1
             if how == CACHED_READ:
                 done = None
@@ -238,7 +249,9 @@ class RangeCopier:
                 return done, how
             if how == DIRECT_READ:
                 try:
-                    direct = os.open(f.name, fsutil.OPEN_FLAGS | os.O_DIRECT, dir_fd=sdir)
+                    direct = os.open(
+                        f.name, fsutil.OPEN_FLAGS | os.O_DIRECT, dir_fd=sdir
+                    )
                 except OSError:
                     self.read_direct = False
                     continue
@@ -278,8 +291,11 @@ class RangeCopier:
         bytes copied, or None where O_DIRECT cannot be used (the caller then
         copies through the page cache)."""
         try:
-            wfd = os.open(name, os.O_WRONLY | os.O_DIRECT | os.O_NOFOLLOW
-                          | os.O_CLOEXEC, dir_fd=ddir)
+            wfd = os.open(
+                name,
+                os.O_WRONLY | os.O_DIRECT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                dir_fd=ddir,
+            )
         except OSError:
             self.write_direct = False
             return None
@@ -306,13 +322,15 @@ class RangeCopier:
         os.posix_fallocate(dfd, off, length)
         whole = length // copyio.BLOCK * copyio.BLOCK
         pieces = [(p, min(PIECE, whole - p)) for p in range(0, whole, PIECE)]
-        m = mmap.mmap(dfd, length, mmap.MAP_SHARED,
-                      mmap.PROT_READ | mmap.PROT_WRITE, offset=off)
+        m = mmap.mmap(
+            dfd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=off
+        )
         view = memoryview(m)
         try:
+
             def read(piece):
                 p, n = piece
-                return os.preadv(direct, [view[p:p + n]], off + p)
+                return os.preadv(direct, [view[p : p + n]], off + p)
 
             # wait for every piece before looking at any, so that no thread
             # still reads into the mapping when it is closed
@@ -327,7 +345,7 @@ class RangeCopier:
                     return done
             if whole < length:
                 tail = os.pread(sfd, length - whole, off + whole)
-                view[whole:whole + len(tail)] = tail
+                view[whole : whole + len(tail)] = tail
                 done += len(tail)
             return done
         finally:
@@ -337,6 +355,7 @@ class RangeCopier:
     def _threads(self):
         if self.readers is None:
             from concurrent.futures import ThreadPoolExecutor
+
             self.readers = ThreadPoolExecutor(2)
         return self.readers
 
@@ -372,7 +391,6 @@ def _archive_range(f, afd, dfd, off, length):
     for where, n in segments:
         lo, hi = max(where, off), min(where + n, off + length)
         if lo < hi:
-            copyio.copy_range(afd, dfd, pos + (lo - where), hi - lo,
-                              delta=where - pos)
+            copyio.copy_range(afd, dfd, pos + (lo - where), hi - lo, delta=where - pos)
         pos += n
     return length

@@ -3,7 +3,9 @@
 import argparse
 import sys
 
-from . import api, identity, replica, progress as progmod
+from . import api, identity
+from . import progress as progmod
+from . import replica
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, StageError
 
 EPILOG = """\
@@ -46,38 +48,74 @@ def parser():
         prog="python3 -m flux_rsa.stage",
         description="RSA stager: move a job's data between persistent "
         "storage and its RAM disk, as the job owner.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("mode", choices=api.MODES, help="what to do (default: copy)")
     p.add_argument("src", help="source directory (script: the script)")
     p.add_argument("dst", help="destination directory (script: RAM-disk directory)")
     p.add_argument("data", nargs="?", help="script only: the data directory")
-    p.add_argument("--workers", "-j", type=_workers, default=None,
-                   help="worker processes (default: number of CPUs, at least 2)")
-    p.add_argument("--verify", choices=("size", "checksum", "none"), default="size",
-                   help="after the copy compare sizes and mtimes (default), "
-                   "also content hashes (checksum), or nothing (none)")
-    p.add_argument("--progress", action="store_true",
-                   help="show progress on stderr")
-    p.add_argument("--progress-json", action="store_true",
-                   help="print progress as JSON lines on stdout")
-    p.add_argument("--as-user", metavar="USER|UID",
-                   help="act as this user (needs root unless it is you)")
-    p.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
-                   help="copy only share K of N (for N stagers on N nodes)")
-    p.add_argument("--finalize", action="store_true",
-                   help="copy: only set directory modes and mtimes (after all shards)")
+    p.add_argument(
+        "--workers",
+        "-j",
+        type=_workers,
+        default=None,
+        help="worker processes (default: number of CPUs, at least 2)",
+    )
+    p.add_argument(
+        "--verify",
+        choices=("size", "checksum", "none"),
+        default="size",
+        help="after the copy compare sizes and mtimes (default), "
+        "also content hashes (checksum), or nothing (none)",
+    )
+    p.add_argument("--progress", action="store_true", help="show progress on stderr")
+    p.add_argument(
+        "--progress-json",
+        action="store_true",
+        help="print progress as JSON lines on stdout",
+    )
+    p.add_argument(
+        "--as-user",
+        metavar="USER|UID",
+        help="act as this user (needs root unless it is you)",
+    )
+    p.add_argument(
+        "--shard",
+        type=_shard,
+        default=(0, 1),
+        metavar="K/N",
+        help="copy only share K of N (for N stagers on N nodes)",
+    )
+    p.add_argument(
+        "--finalize",
+        action="store_true",
+        help="copy: only set directory modes and mtimes (after all shards)",
+    )
     p.add_argument("--name", help="tar: archive name (default rsa-output.tar)")
-    p.add_argument("--no-sync", action="store_true",
-                   help="do not flush the destination file system at the end")
-    p.add_argument("--replica", metavar="DIR",
-                   help="copy: a staged copy of SRC (another job's RAM disk) to "
-                   "copy from instead, if it still matches SRC (names, types, "
-                   "sizes, modes, mtimes)")
-    p.add_argument("--direction", choices=("in", "out"),
-                   help="script: which way the data goes (in: DATA_DIR to the "
-                   "RAM-disk directory), so that its progress can be measured")
-    p.add_argument("--summary", action="store_true",
-                   help="print a JSON summary of the run on stderr at the end")
+    p.add_argument(
+        "--no-sync",
+        action="store_true",
+        help="do not flush the destination file system at the end",
+    )
+    p.add_argument(
+        "--replica",
+        metavar="DIR",
+        help="copy: a staged copy of SRC (another job's RAM disk) to "
+        "copy from instead, if it still matches SRC (names, types, "
+        "sizes, modes, mtimes)",
+    )
+    p.add_argument(
+        "--direction",
+        choices=("in", "out"),
+        help="script: which way the data goes (in: DATA_DIR to the "
+        "RAM-disk directory), so that its progress can be measured",
+    )
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="print a JSON summary of the run on stderr at the end",
+    )
     return p
 
 
@@ -113,11 +151,19 @@ def main(argv=None):
     try:
         src = _source(args)
         result = api.run(
-            args.mode, src, dst, workers=args.workers,
+            args.mode,
+            src,
+            dst,
+            workers=args.workers,
             verify=None if args.verify == "none" else args.verify,
-            as_user=args.as_user, progress=progmod.tee(*callbacks),
-            shard=args.shard, finalize=args.finalize, name=args.name,
-            sync=not args.no_sync, direction=args.direction)
+            as_user=args.as_user,
+            progress=progmod.tee(*callbacks),
+            shard=args.shard,
+            finalize=args.finalize,
+            name=args.name,
+            sync=not args.no_sync,
+            direction=args.direction,
+        )
     except StageError as exc:
         sys.stdout.flush()
         print(exc.line(), file=sys.stderr)

@@ -25,8 +25,9 @@ complete files are skipped, the others written again.
 import os
 import stat
 
-from . import bigfile, fsutil, native, workers
+from . import bigfile, fsutil, native
 from . import tasks as tk
+from . import workers
 from .copyworker import CopyWorker
 from .entries import EntryMaker
 from .errors import EXIT_FAILED, StageError, from_oserror
@@ -38,8 +39,15 @@ class Tally:
     """Counters the parent keeps while workers report; WALKED: the totals
     are final."""
 
-    __slots__ = ("walked", "files_total", "bytes_total", "files_done", "bytes_done",
-                 "files_copied", "bytes_copied")
+    __slots__ = (
+        "walked",
+        "files_total",
+        "bytes_total",
+        "files_done",
+        "bytes_done",
+        "files_copied",
+        "bytes_copied",
+    )
 
     def __init__(self):
         for name in self.__slots__:
@@ -59,8 +67,19 @@ class Tally:
 class Copier:
     """Copies one Plan into DST.  Call run(); it raises StageError."""
 
-    def __init__(self, plan, dst, workers=2, tag=b"0", progress=None,
-                 chown=None, direct=None, writeback=False, tmpfile=True, hide=False):
+    def __init__(
+        self,
+        plan,
+        dst,
+        workers=2,
+        tag=b"0",
+        progress=None,
+        chown=None,
+        direct=None,
+        writeback=False,
+        tmpfile=True,
+        hide=False,
+    ):
         self.plan = plan
         self.dst = dst
         self.workers = workers
@@ -69,8 +88,9 @@ class Copier:
         self.writeback = writeback  # start writeback of big data early
         self.names = fsutil.TmpNames(tag)
         chown = (os.geteuid() == 0) if chown is None else chown
-        self.writer = FileWriter(plan, dst, self.names, chown, tmpfile,
-                                 src_path=plan.source_path)
+        self.writer = FileWriter(
+            plan, dst, self.names, chown, tmpfile, src_path=plan.source_path
+        )
         self.hide = hide  # new directories are made hidden, then named
         self.hidden = []  # directories made under their hidden names, by index
         self.moved = {}  # directory index -> its path under DST while hidden
@@ -144,16 +164,21 @@ class Copier:
         if self.plan.src is not None:
             self.src_root = os.open(self.plan.src, fsutil.DIR_FLAGS)
             self.src_in_memory = fsutil.in_memory(self.src_root)
-            same_fs = (os.fstat(self.src_root).st_dev
-                       == os.fstat(self.dst_root).st_dev)
+            same_fs = os.fstat(self.src_root).st_dev == os.fstat(self.dst_root).st_dev
         dst_in_memory = fsutil.in_memory(self.dst_root)
         if self.writeback and dst_in_memory:
             self.writeback = False  # nothing to write back on a RAM disk
         read_direct, self.allocate = bigfile.direct_modes(
-            self.src_in_memory, dst_in_memory, self.direct)
-        self.ranges = bigfile.RangeCopier(read_direct, self.allocate, same_fs,
-                                          self.src_in_memory, self.writeback,
-                                          dst_in_memory)
+            self.src_in_memory, dst_in_memory, self.direct
+        )
+        self.ranges = bigfile.RangeCopier(
+            read_direct,
+            self.allocate,
+            same_fs,
+            self.src_in_memory,
+            self.writeback,
+            dst_in_memory,
+        )
         self.writer.writeback = self.writeback
 
     def prepare(self):
@@ -167,7 +192,9 @@ class Copier:
         try:
             for di in range(1, len(self.plan.dirs)):
                 self.make_dir(di)
-            taken_up = {(self.plan.dirs[di].d, self.hidden_name(di)) for di in self.hidden}
+            taken_up = {
+                (self.plan.dirs[di].d, self.hidden_name(di)) for di in self.hidden
+            }
             for di, name in self.plan.stale:
                 if (di, name) not in taken_up:
                     fsutil.remove_stale(name, dcache.get(di))
@@ -247,25 +274,38 @@ class Copier:
         copy what was found so far (stream.Stream)."""
         if walker is None:
             self.prepare()
-            self.tasks = tk.interleave(tk.make_tasks(self.plan.files, self.whole),
-                                       self.workers)
+            self.tasks = tk.interleave(
+                tk.make_tasks(self.plan.files, self.whole), self.workers
+            )
             self.tally.walked = True
             self.tally.planned(self.plan.files)
 
             def run_workers(poll):
-                workers.run(len(self.tasks), self.workers,
-                            lambda idx, send: self.worker.numbered(idx),
-                            self._message, setup=self._setup, poll=poll,
-                            deaths=self.deaths)
+                workers.run(
+                    len(self.tasks),
+                    self.workers,
+                    lambda idx, send: self.worker.numbered(idx),
+                    self._message,
+                    setup=self._setup,
+                    poll=poll,
+                    deaths=self.deaths,
+                )
+
         else:
             stream = Stream(self, walker)
             self.packed, self.unpacked = stream.packed, stream.unpacked
 
             def run_workers(poll):
-                workers.run_stream(stream.produce, self.workers,
-                                   lambda task, send: self.worker.streamed(task),
-                                   self._message, setup=self._setup, poll=poll,
-                                   deaths=self.deaths)
+                workers.run_stream(
+                    stream.produce,
+                    self.workers,
+                    lambda task, send: self.worker.streamed(task),
+                    self._message,
+                    setup=self._setup,
+                    poll=poll,
+                    deaths=self.deaths,
+                )
+
         flusher = []
 
         def poll():  # in the parent, once the workers are forked
@@ -285,7 +325,9 @@ class Copier:
                 raise self._write_back_failed(flush_error)
             dcache = fsutil.DirsByIndex(self.dst_root, self.dst_rel)
             try:
-                EntryMaker(self.plan, self.dst, self.chown, self.names.new).make_all(dcache)
+                EntryMaker(self.plan, self.dst, self.chown, self.names.new).make_all(
+                    dcache
+                )
             finally:
                 dcache.close()
             self.publish()
@@ -311,17 +353,25 @@ class Copier:
             try:
                 parent = fsutil.open_dir(self.dst_root, self.plan.dirs[d.d].rel)
                 try:
-                    os.rename(self.hidden_name(di), d.name, src_dir_fd=parent,
-                              dst_dir_fd=parent)
+                    os.rename(
+                        self.hidden_name(di),
+                        d.name,
+                        src_dir_fd=parent,
+                        dst_dir_fd=parent,
+                    )
                 finally:
                     os.close(parent)
             except OSError as exc:
                 if quiet:
                     continue
                 e = from_oserror(exc, fsutil.full(self.dst, d.rel))
-                raise StageError(e.code, e.path, f"could not be given its name: {e.cause}",
-                                 "something else made it while the stage ran; remove "
-                                 "it, then run the stage again") from None
+                raise StageError(
+                    e.code,
+                    e.path,
+                    f"could not be given its name: {e.cause}",
+                    "something else made it while the stage ran; remove "
+                    "it, then run the stage again",
+                ) from None
             self.hidden.remove(di)
         self.moved.clear()
 
@@ -383,9 +433,14 @@ class Copier:
         copy is not known to be on the device)."""
         self.forget_copied()
         e = from_oserror(exc, self.dst)
-        return StageError(e.code, self.dst, f"writing to the device failed: {e.cause}",
-                          e.hint or "files copied there may be incomplete on the device; "
-                          "check its file system, then run the stage again")
+        return StageError(
+            e.code,
+            self.dst,
+            f"writing to the device failed: {e.cause}",
+            e.hint
+            or "files copied there may be incomplete on the device; "
+            "check its file system, then run the stage again",
+        )
 
     def forget_copied(self):
         """After a write-back error: remove the names of the files this run
@@ -421,11 +476,16 @@ def _make_dir(name, mode, parent, path):
         pass
     st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
-        raise StageError(EXIT_FAILED, path, "exists and is not a directory",
-                         "remove it or choose another destination")
+        raise StageError(
+            EXIT_FAILED,
+            path,
+            "exists and is not a directory",
+            "remove it or choose another destination",
+        )
     if st.st_mode & 0o700 != 0o700:
-        os.chmod(name, (st.st_mode & 0o7777) | 0o700, dir_fd=parent,
-                 follow_symlinks=False)
+        os.chmod(
+            name, (st.st_mode & 0o7777) | 0o700, dir_fd=parent, follow_symlinks=False
+        )
     return False
 
 

@@ -8,8 +8,9 @@ import os
 SMALL = 1 << 20  # read()/write() below this, the kernel's copy above it
 BLOCK = 4096
 # copy_file_range errors meaning "not between these two files": use sendfile
-NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS,
-                            errno.EOPNOTSUPP, errno.ETXTBSY})
+NO_KERNEL_COPY = frozenset(
+    {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ETXTBSY}
+)
 # errors of splice and of a read that does not wait meaning "not done this
 # way on these files" (kernel or file system)
 UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})

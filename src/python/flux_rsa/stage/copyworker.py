@@ -33,12 +33,17 @@ class CopyWorker:
         self.moved = copier.moved  # directory index -> its path while hidden
         self.src_in_memory = copier.src_in_memory
         self.send = send
-        self.sdirs = (fsutil.DirsByIndex(copier.src_root, plan.dir_rel)
-                      if copier.src_root >= 0 else None)
+        self.sdirs = (
+            fsutil.DirsByIndex(copier.src_root, plan.dir_rel)
+            if copier.src_root >= 0
+            else None
+        )
         self.ddirs = fsutil.DirsByIndex(copier.dst_root, copier.dst_rel)
         self.native = None  # the C loop's native.BatchCopier, if built
         if copier.lib is not None and self.sdirs is not None:
-            self.native = native.BatchCopier(copier.lib, self.writer, self.src_in_memory)
+            self.native = native.BatchCopier(
+                copier.lib, self.writer, self.src_in_memory
+            )
         self.archives = {}  # archive index -> its open descriptor
         self.told = False  # a streamed run: how files are created is known
 
@@ -53,8 +58,13 @@ class CopyWorker:
         task = self.tasks[idx]
         if isinstance(task, tk.Batch):
             return self.batch(task.start, task.end)
-        return self.range(task.index, self.plan.files[task.index],
-                          self.temporary[task.index], task.off, task.length)
+        return self.range(
+            task.index,
+            self.plan.files[task.index],
+            self.temporary[task.index],
+            task.off,
+            task.length,
+        )
 
     def streamed(self, task):
         """A task of stream.Stream: Packed, One or StreamedRange."""
@@ -69,9 +79,14 @@ class CopyWorker:
         if isinstance(task, tk.Packed):
             packed = task.packed
             self.native.copy_packed(
-                packed, self.sdirs.get(where.d), self.ddirs.get(where.d),
-                lambda k: self.copy_one(planmod.new_file(where.d, *packed.fields(k), False)),
-                where.d in self.moved)
+                packed,
+                self.sdirs.get(where.d),
+                self.ddirs.get(where.d),
+                lambda k: self.copy_one(
+                    planmod.new_file(where.d, *packed.fields(k), False)
+                ),
+                where.d in self.moved,
+            )
             return tk.Done(packed.n, packed.nbytes)
         self.copy_one(task.file)
         return tk.Done(1, task.file.size)
@@ -96,7 +111,9 @@ class CopyWorker:
             ai = f.src[0]
             fd = self.archives.get(ai)
             if fd is None:
-                fd = self.archives[ai] = os.open(self.plan.archives[ai], fsutil.OPEN_FLAGS)
+                fd = self.archives[ai] = os.open(
+                    self.plan.archives[ai], fsutil.OPEN_FLAGS
+                )
             return fd
         except OSError as exc:
             raise from_oserror(exc, self.plan.source_path(f)) from None
@@ -109,8 +126,9 @@ class CopyWorker:
         """Copy the small files START to END of the plan (those not skipped)."""
         files = [f for f in self.plan.files[start:end] if not f.skip]
         if self.native is not None and all(native.eligible(f) for f in files):
-            self.native.copy(files, self.sdirs, self.ddirs, self.copy_one,
-                             self.moved.__contains__)
+            self.native.copy(
+                files, self.sdirs, self.ddirs, self.copy_one, self.moved.__contains__
+            )
             return tk.Done(len(files), sum(f.size for f in files))
         opened = []
         try:
@@ -147,16 +165,22 @@ class CopyWorker:
                 for o, n in bigfile.pieces(off, length, False):
                     done = self.ranges.copy(f, sfd, sdir, dfd, name, ddir, o, n)
                     if done != n and not f.sparse:
-                        raise StageError(EXIT_FAILED, self.plan.source_path(f),
-                                         f"changed while being copied (short read at "
-                                         f"{o + done})", "run the stage again")
+                        raise StageError(
+                            EXIT_FAILED,
+                            self.plan.source_path(f),
+                            f"changed while being copied (short read at "
+                            f"{o + done})",
+                            "run the stage again",
+                        )
                     if o + n < off + length:
                         self.send(tk.RangeDone(i, n))
             finally:
                 os.close(dfd)
         except OSError as exc:
             if exc.errno in DESTINATION_ERRNOS:
-                raise from_oserror(exc, fsutil.full(self.dst, self.plan.rel(f))) from None
+                raise from_oserror(
+                    exc, fsutil.full(self.dst, self.plan.rel(f))
+                ) from None
             raise from_oserror(exc, self.plan.source_path(f)) from None
         finally:
             self._close_src(f, sfd)

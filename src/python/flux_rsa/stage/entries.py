@@ -39,8 +39,12 @@ class EntryMaker:
             dfd = dcache.get(s.d)
             if _symlink_current(s, dfd):
                 return
-            self._place(dfd, s.name, lambda name: os.symlink(s.target, name, dir_fd=dfd),
-                        lambda name: self._set_meta(s, name, dfd, mode=False))
+            self._place(
+                dfd,
+                s.name,
+                lambda name: os.symlink(s.target, name, dir_fd=dfd),
+                lambda name: self._set_meta(s, name, dfd, mode=False),
+            )
 
     def special(self, s, dcache):
         with self._failing_on(s):
@@ -54,8 +58,9 @@ class EntryMaker:
                 else:
                     os.mknod(name, s.mode, s.rdev, dir_fd=dfd)
 
-            self._place(dfd, s.name, make,
-                        lambda name: self._set_meta(s, name, dfd, mode=True))
+            self._place(
+                dfd, s.name, make, lambda name: self._set_meta(s, name, dfd, mode=True)
+            )
 
     def hardlink(self, h, dcache):
         first = h.first
@@ -65,10 +70,18 @@ class EntryMaker:
             dfd = dcache.get(h.d)
             if _same_file(h.name, dfd, fst):
                 return
-            self._place(dfd, h.name,
-                        lambda name: os.link(first.name, name, src_dir_fd=ffd,
-                                             dst_dir_fd=dfd, follow_symlinks=False),
-                        None)
+            self._place(
+                dfd,
+                h.name,
+                lambda name: os.link(
+                    first.name,
+                    name,
+                    src_dir_fd=ffd,
+                    dst_dir_fd=dfd,
+                    follow_symlinks=False,
+                ),
+                None,
+            )
 
     def _place(self, dfd, final, make, set_meta):
         """The one way an entry is made: MAKE(name) under a temporary name

@@ -75,7 +75,9 @@ def from_oserror(exc, path, missing_is_source=False):
         return StageError(EXIT_NOSOURCE, path, cause)
     if err == errno.ELOOP:
         return StageError(
-            EXIT_FAILED, path, "is a symbolic link where a directory was expected",
+            EXIT_FAILED,
+            path,
+            "is a symbolic link where a directory was expected",
             "links are never followed",
         )
     return StageError(EXIT_FAILED, path, cause)

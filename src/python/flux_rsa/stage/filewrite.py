@@ -35,8 +35,9 @@ class FileWriter:
     """Writes files of PLAN under DST.  NAMES is an fsutil.TmpNames; CHOWN
     says whether owners are set; TMPFILE whether O_TMPFILE is tried."""
 
-    def __init__(self, plan, dst, names, chown, tmpfile=True, writeback=False,
-                 src_path=None):
+    def __init__(
+        self, plan, dst, names, chown, tmpfile=True, writeback=False, src_path=None
+    ):
         self.plan = plan
         self.dst = dst
         self.names = names
@@ -96,9 +97,12 @@ class FileWriter:
                 reading = False
                 if done != f.size:
                     raise StageError(
-                        EXIT_FAILED, self.src_path(f),
+                        EXIT_FAILED,
+                        self.src_path(f),
                         f"changed while being copied (planned {f.size} bytes, "
-                        f"read {done})", "run the stage again")
+                        f"read {done})",
+                        "run the stage again",
+                    )
                 self.set_meta(dfd, f, ddir)
                 if self.writeback and f.size >= copyio.SMALL:
                     fsutil.start_writeback(dfd, 0, f.size)
@@ -130,8 +134,10 @@ class FileWriter:
         system can, else a new temporary name.  Returns (fd, name or None)."""
         if self.tmpfile:
             try:
-                return os.open(b".", fsutil.TMPFILE_FLAGS, created_mode(f),
-                               dir_fd=ddir), None
+                return (
+                    os.open(b".", fsutil.TMPFILE_FLAGS, created_mode(f), dir_fd=ddir),
+                    None,
+                )
             except OSError as exc:
                 if exc.errno not in NO_TMPFILE_HERE:
                     raise
@@ -201,5 +207,8 @@ def check_size(fd, f, path):
     """Raise StageError unless FD has F's planned size."""
     st = os.fstat(fd)
     if st.st_size != f.size:
-        raise StageError(EXIT_FAILED, path,
-                         f"has {st.st_size} bytes after the copy, expected {f.size}")
+        raise StageError(
+            EXIT_FAILED,
+            path,
+            f"has {st.st_size} bytes after the copy, expected {f.size}",
+        )

@@ -156,10 +156,7 @@ def hidden_dir_name(tag, name):
 
 def is_tmp_of(name, tag):
     """True if NAME is a temporary file written by shard TAG."""
-    return (
-        name.startswith(TMP_PREFIX + tag + b".")
-        and name.endswith(TMP_SUFFIX)
-    )
+    return name.startswith(TMP_PREFIX + tag + b".") and name.endswith(TMP_SUFFIX)
 
 
 _libc = None
@@ -217,8 +214,9 @@ def start_writeback(fd, offset, nbytes):
     flush has less left to do.  Best effort: errors are ignored here and
     surface in the flush that follows."""
     try:
-        libc().sync_file_range(fd, ctypes.c_int64(offset), ctypes.c_int64(nbytes),
-                               SYNC_FILE_RANGE_WRITE)
+        libc().sync_file_range(
+            fd, ctypes.c_int64(offset), ctypes.c_int64(nbytes), SYNC_FILE_RANGE_WRITE
+        )
     except AttributeError:
         pass
 
@@ -289,8 +287,14 @@ def cached_pages(fd, offset, length):
     except AttributeError:
         return None
     mmap_.restype = ctypes.c_void_p
-    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_int64]
+    mmap_.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int64,
+    ]
     mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     addr = mmap_(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
@@ -319,8 +323,13 @@ def link_fd(fd, dir_fd, name):
     global _linkat
     if _linkat is None:
         f = libc().linkat
-        f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                      ctypes.c_int]
+        f.argtypes = [
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_int,
+        ]
         _linkat = f
     if _linkat(fd, b"", dir_fd, name, AT_EMPTY_PATH) != 0:
         err = ctypes.get_errno()

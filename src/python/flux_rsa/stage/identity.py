@@ -29,7 +29,9 @@ def lookup(spec):
             pw = pwd.getpwnam(spec)
     except KeyError:
         raise StageError(
-            EXIT_USAGE, None, f"--as-user {spec}: no such user",
+            EXIT_USAGE,
+            None,
+            f"--as-user {spec}: no such user",
             "give a login name or a numeric uid",
         ) from None
     return Owner(pw.pw_uid, pw.pw_gid, pw.pw_name, pw.pw_dir)
@@ -50,7 +52,8 @@ def become(spec):
         if owner.uid == os.geteuid() and owner.uid == os.getuid():
             return owner
         raise StageError(
-            EXIT_PERMISSION, None,
+            EXIT_PERMISSION,
+            None,
             f"--as-user {spec}: cannot switch from uid {os.geteuid()} to uid "
             f"{owner.uid} without root",
             "start the stager as that user, e.g. through flux-imp run",
@@ -84,7 +87,8 @@ def _check(owner):
         regained = False
     if not ok or regained:
         raise StageError(
-            EXIT_PERMISSION, None,
+            EXIT_PERMISSION,
+            None,
             f"could not drop privileges to uid {owner.uid} gid {owner.gid}",
             "refusing to touch user files with more rights than the owner",
         )

@@ -34,14 +34,21 @@ FADVISE, TMPFILE, LINK_PROC, WRITEBACK, DIRECT = 1, 2, 4, 8, 16
 
 
 class _Fail(ctypes.Structure):
-    _fields_ = [("index", ctypes.c_int32), ("step", ctypes.c_int32),
-                ("err", ctypes.c_int32), ("pad", ctypes.c_int32),
-                ("done", ctypes.c_int64)]
+    _fields_ = [
+        ("index", ctypes.c_int32),
+        ("step", ctypes.c_int32),
+        ("err", ctypes.c_int32),
+        ("pad", ctypes.c_int32),
+        ("done", ctypes.c_int64),
+    ]
 
 
 class _Names(ctypes.Structure):
-    _fields_ = [("prefix", ctypes.c_char_p), ("suffix", ctypes.c_char_p),
-                ("serial", ctypes.POINTER(ctypes.c_int64))]
+    _fields_ = [
+        ("prefix", ctypes.c_char_p),
+        ("suffix", ctypes.c_char_p),
+        ("serial", ctypes.POINTER(ctypes.c_int64)),
+    ]
 
 
 _loaded = {}
@@ -57,15 +64,33 @@ def load():
     lib = _loaded.get(path)
     if lib is None:
         lib = _loaded[path] = ctypes.CDLL(path, use_errno=True)
-        lib.cb_copy.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                                ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Names),
-                                ctypes.POINTER(_Fail)]
+        lib.cb_copy.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(_Names),
+            ctypes.POINTER(_Fail),
+        ]
         lib.cb_copy.restype = ctypes.c_int
-        lib.cb_scan.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+        lib.cb_scan.argtypes = [
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_size_t),
+        ]
         lib.cb_scan.restype = ctypes.c_int
-        lib.cb_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                                  ctypes.POINTER(_Fail)]
+        lib.cb_verify.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.POINTER(_Fail),
+        ]
         lib.cb_verify.restype = ctypes.c_int
     return lib
 
@@ -93,15 +118,21 @@ class Scanner:
         (name, (mode, uid, gid, 0, nlink, size, blocks, atime_ns, mtime_ns,
         dev, ino, rdev)); None if the scan failed."""
         while True:
-            n = self.lib.cb_scan(fd, self.entries, self.room, self.names,
-                                 len(self.names), ctypes.byref(self.used))
+            n = self.lib.cb_scan(
+                fd,
+                self.entries,
+                self.room,
+                self.names,
+                len(self.names),
+                ctypes.byref(self.used),
+            )
             if n >= 0:
                 break
             if ctypes.get_errno() != errno.ENOBUFS:
                 return None
             self._make_room(self.room * 4)
         names = ctypes.string_at(self.names, self.used.value).split(b"\0", n)[:n]
-        stats = _ENTRY.iter_unpack(memoryview(self.entries)[:n * _ENTRY.size])
+        stats = _ENTRY.iter_unpack(memoryview(self.entries)[: n * _ENTRY.size])
         return list(zip(names, stats))
 
 
@@ -147,8 +178,19 @@ class Packed:
         names = bytearray()
         pack = _FILE.pack_into
         for k, f in enumerate(files):
-            pack(recs, k * _FILE.size, len(names), f.mode & 0o7777, f.size,
-                 f.atime, f.mtime, f.uid, f.gid, flags_of(f, chown, owner), 0)
+            pack(
+                recs,
+                k * _FILE.size,
+                len(names),
+                f.mode & 0o7777,
+                f.size,
+                f.atime,
+                f.mtime,
+                f.uid,
+                f.gid,
+                flags_of(f, chown, owner),
+                0,
+            )
             names += f.name + b"\0"
             self.nbytes += f.size
         self.recs = recs
@@ -157,8 +199,9 @@ class Packed:
     def fields(self, k):
         """(name, mode, uid, gid, atime, mtime, size) of file K."""
         (off, mode, size, atime, mtime, uid, gid, _, _) = _FILE.unpack_from(
-            self.recs, k * _FILE.size)
-        name = bytes(self.names[off:self.names.index(0, off)])
+            self.recs, k * _FILE.size
+        )
+        name = bytes(self.names[off : self.names.index(0, off)])
         return name, mode, uid, gid, atime, mtime, size
 
     def each(self, call, one):
@@ -170,8 +213,12 @@ class Packed:
         try:
             start = 0
             while start < self.n:
-                done = start + call(ctypes.addressof(recs) + start * _FILE.size, start,
-                                    self.n - start, ctypes.addressof(names))
+                done = start + call(
+                    ctypes.addressof(recs) + start * _FILE.size,
+                    start,
+                    self.n - start,
+                    ctypes.addressof(names),
+                )
                 if done < self.n:
                     one(done)
                     done += 1
@@ -202,33 +249,51 @@ class BatchCopier:
             run = list(run)
             ddir = ddirs.get(d)
             packed = Packed(d, run, w.chown, w.chown and w.owner_of_new(d, ddir))
-            self.copy_packed(packed, sdirs.get(d), ddir, lambda k: copy_one(run[k]),
-                             hidden(d))
+            self.copy_packed(
+                packed, sdirs.get(d), ddir, lambda k: copy_one(run[k]), hidden(d)
+            )
 
     def copy_packed(self, packed, sdir, ddir, copy_one, hidden=False):
         """Copy the files of PACKED from directory SDIR into DDIR; COPY_ONE(k)
         copies its file K the Python way.  HIDDEN: DDIR is in a directory
         not seen yet (Copier), its files are created under their final
         names."""
-        packed.each(lambda recs, start, n, names: self._call(recs, start, n, names,
-                                                             sdir, ddir, hidden), copy_one)
+        packed.each(
+            lambda recs, start, n, names: self._call(
+                recs, start, n, names, sdir, ddir, hidden
+            ),
+            copy_one,
+        )
 
     def _call(self, recs, start, n, names, sdir, ddir, hidden):
         """Run the C loop on N records at address RECS (record START on),
         from directory SDIR into DDIR; returns how many files it copied."""
         w = self.writer
-        flags = (0 if self.src_in_memory else FADVISE) | (WRITEBACK if w.writeback else 0)
+        flags = (0 if self.src_in_memory else FADVISE) | (
+            WRITEBACK if w.writeback else 0
+        )
         if hidden:
             flags |= DIRECT
         elif w.tmpfile:
             flags |= TMPFILE | (LINK_PROC if w.link is fsutil.link_proc else 0)
         nm = w.names
         self.serial.value = nm.serial
-        tmp = _Names(fsutil.tmp_prefix(nm.tag, nm.pid), fsutil.TMP_SUFFIX,
-                     ctypes.pointer(self.serial))
+        tmp = _Names(
+            fsutil.tmp_prefix(nm.tag, nm.pid),
+            fsutil.TMP_SUFFIX,
+            ctypes.pointer(self.serial),
+        )
         try:
-            return self.lib.cb_copy(recs, n, names, sdir, ddir, flags, ctypes.byref(tmp),
-                                    ctypes.byref(self.fail))
+            return self.lib.cb_copy(
+                recs,
+                n,
+                names,
+                sdir,
+                ddir,
+                flags,
+                ctypes.byref(tmp),
+                ctypes.byref(self.fail),
+            )
         finally:
             nm.serial = self.serial.value
 
@@ -246,8 +311,12 @@ def verify(lib, dst_root, rels, packs, check_one):
             check_one(packed, 0)  # names what is wrong with the directory
             continue
         try:
-            packed.each(lambda recs, start, n, names: lib.cb_verify(
-                recs, n, names, fd, ctypes.byref(fail)), lambda k: check_one(packed, k))
+            packed.each(
+                lambda recs, start, n, names: lib.cb_verify(
+                    recs, n, names, fd, ctypes.byref(fail)
+                ),
+                lambda k: check_one(packed, k),
+            )
         finally:
             os.close(fd)
 

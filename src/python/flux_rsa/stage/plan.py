@@ -24,8 +24,11 @@ FS_ENCODING = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 _by_name = operator.attrgetter("name")
 _first = operator.itemgetter(0)
 # an lstat of native.Scanner, as _add reads one
-_Stat = collections.namedtuple("_Stat", "st_mode st_uid st_gid st_nlink st_size st_blocks "
-                               "st_atime_ns st_mtime_ns st_dev st_ino st_rdev")
+_Stat = collections.namedtuple(
+    "_Stat",
+    "st_mode st_uid st_gid st_nlink st_size st_blocks "
+    "st_atime_ns st_mtime_ns st_dev st_ino st_rdev",
+)
 
 
 class Entry:
@@ -166,8 +169,12 @@ class Walker:
         plan = self.plan
         di = self.stack.pop()
         first_dir = len(plan.dirs)
-        self.marks = (len(plan.files), len(plan.hardlinks), len(plan.symlinks),
-                      len(plan.specials))
+        self.marks = (
+            len(plan.files),
+            len(plan.hardlinks),
+            len(plan.symlinks),
+            len(plan.specials),
+        )
         _scan_dir(plan, self.root_fd, di, self.k, self.n, self.groups, self.dirs_only)
         self.stack.extend(range(len(plan.dirs) - 1, first_dir - 1, -1))
         return di
@@ -177,8 +184,12 @@ class Walker:
         last, each in name order."""
         plan = self.plan
         f, h, s, p = self.marks
-        return (plan.files[f:], plan.hardlinks[h:], plan.symlinks[s:],
-                plan.specials[p:])
+        return (
+            plan.files[f:],
+            plan.hardlinks[h:],
+            plan.symlinks[s:],
+            plan.specials[p:],
+        )
 
     def close(self):
         if self.root_fd >= 0:
@@ -218,9 +229,19 @@ def _scan_dir(plan, root_fd, di, k, n, groups, dirs_only):
             if plain and st.st_nlink == 1 and S_ISREG(st.st_mode):
                 # the common case, _add's work in short
                 size = st.st_size
-                files.append(new_file(di, name, st.st_mode, st.st_uid, st.st_gid,
-                                      st.st_atime_ns, st.st_mtime_ns, size,
-                                      is_sparse(size, st.st_blocks)))
+                files.append(
+                    new_file(
+                        di,
+                        name,
+                        st.st_mode,
+                        st.st_uid,
+                        st.st_gid,
+                        st.st_atime_ns,
+                        st.st_mtime_ns,
+                        size,
+                        is_sparse(size, st.st_blocks),
+                    )
+                )
                 continue
             _add(plan, di, d.rel, name, st, fd, k, n, groups)
     except OSError as exc:
@@ -265,11 +286,31 @@ def _add_scanned(plan, di, drel, fd, scanned, groups):
     for name, st in scanned:
         mode, uid, gid, _, nlink, size, blocks, atime, mtime, dev, ino, rdev = st
         if nlink == 1 and S_ISREG(mode):
-            files.append(new_file(di, name, mode, uid, gid, atime, mtime, size,
-                                  is_sparse(size, blocks)))
+            files.append(
+                new_file(
+                    di,
+                    name,
+                    mode,
+                    uid,
+                    gid,
+                    atime,
+                    mtime,
+                    size,
+                    is_sparse(size, blocks),
+                )
+            )
             continue
-        _add(plan, di, drel, name, _Stat(mode, uid, gid, nlink, size, blocks, atime, mtime,
-                                         dev, ino, rdev), fd, 0, 1, groups)
+        _add(
+            plan,
+            di,
+            drel,
+            name,
+            _Stat(mode, uid, gid, nlink, size, blocks, atime, mtime, dev, ino, rdev),
+            fd,
+            0,
+            1,
+            groups,
+        )
 
 
 def _add(plan, di, drel, name, st, dir_fd, k, n, groups):
@@ -386,6 +427,7 @@ def check_source_dir(src):
     except OSError as exc:
         raise from_oserror(exc, src, missing_is_source=True) from None
     if not stat.S_ISDIR(st.st_mode):
-        raise StageError(EXIT_NOSOURCE, src, "Not a directory",
-                         "the source must be a directory")
+        raise StageError(
+            EXIT_NOSOURCE, src, "Not a directory", "the source must be a directory"
+        )
     return st

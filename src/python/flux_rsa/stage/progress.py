@@ -10,8 +10,14 @@ PHASES = ("scan", "copy", "verify", "done")
 class Snapshot:
     """One progress reading, as passed to a run(progress=...) callback."""
 
-    __slots__ = ("phase", "bytes_done", "bytes_total", "files_done",
-                 "files_total", "rate")
+    __slots__ = (
+        "phase",
+        "bytes_done",
+        "bytes_total",
+        "files_done",
+        "files_total",
+        "rate",
+    )
 
     def __init__(self, phase, bytes_done, bytes_total, files_done, files_total, rate):
         self.phase = phase
@@ -22,9 +28,17 @@ class Snapshot:
         self.rate = rate
 
     def as_dict(self):
-        return {k: getattr(self, k) for k in
-                ("bytes_done", "bytes_total", "files_done", "files_total",
-                 "rate", "phase")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "bytes_done",
+                "bytes_total",
+                "files_done",
+                "files_total",
+                "rate",
+                "phase",
+            )
+        }
 
 
 class Meter:
@@ -41,15 +55,17 @@ class Meter:
         self.base_bytes = 0  # bytes already there when copying began
         self.phase_t0 = self.t0
 
-    def update(self, phase, bytes_done, bytes_total, files_done, files_total,
-               force=False):
+    def update(
+        self, phase, bytes_done, bytes_total, files_done, files_total, force=False
+    ):
         if self.callback is None:
             return
         now = self.clock()
         if phase != self.phase:
             if self.phase == "copy":
-                self.copy_rate = self._rate(bytes_done if phase == "done"
-                                            else self.copy_bytes, now)
+                self.copy_rate = self._rate(
+                    bytes_done if phase == "done" else self.copy_bytes, now
+                )
             self.phase = phase
             self.phase_t0 = now
             self.base_bytes = bytes_done
@@ -63,8 +79,9 @@ class Meter:
             rate = getattr(self, "copy_rate", 0)
         else:
             rate = self._rate(bytes_done, now)
-        self.callback(Snapshot(phase, bytes_done, bytes_total, files_done,
-                               files_total, rate))
+        self.callback(
+            Snapshot(phase, bytes_done, bytes_total, files_done, files_total, rate)
+        )
 
     def _rate(self, bytes_done, now):
         elapsed = now - self.phase_t0
@@ -80,6 +97,7 @@ def json_printer(stream=None):
         out = stream or sys.stdout
         out.write(json.dumps(snap.as_dict(), separators=(",", ":")) + "\n")
         out.flush()
+
     return emit
 
 
@@ -93,9 +111,11 @@ def _size(n):
 
 def describe(snap):
     pct = 100.0 * snap.bytes_done / snap.bytes_total if snap.bytes_total else 100.0
-    return (f"{snap.phase}: {snap.files_done}/{snap.files_total} files, "
-            f"{_size(snap.bytes_done)}/{_size(snap.bytes_total)} ({pct:.0f}%), "
-            f"{_size(snap.rate)}/s")
+    return (
+        f"{snap.phase}: {snap.files_done}/{snap.files_total} files, "
+        f"{_size(snap.bytes_done)}/{_size(snap.bytes_total)} ({pct:.0f}%), "
+        f"{_size(snap.rate)}/s"
+    )
 
 
 class HumanDisplay:
@@ -146,13 +166,20 @@ class HumanDisplay:
         with self._to_stream():
             if self.bar is None:
                 self.bar = self.bar_class(
-                    total=max(snap.bytes_total, 1), before="{phase} ",
-                    after=" {percent:5.1f}% {info}", phase=snap.phase, info="")
+                    total=max(snap.bytes_total, 1),
+                    before="{phase} ",
+                    after=" {percent:5.1f}% {info}",
+                    phase=snap.phase,
+                    info="",
+                )
                 self.bar.start()
             self.bar.count = min(snap.bytes_done, max(snap.bytes_total, 1))
-            self.bar.update(advance=0, phase=snap.phase,
-                            info=f"{snap.files_done}/{snap.files_total} files "
-                                 f"{_size(snap.rate)}/s")
+            self.bar.update(
+                advance=0,
+                phase=snap.phase,
+                info=f"{snap.files_done}/{snap.files_total} files "
+                f"{_size(snap.rate)}/s",
+            )
             if snap.phase == "done":
                 self.bar.stop()
 
@@ -166,4 +193,5 @@ def tee(*callbacks):
     def call(snap):
         for c in live:
             c(snap)
+
     return call

@@ -39,11 +39,16 @@ def same_tree(src, replica):
                 todo.append((os.path.join(a, name), os.path.join(b, name)))
             elif stat.S_ISLNK(sa.st_mode):
                 try:
-                    if os.readlink(os.path.join(a, name)) != os.readlink(os.path.join(b, name)):
+                    if os.readlink(os.path.join(a, name)) != os.readlink(
+                        os.path.join(b, name)
+                    ):
                         return False
                 except OSError:
                     return False
             elif (sa.st_size, sa.st_mtime_ns, stat.S_IMODE(sa.st_mode)) != (
-                    sb.st_size, sb.st_mtime_ns, stat.S_IMODE(sb.st_mode)):
+                sb.st_size,
+                sb.st_mtime_ns,
+                stat.S_IMODE(sb.st_mode),
+            ):
                 return False
     return True

@@ -10,7 +10,6 @@ import time
 
 from .errors import EXIT_NOSOURCE, EXIT_PERMISSION, EXIT_SCRIPT, StageError
 
-
 #: seconds between calls of run_script's ``tick`` while the script runs
 TICK = 0.5
 
@@ -23,29 +22,52 @@ def run_script(script, ramdisk, data, env=None, tick=None):
     try:
         st = os.stat(script)
     except FileNotFoundError:
-        raise StageError(EXIT_NOSOURCE, script, "No such file",
-                         "the stage script must exist on the RSA node") from None
+        raise StageError(
+            EXIT_NOSOURCE,
+            script,
+            "No such file",
+            "the stage script must exist on the RSA node",
+        ) from None
     except PermissionError:
-        raise StageError(EXIT_PERMISSION, script, "Permission denied",
-                         "the job owner must be able to read the stage script") from None
+        raise StageError(
+            EXIT_PERMISSION,
+            script,
+            "Permission denied",
+            "the job owner must be able to read the stage script",
+        ) from None
     if not os.access(script, os.X_OK) or os.path.isdir(script):
-        raise StageError(EXIT_PERMISSION, script, "is not executable",
-                         "chmod +x it; it is run as SCRIPT RAMDISK_DIR DATA_DIR")
+        raise StageError(
+            EXIT_PERMISSION,
+            script,
+            "is not executable",
+            "chmod +x it; it is run as SCRIPT RAMDISK_DIR DATA_DIR",
+        )
     del st
     for d in (ramdisk, data):
         if not os.path.isdir(d):
-            raise StageError(EXIT_NOSOURCE, d, "No such directory",
-                             "both directories must exist before the script runs")
+            raise StageError(
+                EXIT_NOSOURCE,
+                d,
+                "No such directory",
+                "both directories must exist before the script runs",
+            )
     sys.stderr.flush()
     try:
         proc = subprocess.Popen(
-            [script, ramdisk, data], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, cwd=ramdisk,
+            [script, ramdisk, data],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ramdisk,
         )
     except OSError as exc:
-        raise StageError(EXIT_SCRIPT, script, f"could not be started: {exc.strerror}",
-                         "check its #! line") from None
+        raise StageError(
+            EXIT_SCRIPT,
+            script,
+            f"could not be started: {exc.strerror}",
+            "check its #! line",
+        ) from None
     last = _Relay(proc.stdout)
     try:
         rc = _wait(proc, tick)
@@ -63,7 +85,11 @@ def run_script(script, ramdisk, data, env=None, tick=None):
         cause = f"stage script was killed by signal {name}"
     else:
         cause = f"stage script exited with status {rc}"
-    hint = f"its last message: {last.line}" if last.line else "its own messages, if any, are just above"
+    hint = (
+        f"its last message: {last.line}"
+        if last.line
+        else "its own messages, if any, are just above"
+    )
     raise StageError(EXIT_SCRIPT, script, cause, hint)
 
 

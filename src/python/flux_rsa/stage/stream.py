@@ -67,7 +67,7 @@ class Stream:
         planmod.compare_dir(plan, di, ddir, files, c.tag)
         if len(plan.stale) > self.stale:
             keep = self._hidden_kids(di) if c.hide else ()
-            for _, name in plan.stale[self.stale:]:
+            for _, name in plan.stale[self.stale :]:
                 if name not in keep:
                     fsutil.remove_stale(name, ddir)
         self.stale = len(plan.stale)
@@ -106,7 +106,9 @@ class Stream:
                 pass  # complete already; verified with the unpacked files
             elif f.size >= bigfile.BIG:
                 name, pieces = c.add_big(i, f, ddir)
-                tasks += [tk.StreamedRange(where, i, f, name, off, n) for off, n in pieces]
+                tasks += [
+                    tk.StreamedRange(where, i, f, name, off, n) for off, n in pieces
+                ]
             elif native.eligible(f):
                 batch.append(f)
                 nbytes += f.size

@@ -56,38 +56,54 @@ def _utf8(data):
 
 
 _USTAR = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s167s")
-_MAX8 = 8 ** 7  # values below this fit an 8-byte octal field
-_MAX12 = 8 ** 11  # ... a 12-byte one
+_MAX8 = 8**7  # values below this fit an 8-byte octal field
+_MAX12 = 8**11  # ... a 12-byte one
 _ZERO8 = b"0000000\0"
 _ZERO12 = b"00000000000\0"
 _CHKSUM_AT = 148
 
 
-def _ustar(name, mode, uid, gid, size, mtime, typeflag, linkname=b"",
-           devmajor=0, devminor=0):
+def _ustar(
+    name, mode, uid, gid, size, mtime, typeflag, linkname=b"", devmajor=0, devminor=0
+):
     """One ustar header block; values too large for their field are 0 here
     (the pax header carries them)."""
     mtime = max(mtime, 0)
-    fields = (b"%07o\0" % (mode & 0o7777),
-              b"%07o\0" % uid if uid < _MAX8 else _ZERO8,
-              b"%07o\0" % gid if gid < _MAX8 else _ZERO8,
-              b"%011o\0" % size if size < _MAX12 else _ZERO12,
-              b"%011o\0" % mtime if mtime < _MAX12 else _ZERO12,
-              b"%07o\0" % devmajor, b"%07o\0" % devminor)
+    fields = (
+        b"%07o\0" % (mode & 0o7777),
+        b"%07o\0" % uid if uid < _MAX8 else _ZERO8,
+        b"%07o\0" % gid if gid < _MAX8 else _ZERO8,
+        b"%011o\0" % size if size < _MAX12 else _ZERO12,
+        b"%011o\0" % mtime if mtime < _MAX12 else _ZERO12,
+        b"%07o\0" % devmajor,
+        b"%07o\0" % devminor,
+    )
     name = name[:100]
     linkname = linkname[:100]
     # the checksum sums all 512 bytes (its own field as spaces): add up the
     # variable parts only, the constant ones are summed once in _CONST_SUM
     chk = _CONST_SUM + sum(name) + sum(linkname) + sum(typeflag) + sum(b"".join(fields))
-    return _USTAR.pack(name, *fields[:5], b"%06o\0 " % chk, typeflag, linkname,
-                       b"ustar\x0000", b"", b"", fields[5], fields[6], b"")
+    return _USTAR.pack(
+        name,
+        *fields[:5],
+        b"%06o\0 " % chk,
+        typeflag,
+        linkname,
+        b"ustar\x0000",
+        b"",
+        b"",
+        fields[5],
+        fields[6],
+        b"",
+    )
 
 
 _CONST_SUM = sum(b"        ") + sum(b"ustar\x0000")
 
 
-def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
-           rdev=0, sparse=None):
+def header(
+    path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"", rdev=0, sparse=None
+):
     """All header blocks of one member (pax extended header + ustar).
 
     SIZE is the stored data size.  SPARSE is (realsize,) for a GNU sparse
@@ -116,15 +132,29 @@ def header(path, mode, uid, gid, size, mtime_ns, typeflag, linkname=b"",
     base = path.rsplit(b"/", 1)[-1] or b"."
     mtime = mtime_ns // 1_000_000_000
     xname = (b"PaxHeaders/" + base)[:99]
-    out = [_ustar(xname, 0o644, 0, 0, len(data), mtime, TYPE_PAX),
-           data.ljust(pad(len(data)), b"\0")]
+    out = [
+        _ustar(xname, 0o644, 0, 0, len(data), mtime, TYPE_PAX),
+        data.ljust(pad(len(data)), b"\0"),
+    ]
     if sparse is not None:
         head, _, tail = path.rpartition(b"/")
         name = (head + b"/" if head else b"") + b"GNUSparseFile.0/" + tail
     else:
         name = path
-    out.append(_ustar(name, mode, uid, gid, size, mtime, typeflag, linkname,
-                      (rdev >> 8) & 0xFFF, (rdev & 0xFF) | ((rdev >> 12) & 0xFFF00)))
+    out.append(
+        _ustar(
+            name,
+            mode,
+            uid,
+            gid,
+            size,
+            mtime,
+            typeflag,
+            linkname,
+            (rdev >> 8) & 0xFFF,
+            (rdev & 0xFF) | ((rdev >> 12) & 0xFFF00),
+        )
+    )
     return b"".join(out)
 
 
@@ -150,9 +180,23 @@ def _block(mode, uid, gid, size, sec, typeflag):
     these are kept (a few thousand at most)."""
     if len(_blocks) >= 4096:
         _blocks.clear()
-    block = _USTAR.pack(b"", b"%07o\0" % mode, b"%07o\0" % uid, b"%07o\0" % gid,
-                        b"%011o\0" % size, b"%011o\0" % sec, _SPACES, typeflag, b"",
-                        _MAGIC, b"", b"", _ZERO8, _ZERO8, b"")
+    block = _USTAR.pack(
+        b"",
+        b"%07o\0" % mode,
+        b"%07o\0" % uid,
+        b"%07o\0" % gid,
+        b"%011o\0" % size,
+        b"%011o\0" % sec,
+        _SPACES,
+        typeflag,
+        b"",
+        _MAGIC,
+        b"",
+        b"",
+        _ZERO8,
+        _ZERO8,
+        b"",
+    )
     got = _blocks[(mode, uid, gid, size, sec, typeflag)] = (block, sum(block))
     return got
 
@@ -163,32 +207,46 @@ def header_into(buf, pos, path, mode, uid, gid, size, mtime_ns, typeflag):
     length: the same bytes as header() in 3 blocks.  Returns 0 (nothing
     written) for what header() must build: long or non-UTF-8 names, values
     too large for their ustar fields, times before 1970."""
-    if (len(path) >= SHORT_PATHS or size >= _MAX12 or uid >= _MAX8 or gid >= _MAX8
-            or not 0 <= mtime_ns < _MAX12 * 1_000_000_000
-            or not path.isascii() and not _utf8(path)):
+    if (
+        len(path) >= SHORT_PATHS
+        or size >= _MAX12
+        or uid >= _MAX8
+        or gid >= _MAX8
+        or not 0 <= mtime_ns < _MAX12 * 1_000_000_000
+        or not path.isascii()
+        and not _utf8(path)
+    ):
         return 0
     sec, frac = divmod(mtime_ns, 1_000_000_000)
     text = b"%d.%09d" % (sec, frac) if frac else b"%d" % sec
-    data = (b"%d path=%b\n" % (_rec_len(len(path) + 7), path)
-            + b"%d mtime=%b\n" % (_rec_len(len(text) + 8), text))
+    data = b"%d path=%b\n" % (_rec_len(len(path) + 7), path) + b"%d mtime=%b\n" % (
+        _rec_len(len(text) + 8),
+        text,
+    )
     # each block: the shared part, then the name; a name of at most 100
     # bytes sums to at most 25,500, so adler32's low half is 1 + its sum
-    block, total = (_blocks.get((0o644, 0, 0, len(data), sec, TYPE_PAX))
-                    or _block(0o644, 0, 0, len(data), sec, TYPE_PAX))
+    block, total = _blocks.get((0o644, 0, 0, len(data), sec, TYPE_PAX)) or _block(
+        0o644, 0, 0, len(data), sec, TYPE_PAX
+    )
     name = (_PAX_NAME + (path.rsplit(b"/", 1)[-1] or b"."))[:99]
     end = pos + BLOCK
     buf[pos:end] = block
-    buf[pos:pos + len(name)] = name
-    buf[pos + 148:pos + 156] = b"%06o\0 " % (total + (zlib.adler32(name) & 0xFFFF) - 1)
-    buf[end:end + len(data)] = data
+    buf[pos : pos + len(name)] = name
+    buf[pos + 148 : pos + 156] = b"%06o\0 " % (
+        total + (zlib.adler32(name) & 0xFFFF) - 1
+    )
+    buf[end : end + len(data)] = data
     pos = end + BLOCK
     mode &= 0o7777
-    block, total = (_blocks.get((mode, uid, gid, size, sec, typeflag))
-                    or _block(mode, uid, gid, size, sec, typeflag))
+    block, total = _blocks.get((mode, uid, gid, size, sec, typeflag)) or _block(
+        mode, uid, gid, size, sec, typeflag
+    )
     name = path[:100]
-    buf[pos:pos + BLOCK] = block
-    buf[pos:pos + len(name)] = name
-    buf[pos + 148:pos + 156] = b"%06o\0 " % (total + (zlib.adler32(name) & 0xFFFF) - 1)
+    buf[pos : pos + BLOCK] = block
+    buf[pos : pos + len(name)] = name
+    buf[pos + 148 : pos + 156] = b"%06o\0 " % (
+        total + (zlib.adler32(name) & 0xFFFF) - 1
+    )
     return 3 * BLOCK
 
 
@@ -217,6 +275,7 @@ def typeflag_of(mode):
 
 # ---- reading ---------------------------------------------------------------
 
+
 def _num(field):
     if field and field[0] & 0x80:  # base-256 (GNU) for large values
         value = int.from_bytes(field[1:], "big")
@@ -237,7 +296,7 @@ def _parse_pax(data):
     while pos < len(data):
         sp = data.index(b" ", pos)
         n = int(data[pos:sp])
-        rec = data[sp + 1:pos + n - 1]
+        rec = data[sp + 1 : pos + n - 1]
         key, _, value = rec.partition(b"=")
         out[key] = value
         pos += n
@@ -254,8 +313,21 @@ def _ns_of(text):
 class Member:
     """One archive member as read: data_off is where its data starts."""
 
-    __slots__ = ("path", "typeflag", "mode", "uid", "gid", "size", "mtime",
-                 "atime", "linkname", "rdev", "data_off", "segments", "realsize")
+    __slots__ = (
+        "path",
+        "typeflag",
+        "mode",
+        "uid",
+        "gid",
+        "size",
+        "mtime",
+        "atime",
+        "linkname",
+        "rdev",
+        "data_off",
+        "segments",
+        "realsize",
+    )
 
 
 class FormatError(Exception):
@@ -270,7 +342,7 @@ def members(buf):
     longname = longlink = None
     end = len(buf)
     while pos + BLOCK <= end:
-        h = buf[pos:pos + BLOCK]
+        h = buf[pos : pos + BLOCK]
         if h.count(0) == BLOCK:
             return
         stored = _num(h[148:156])
@@ -281,7 +353,7 @@ def members(buf):
         size = _num(h[124:136])
         data_off = pos + BLOCK
         if typeflag in (TYPE_PAX, TYPE_GLOBAL, TYPE_GNU_LONGNAME, TYPE_GNU_LONGLINK):
-            data = bytes(buf[data_off:data_off + size])
+            data = bytes(buf[data_off : data_off + size])
             if typeflag == TYPE_PAX:
                 pax = _parse_pax(data)
             elif typeflag == TYPE_GLOBAL:
@@ -310,8 +382,11 @@ def members(buf):
         if b"size" in attrs:
             size = int(attrs[b"size"])
         m.size = size
-        m.mtime = (_ns_of(attrs[b"mtime"]) if b"mtime" in attrs
-                   else _num(h[136:148]) * 1_000_000_000)
+        m.mtime = (
+            _ns_of(attrs[b"mtime"])
+            if b"mtime" in attrs
+            else _num(h[136:148]) * 1_000_000_000
+        )
         m.atime = _ns_of(attrs[b"atime"]) if b"atime" in attrs else m.mtime
         m.rdev = (_num(h[329:337]) << 8) | _num(h[337:345])
         m.data_off = data_off

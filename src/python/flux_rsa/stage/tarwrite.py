@@ -12,9 +12,10 @@ complete.  (untar.py reads archives back.)
 import os
 from collections import namedtuple
 
-from . import bigfile, copyio, fsutil, workers
+from . import bigfile, copyio, fsutil
 from . import plan as planmod
 from . import tarformat as tf
+from . import workers
 from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
 from .plan import File, HardLink
 from .tasks import Done
@@ -29,8 +30,24 @@ BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
 # worker): what it is, where it goes, and its header's fields.  PATH is
 # None for a plain file (DIRREL/NAME make it); HEAD is the header when the
 # parent had to build it to know its length.
-(KIND, PATH, DIRREL, NAME, MODE, UID, GID, MTIME, OFFSET, HLEN, DLEN, LINK, RDEV,
- SEGMENTS, REALSIZE, HEAD) = range(16)
+(
+    KIND,
+    PATH,
+    DIRREL,
+    NAME,
+    MODE,
+    UID,
+    GID,
+    MTIME,
+    OFFSET,
+    HLEN,
+    DLEN,
+    LINK,
+    RDEV,
+    SEGMENTS,
+    REALSIZE,
+    HEAD,
+) = range(16)
 
 
 class Members(namedtuple("Members", "members")):
@@ -62,8 +79,9 @@ class TarWriter:
     """Write the tree SRC as DSTDIR/NAME.  After run(), .plan is the tree
     as walked."""
 
-    def __init__(self, src, dstdir, name=DEFAULT_NAME, workers=2, progress=None,
-                 tag=b"0"):
+    def __init__(
+        self, src, dstdir, name=DEFAULT_NAME, workers=2, progress=None, tag=b"0"
+    ):
         self.src = src
         self.dstdir = dstdir
         self.name = name
@@ -109,9 +127,14 @@ class TarWriter:
                 os.close(fd)
             self.dir_fd = dir_fd
             self._start_layout()
-            workers.run_stream(self._produce, self.workers, self._handle, self._message,
-                            setup=self._setup,
-                            poll=lambda: self.progress(self.files_done, self.bytes_done))
+            workers.run_stream(
+                self._produce,
+                self.workers,
+                self._handle,
+                self._message,
+                setup=self._setup,
+                poll=lambda: self.progress(self.files_done, self.bytes_done),
+            )
             fd = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
             try:
                 os.ftruncate(fd, self.size)  # the end blocks: zeros
@@ -183,7 +206,9 @@ class TarWriter:
         f = e.first if isinstance(e, HardLink) else e
         first = self.data_at.get(id(f))
         if first is not None:
-            self._add(tasks, "hardlink", fsutil.join(rel, e.name), None, None, f, 0, first)
+            self._add(
+                tasks, "hardlink", fsutil.join(rel, e.name), None, None, f, 0, first
+            )
             return
         if f.key is not None:
             self.data_at[id(f)] = fsutil.join(rel, e.name)
@@ -206,14 +231,44 @@ class TarWriter:
         if plen + len(link) < tf.SHORT_PATHS:
             hlen = 3 * tf.BLOCK
         else:
-            m = (kind, path, dirrel, name, e.mode, e.uid, e.gid, e.mtime, offset, 0,
-                 dlen, link, getattr(e, "rdev", 0), segments,
-                 getattr(e, "size", 0), None)
+            m = (
+                kind,
+                path,
+                dirrel,
+                name,
+                e.mode,
+                e.uid,
+                e.gid,
+                e.mtime,
+                offset,
+                0,
+                dlen,
+                link,
+                getattr(e, "rdev", 0),
+                segments,
+                getattr(e, "size", 0),
+                None,
+            )
             head = _header(m)
             hlen = len(head)
-        m = (kind, path, dirrel, name, e.mode, e.uid, e.gid, e.mtime, offset, hlen,
-             dlen, link, e.rdev if kind == "special" else 0, segments,
-             e.size if kind == "file" else 0, head)
+        m = (
+            kind,
+            path,
+            dirrel,
+            name,
+            e.mode,
+            e.uid,
+            e.gid,
+            e.mtime,
+            offset,
+            hlen,
+            dlen,
+            link,
+            e.rdev if kind == "special" else 0,
+            segments,
+            e.size if kind == "file" else 0,
+            head,
+        )
         self.offset = offset + hlen + (dlen + tf.BLOCK - 1) // tf.BLOCK * tf.BLOCK
         self.layout.append(m)
         if kind == "file" and (dlen >= bigfile.BIG or segments is not None):
@@ -228,8 +283,11 @@ class TarWriter:
         batch.append(m)
         self.batch_bytes += hlen + dlen
         self.batch_names += plen + len(link) + len(dirrel or b"")
-        if (len(batch) >= BATCH_MEMBERS or self.batch_bytes >= BATCH_BYTES
-                or self.batch_names >= BATCH_NAMES):
+        if (
+            len(batch) >= BATCH_MEMBERS
+            or self.batch_bytes >= BATCH_BYTES
+            or self.batch_names >= BATCH_NAMES
+        ):
             self._flush(tasks)
 
     def _flush(self, tasks):
@@ -353,8 +411,16 @@ class TarWriter:
                 hlen = m[HLEN]
                 if kind == "file":
                     if m[HEAD] is not None or not header_into(
-                            out, pos, _path(m), m[MODE], m[UID], m[GID], m[DLEN],
-                            m[MTIME], tf.TYPE_FILE):
+                        out,
+                        pos,
+                        _path(m),
+                        m[MODE],
+                        m[UID],
+                        m[GID],
+                        m[DLEN],
+                        m[MTIME],
+                        tf.TYPE_FILE,
+                    ):
                         self._put_header(out, pos, m)
                     files += 1
                     dlen = m[DLEN]
@@ -368,9 +434,21 @@ class TarWriter:
                     finally:
                         os.close(fd)
                     nbytes += dlen
-                elif kind != "dir" or m[HEAD] is not None or not header_into(
-                        out, pos, m[PATH], m[MODE], m[UID], m[GID], 0, m[MTIME],
-                        tf.TYPE_DIR):
+                elif (
+                    kind != "dir"
+                    or m[HEAD] is not None
+                    or not header_into(
+                        out,
+                        pos,
+                        m[PATH],
+                        m[MODE],
+                        m[UID],
+                        m[GID],
+                        0,
+                        m[MTIME],
+                        tf.TYPE_DIR,
+                    )
+                ):
                     self._put_header(out, pos, m)
         except OSError as exc:
             raise from_oserror(exc, self.src) from None
@@ -384,9 +462,12 @@ class TarWriter:
         """M's header blocks, built, into OUT at POS."""
         head = m[HEAD] or _header(m)
         if len(head) != m[HLEN]:
-            raise StageError(EXIT_FAILED, self._src_path(m), "internal error: header "
-                             f"of {len(head)} bytes laid out as {m[HLEN]}")
-        out[pos:pos + len(head)] = head
+            raise StageError(
+                EXIT_FAILED,
+                self._src_path(m),
+                "internal error: header " f"of {len(head)} bytes laid out as {m[HLEN]}",
+            )
+        out[pos : pos + len(head)] = head
 
     def _read(self, fd, view, pos, m):
         """Read member M's data from FD into VIEW at POS.  One byte more than
@@ -396,9 +477,9 @@ class TarWriter:
         goes, and is then an error)."""
         dlen = m[DLEN]
         want = dlen + 1
-        got = os.readv(fd, [view[pos:pos + want]])
+        got = os.readv(fd, [view[pos : pos + want]])
         while 0 < got < dlen:
-            more = os.readv(fd, [view[pos + got:pos + want]])
+            more = os.readv(fd, [view[pos + got : pos + want]])
             if not more:
                 break
             got += more
@@ -429,18 +510,37 @@ def _header(m):
         return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_DIR)
     if kind == "file":
         sparse = (m[REALSIZE],) if m[SEGMENTS] is not None else None
-        return tf.header(path, m[MODE], m[UID], m[GID], m[DLEN], m[MTIME],
-                         tf.TYPE_FILE, sparse=sparse)
+        return tf.header(
+            path,
+            m[MODE],
+            m[UID],
+            m[GID],
+            m[DLEN],
+            m[MTIME],
+            tf.TYPE_FILE,
+            sparse=sparse,
+        )
     if kind == "symlink":
-        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_SYMLINK,
-                         m[LINK])
+        return tf.header(
+            path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_SYMLINK, m[LINK]
+        )
     if kind == "special":
-        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME],
-                         tf.typeflag_of(m[MODE]), rdev=m[RDEV])
-    return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_HARDLINK,
-                     m[LINK])
+        return tf.header(
+            path,
+            m[MODE],
+            m[UID],
+            m[GID],
+            0,
+            m[MTIME],
+            tf.typeflag_of(m[MODE]),
+            rdev=m[RDEV],
+        )
+    return tf.header(
+        path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_HARDLINK, m[LINK]
+    )
 
 
 def _changed(path):
-    return StageError(EXIT_FAILED, path, "changed while being archived",
-                      "run the stage again")
+    return StageError(
+        EXIT_FAILED, path, "changed while being archived", "run the stage again"
+    )

@@ -109,7 +109,7 @@ def interleave(tasks, n):
     if n < 2 or not tasks:
         return tasks
     k = -(-len(tasks) // n)
-    return alternate([tasks[i:i + k] for i in range(0, len(tasks), k)])
+    return alternate([tasks[i : i + k] for i in range(0, len(tasks), k)])
 
 
 def alternate(runs):

@@ -21,9 +21,12 @@ def _clean(path, archive):
         if p in (b"", b"."):
             continue
         if p == b"..":
-            raise StageError(EXIT_FAILED, archive,
-                             f"member {show(path)} leaves the destination "
-                             "(contains '..')", "refusing to unpack it")
+            raise StageError(
+                EXIT_FAILED,
+                archive,
+                f"member {show(path)} leaves the destination " "(contains '..')",
+                "refusing to unpack it",
+            )
         parts.append(p)
     return b"/".join(parts)
 
@@ -44,10 +47,13 @@ class _Merger:
         di = self.dir_index.get(head)
         if di is None:
             if head in self.others:
-                raise StageError(EXIT_FAILED, archive,
-                                 f"member {show(rel)} lies under "
-                                 f"{show(head)}, which is not a directory",
-                                 "refusing to unpack it")
+                raise StageError(
+                    EXIT_FAILED,
+                    archive,
+                    f"member {show(rel)} lies under "
+                    f"{show(head)}, which is not a directory",
+                    "refusing to unpack it",
+                )
             d = Dir()
             d.rel = head
             d.d = self.parent(head, archive)[0]
@@ -78,10 +84,13 @@ class _Merger:
         if m.typeflag == tf.TYPE_HARDLINK:
             first = self.others.get(_clean(m.linkname, archive))
             if not isinstance(first, File):
-                raise StageError(EXIT_FAILED, archive,
-                                 f"hard link {show(rel)} points at "
-                                 f"{show(m.linkname)}, not an earlier file",
-                                 "the archive is damaged")
+                raise StageError(
+                    EXIT_FAILED,
+                    archive,
+                    f"hard link {show(rel)} points at "
+                    f"{show(m.linkname)}, not an earlier file",
+                    "the archive is damaged",
+                )
             self.plan.hardlinks.append(HardLink(d, name, first))
             return
         if m.typeflag == tf.TYPE_FILE:
@@ -99,8 +108,11 @@ class _Merger:
         elif m.typeflag in (tf.TYPE_CHAR, tf.TYPE_BLOCK, tf.TYPE_FIFO):
             e = Special()
             e.rdev = m.rdev
-            kind = {tf.TYPE_CHAR: 0o020000, tf.TYPE_BLOCK: 0o060000,
-                    tf.TYPE_FIFO: 0o010000}[m.typeflag]
+            kind = {
+                tf.TYPE_CHAR: 0o020000,
+                tf.TYPE_BLOCK: 0o060000,
+                tf.TYPE_FIFO: 0o010000,
+            }[m.typeflag]
         else:
             return  # unknown member types are skipped
         e.d, e.name = d, name
@@ -140,8 +152,12 @@ def add_archive(plan, path):
                 for m in tf.members(buf):
                     merger.add(m, ai, path)
             except (tf.FormatError, ValueError, IndexError) as exc:
-                raise StageError(EXIT_FAILED, path, f"not a readable tar archive: {exc}",
-                                 "check the file, or stage it with 'copy'") from None
+                raise StageError(
+                    EXIT_FAILED,
+                    path,
+                    f"not a readable tar archive: {exc}",
+                    "check the file, or stage it with 'copy'",
+                ) from None
         merger.finish()
     finally:
         os.close(fd)

@@ -15,9 +15,10 @@ import functools
 import os
 import stat
 
-from . import fsutil, native, workers
+from . import fsutil, native
 from . import plan as planmod
 from . import tasks as tk
+from . import workers
 from .errors import EXIT_VERIFY, StageError, from_oserror, show
 
 CHUNK = 32 << 20
@@ -26,8 +27,10 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # the hint of a difference the source or the copy changing meanwhile can make
 AGAIN = "the copy differs from the source; run the stage again"
 _BITS = ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid"), (stat.S_ISVTX, "sticky"))
-LAYOUT_WRONG = ("the stager laid the archive out wrongly, and running it again would "
-                "do the same: report it to the flux-rsa developers")
+LAYOUT_WRONG = (
+    "the stager laid the archive out wrongly, and running it again would "
+    "do the same: report it to the flux-rsa developers"
+)
 
 
 @functools.cache
@@ -39,6 +42,7 @@ def content_hash():
         import xxhash
     except ImportError:
         import hashlib
+
         return "blake2b-128", functools.partial(hashlib.blake2b, digest_size=16)
     return "xxh3-128", xxhash.xxh3_128
 
@@ -67,8 +71,17 @@ def _tasks(files, checksum):
     return tasks
 
 
-def check_copy(plan, dst, mode, workers=2, progress=None, packed=(), lib=None,
-               unpacked=None, flush=None):
+def check_copy(
+    plan,
+    dst,
+    mode,
+    workers=2,
+    progress=None,
+    packed=(),
+    lib=None,
+    unpacked=None,
+    flush=None,
+):
     """Verify the copy of PLAN in DST (MODE: size or checksum), and run
     FLUSH (making DST durable), if given, first or meanwhile.  With size,
     the files the C loop LIB copied (PACKED, native.Packed) are checked by
@@ -104,12 +117,20 @@ class Verifier:
         if files is not None:
             self.files = files
         self.tasks = _tasks(self.files, self.checksum)
-        self.src_root = (os.open(self.plan.src, fsutil.DIR_FLAGS)
-                         if self.plan.src is not None else -1)
+        self.src_root = (
+            os.open(self.plan.src, fsutil.DIR_FLAGS)
+            if self.plan.src is not None
+            else -1
+        )
         self.dst_root = os.open(self.dst, fsutil.DIR_FLAGS)
         try:
-            workers.run(len(self.tasks), self.workers, self._handle, self._message,
-                        poll=lambda: self.progress(self.done, self.nbytes))
+            workers.run(
+                len(self.tasks),
+                self.workers,
+                self._handle,
+                self._message,
+                poll=lambda: self.progress(self.done, self.nbytes),
+            )
             self._links()
         finally:
             if self.src_root >= 0:
@@ -129,9 +150,15 @@ class Verifier:
         pending = [flush] if flush is not None else []
 
         def check(i, send):
-            native.verify(lib, root, rels, [packed[i]],
-                          lambda p, k: self.check_file(
-                              planmod.new_file(p.d, *p.fields(k), False)))
+            native.verify(
+                lib,
+                root,
+                rels,
+                [packed[i]],
+                lambda p, k: self.check_file(
+                    planmod.new_file(p.d, *p.fields(k), False)
+                ),
+            )
             return tk.Done(packed[i].n, packed[i].nbytes)
 
         def poll():  # in the parent, once the workers are forked
@@ -151,8 +178,12 @@ class Verifier:
         self.progress(self.done, self.nbytes)
 
     def _mismatch(self, entry, why, hint=AGAIN):
-        return StageError(EXIT_VERIFY, fsutil.full(self.dst, self.plan.rel(entry)),
-                          f"verification failed: {why}", hint)
+        return StageError(
+            EXIT_VERIFY,
+            fsutil.full(self.dst, self.plan.rel(entry)),
+            f"verification failed: {why}",
+            hint,
+        )
 
     def _dst_stat(self, entry):
         path = fsutil.full(self.dst, self.plan.rel(entry))
@@ -175,7 +206,7 @@ class Verifier:
                 self._check_meta(f, self._dst_stat(f))
             self._compare(f, task.off, task.length)
             return tk.Done(1 if task.off + task.length >= f.size else 0, task.length)
-        files = self.files[task.start:task.end]
+        files = self.files[task.start : task.end]
         nbytes = 0
         cache = {}
         try:
@@ -183,7 +214,8 @@ class Verifier:
                 dfd = cache.get(f.d)
                 if dfd is None:
                     dfd = cache[f.d] = fsutil.open_dir(
-                        self.dst_root, self.plan.dirs[f.d].rel)
+                        self.dst_root, self.plan.dirs[f.d].rel
+                    )
                 try:
                     st = os.stat(f.name, dir_fd=dfd, follow_symlinks=False)
                 except FileNotFoundError:
@@ -224,15 +256,22 @@ class Verifier:
         stage again would set them again, to the same end."""
         why = f"mode {got:04o}, expected {want:04o}"
         if want & stat.S_ISGID and want & stat.S_ISVTX:
-            why += (" (the destination file system does not keep setgid and sticky "
-                    "together on a file: GlusterFS, the parallel RAM disk, cannot)")
+            why += (
+                " (the destination file system does not keep setgid and sticky "
+                "together on a file: GlusterFS, the parallel RAM disk, cannot)"
+            )
         else:
             lost = [name for bit, name in _BITS if want & bit and not got & bit]
-            why += (": the destination file system did not keep "
-                    + (" and ".join(lost) if lost else "the mode set on it"))
-        return self._mismatch(f, why, "running the stage again would not change it: "
-                              "stage to a file system that keeps these bits, or change "
-                              "the mode in the source")
+            why += ": the destination file system did not keep " + (
+                " and ".join(lost) if lost else "the mode set on it"
+            )
+        return self._mismatch(
+            f,
+            why,
+            "running the stage again would not change it: "
+            "stage to a file system that keeps these bits, or change "
+            "the mode in the source",
+        )
 
     def _compare(self, f, off, n):
         a = self._digest_src(f, off, n)
@@ -283,8 +322,11 @@ class Verifier:
             a = self._dst_stat(h)
             b = self._dst_stat(h.first)
             if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
-                raise self._mismatch(h, "not a hard link to "
-                                     + show(fsutil.full(self.dst, self.plan.rel(h.first))))
+                raise self._mismatch(
+                    h,
+                    "not a hard link to "
+                    + show(fsutil.full(self.dst, self.plan.rel(h.first))),
+                )
 
 
 def check_archive(writer, mode):
@@ -323,8 +365,10 @@ def _layout_differs(w):
     """What is wrong with TarWriter W's layout (check_layout), or None."""
     plan = w.plan
     if (w.files_done, w.bytes_done) != (len(plan.files), plan.bytes_total):
-        return (f"{w.files_done} files of {w.bytes_done} bytes written, "
-                f"{len(plan.files)} of {plan.bytes_total} planned")
+        return (
+            f"{w.files_done} files of {w.bytes_done} bytes written, "
+            f"{len(plan.files)} of {plan.bytes_total} planned"
+        )
     off = members = 0
     misplaced = None
     for at, length in w.spans():
@@ -332,8 +376,13 @@ def _layout_differs(w):
             misplaced = members
         off += length
         members += 1
-    if members != (len(plan.dirs) + len(plan.files) + len(plan.hardlinks)
-                   + len(plan.symlinks) + len(plan.specials)):
+    if members != (
+        len(plan.dirs)
+        + len(plan.files)
+        + len(plan.hardlinks)
+        + len(plan.symlinks)
+        + len(plan.specials)
+    ):
         return "the layout does not hold every entry of the tree"
     if misplaced is not None:
         return f"member {show(w.member_path(misplaced))} is not where the layout put it"
@@ -361,8 +410,12 @@ def _read_back(tree, archive):
         elif g.mtime != f.mtime:
             why = "modification time differs in the archive"
         if why:
-            raise StageError(EXIT_VERIFY, fsutil.full(archive, tree.rel(f)),
-                             f"verification failed: {why}", "run the stage again")
+            raise StageError(
+                EXIT_VERIFY,
+                fsutil.full(archive, tree.rel(f)),
+                f"verification failed: {why}",
+                "run the stage again",
+            )
     root = os.open(tree.src, fsutil.DIR_FLAGS)
     afd = os.open(archive, os.O_RDONLY)
     try:
@@ -370,13 +423,18 @@ def _read_back(tree, archive):
             rel = tree.rel(f)
             fd = open_in(root, tree.dirs[f.d].rel, f.name)
             try:
-                same = digest(fd, 0, f.size) == digest_member(afd, got[rel].src, 0, f.size)
+                same = digest(fd, 0, f.size) == digest_member(
+                    afd, got[rel].src, 0, f.size
+                )
             finally:
                 os.close(fd)
             if not same:
-                raise StageError(EXIT_VERIFY, fsutil.full(archive, rel),
-                                 "verification failed: content differs from the tree",
-                                 "run the stage again")
+                raise StageError(
+                    EXIT_VERIFY,
+                    fsutil.full(archive, rel),
+                    "verification failed: content differs from the tree",
+                    "run the stage again",
+                )
     finally:
         os.close(afd)
         os.close(root)

@@ -57,8 +57,12 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None, deaths=Non
     workers = []
     ok = False
     try:
-        _fork(workers, nworkers, lambda: os.close(task_w),
-              lambda res_w: _child(task_r, res_w, handler, setup, abort))
+        _fork(
+            workers,
+            nworkers,
+            lambda: os.close(task_w),
+            lambda res_w: _child(task_r, res_w, handler, setup, abort),
+        )
         os.close(task_r)
         task_r = -1
         tw, task_w = task_w, -1
@@ -93,8 +97,9 @@ def _fork(workers, nworkers, close_feed, child):
 MESSAGE_MAX = 192 << 10
 
 
-def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None,
-               deaths=None):
+def run_stream(
+    produce, nworkers, handler, on_message, setup=None, poll=None, deaths=None
+):
     """Like run(), for tasks made while the workers already run.
 
     PRODUCE() is called in the parent whenever it has nothing else to do,
@@ -110,9 +115,14 @@ def run_stream(produce, nworkers, handler, on_message, setup=None, poll=None,
     workers = []
     ok = False
     try:
-        _fork(workers, nworkers, task_w.close,
-              lambda res_w: _child(task_r.fileno(), res_w, handler, setup, abort,
-                                   recv=_receiver(task_r)))
+        _fork(
+            workers,
+            nworkers,
+            task_w.close,
+            lambda res_w: _child(
+                task_r.fileno(), res_w, handler, setup, abort, recv=_receiver(task_r)
+            ),
+        )
         task_r.close()
         feed, task_w = _StreamFeed(task_w, produce), None
         _parent(feed, workers, on_message, poll, abort)
@@ -171,8 +181,12 @@ class _StreamFeed:
                 for t in tasks:
                     data = dumps(t, protocol=pickle.HIGHEST_PROTOCOL)
                     if len(data) > MESSAGE_MAX:
-                        raise StageError(EXIT_FAILED, None, "internal error: a task "
-                                         f"of {len(data)} bytes is too large")
+                        raise StageError(
+                            EXIT_FAILED,
+                            None,
+                            "internal error: a task "
+                            f"of {len(data)} bytes is too large",
+                        )
                     self.queue.append(data)
         while self.queue:
             try:
@@ -222,7 +236,11 @@ def _child(task_r, res_w, handler, setup, abort, recv=None):
 
         tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
         try:
-            send(_Failed(StageError(EXIT_FAILED, None, f"internal error in worker: {tb}")))
+            send(
+                _Failed(
+                    StageError(EXIT_FAILED, None, f"internal error in worker: {tb}")
+                )
+            )
         except OSError:
             pass
         code = 1 if not isinstance(exc, KeyboardInterrupt) else 130
@@ -301,8 +319,8 @@ def _loop(feed, workers, on_message, poll, abort):
                 (n,) = _HDR.unpack_from(w.buf)
                 if len(w.buf) < 4 + n:
                     break
-                msg = pickle.loads(w.buf[4:4 + n])
-                w.buf = w.buf[4 + n:]
+                msg = pickle.loads(w.buf[4 : 4 + n])
+                w.buf = w.buf[4 + n :]
                 if isinstance(msg, _Failed):
                     if error is None:
                         error = msg.error
@@ -333,5 +351,6 @@ def _reap(workers, check, deaths=None):
             if failed is None:
                 failed = os.WTERMSIG(status)
     if failed is not None and check:
-        raise StageError(EXIT_FAILED, None,
-                         f"a worker process was killed by signal {failed}")
+        raise StageError(
+            EXIT_FAILED, None, f"a worker process was killed by signal {failed}"
+        )

@@ -69,7 +69,9 @@ def configure(scripts):
 def _script(step):
     script = _scripts.get(step)
     if not script:
-        raise ProviderError(f"provider command has no {step} script: set [rsa] command-{step}")
+        raise ProviderError(
+            f"provider command has no {step} script: set [rsa] command-{step}"
+        )
     return script
 
 
@@ -79,7 +81,11 @@ def _how(code):
 
 def _lines(f):
     f.seek(0)
-    return [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    return [
+        line.strip()
+        for line in f.read().decode(errors="replace").splitlines()
+        if line.strip()
+    ]
 
 
 def _kill(proc):
@@ -107,17 +113,27 @@ def run(step, variables):
     # would keep a pipe open and us waiting
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen([script], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    cwd="/", env=env, start_new_session=True, close_fds=True,
-                                    preexec_fn=signals.unblock)
+            proc = subprocess.Popen(
+                [script],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd="/",
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=signals.unblock,
+            )
         except OSError as exc:
             raise ProviderError(f"{what}: cannot run it: {exc.strerror}") from None
         try:
             code = proc.wait(TIMEOUT[step])
         except subprocess.TimeoutExpired:
             _kill(proc)
-            raise ProviderError(f"{what} did not finish within {TIMEOUT[step]}s and was killed "
-                                f"(a {step} step must end within {TIMEOUT[step]}s)") from None
+            raise ProviderError(
+                f"{what} did not finish within {TIMEOUT[step]}s and was killed "
+                f"(a {step} step must end within {TIMEOUT[step]}s)"
+            ) from None
         said = _lines(err)
         for line in (_lines(out) + said)[-OUTPUT_LINES:]:
             print(f"{what}: {line}", flush=True)
@@ -137,41 +153,73 @@ def share_name(name, index):
 def _node_variables(marker):
     """What create and destroy are told, from the task's marker."""
     ramdisk = marker["ramdisk"]
-    return {"PATH": ramdisk, "NAME": os.path.basename(ramdisk), "SIZE": marker["size"],
-            "INDEX": marker["index"], "NODES": ",".join(marker["nodes"]),
-            "OWNER": marker["owner"], "GROUP": marker["group"], "JOBID": marker.get("jobid"),
-            "GEN": marker.get("gen"), "PORT": marker.get("port")}
+    return {
+        "PATH": ramdisk,
+        "NAME": os.path.basename(ramdisk),
+        "SIZE": marker["size"],
+        "INDEX": marker["index"],
+        "NODES": ",".join(marker["nodes"]),
+        "OWNER": marker["owner"],
+        "GROUP": marker["group"],
+        "JOBID": marker.get("jobid"),
+        "GEN": marker.get("gen"),
+        "PORT": marker.get("port"),
+    }
 
 
 class Command(Provider):
     name = NAME
 
     def parts(self, task):
-        return [task.path if task.index == 0 else
-                os.path.join(task.root, share_name(task.name, task.index))]
+        return [
+            task.path
+            if task.index == 0
+            else os.path.join(task.root, share_name(task.name, task.index))
+        ]
 
     def create(self, task):
         """Run the site's create script on this node (task 0 then makes the
         owner's areas in the RAM disk at ROOT/NAME)."""
         (path,) = self.parts(task)
         jobid, gen = task.ids()
-        marker = layout.new_marker(os.path.basename(path), NAME, task.size, task.owner, jobid,
-                                   gen, index=task.index, nodes=list(task.nodes),
-                                   ramdisk=task.path, port=task.port)
-        disks.build(path, marker, lambda: run("create", _node_variables(marker)),
-                    areas=task.index == 0)
+        marker = layout.new_marker(
+            os.path.basename(path),
+            NAME,
+            task.size,
+            task.owner,
+            jobid,
+            gen,
+            index=task.index,
+            nodes=list(task.nodes),
+            ramdisk=task.path,
+            port=task.port,
+        )
+        disks.build(
+            path,
+            marker,
+            lambda: run("create", _node_variables(marker)),
+            areas=task.index == 0,
+        )
         return path if task.index == 0 else None
 
     def volume(self, task, path):
-        return {"provider": NAME, "owner": task.owner, "nodes": list(task.nodes),
-                "source": path, "jobid": task.ids()[0], "port": task.port}
+        return {
+            "provider": NAME,
+            "owner": task.owner,
+            "nodes": list(task.nodes),
+            "source": path,
+            "jobid": task.ids()[0],
+            "port": task.port,
+        }
 
     def destroy(self, path, marker):
         """Run the site's destroy script (also from a sweep); nothing may
         stay mounted at ``path``, which the caller then removes."""
         run("destroy", _node_variables(marker))
         if sysmount.mounted(path):
-            raise ProviderError(f"command-destroy {_script('destroy')} left {path} mounted")
+            raise ProviderError(
+                f"command-destroy {_script('destroy')} left {path} mounted"
+            )
 
     def attach(self, mountpoint, rank, values):
         """Run the site's attach script on this node for job rank ``rank``
@@ -181,9 +229,15 @@ class Command(Provider):
         if not _scripts.get("attach"):
             return
         name = os.path.basename(mountpoint)
-        variables = {"PATH": mountpoint, "SOURCE": values["SOURCE"], "NAME": name,
-                     "NODES": ",".join(values["NODES"]), "JOBID": values.get("JOBID"),
-                     "GEN": name.partition(".")[2] or None, "PORT": values.get("PORT")}
+        variables = {
+            "PATH": mountpoint,
+            "SOURCE": values["SOURCE"],
+            "NAME": name,
+            "NODES": ",".join(values["NODES"]),
+            "JOBID": values.get("JOBID"),
+            "GEN": name.partition(".")[2] or None,
+            "PORT": values.get("PORT"),
+        }
 
         def mount(workdir):
             try:
@@ -195,12 +249,16 @@ class Command(Provider):
                     pass
                 raise
 
-        mounts.attach(mountpoint, rank, {"provider": NAME, "variables": variables}, mount)
+        mounts.attach(
+            mountpoint, rank, {"provider": NAME, "variables": variables}, mount
+        )
 
     def detach(self, mountpoint, how, rank):
         run("detach", {**how.get("variables", {}), "PATH": mountpoint, "RANK": rank})
         if sysmount.mounted(mountpoint):
-            raise ProviderError(f"command-detach {_script('detach')} left {mountpoint} mounted")
+            raise ProviderError(
+                f"command-detach {_script('detach')} left {mountpoint} mounted"
+            )
 
 
 PROVIDER = Command()

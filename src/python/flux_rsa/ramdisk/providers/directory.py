@@ -13,7 +13,9 @@ class Directory(Provider):
     def create(self, task):
         if task.index != 0:
             return None
-        marker = layout.new_marker(task.disk_name, self.name, task.size, task.owner, *task.ids())
+        marker = layout.new_marker(
+            task.disk_name, self.name, task.size, task.owner, *task.ids()
+        )
         return disks.build(task.path, marker, lambda: None, areas=True)
 
 

@@ -42,9 +42,13 @@ def volume_of(task):
     """The reservation's volume: brick ``i`` on ``task.nodes[i]``, reached at
     ``[rsa] fs-host`` on ``port + i``."""
     jobid, gen = task.ids()
-    servers = tuple(f"{task.fs_host.format(host=node)}:{task.port + i}"
-                    for i, node in enumerate(task.nodes))
-    return volfiles.Volume(task.disk_name, servers, volfiles.user_of(jobid, gen), task.secret)
+    servers = tuple(
+        f"{task.fs_host.format(host=node)}:{task.port + i}"
+        for i, node in enumerate(task.nodes)
+    )
+    return volfiles.Volume(
+        task.disk_name, servers, volfiles.user_of(jobid, gen), task.secret
+    )
 
 
 class GlusterFS(Provider):
@@ -70,9 +74,18 @@ class GlusterFS(Provider):
         path = brick_path(task.root, task.disk_name, task.index)
         if marker is None:
             jobid, gen = task.ids()
-            marker = layout.new_marker(os.path.basename(path), self.name, task.size, task.owner,
-                                       jobid, gen, kind="brick", volume=task.disk_name,
-                                       index=task.index, bricks=len(task.nodes))
+            marker = layout.new_marker(
+                os.path.basename(path),
+                self.name,
+                task.size,
+                task.owner,
+                jobid,
+                gen,
+                kind="brick",
+                volume=task.disk_name,
+                index=task.index,
+                bricks=len(task.nodes),
+            )
 
             def make():
                 sysmount.mount_tmpfs(path, task.size, mode=0o700)
@@ -93,8 +106,16 @@ class GlusterFS(Provider):
         this node's ``brick``), with the owner's areas."""
         path = task.path
         jobid, gen = task.ids()
-        marker = layout.new_marker(task.disk_name, self.name, task.size * len(task.nodes),
-                                   task.owner, jobid, gen, kind="volume", bricks=len(task.nodes))
+        marker = layout.new_marker(
+            task.disk_name,
+            self.name,
+            task.size * len(task.nodes),
+            task.owner,
+            jobid,
+            gen,
+            kind="volume",
+            bricks=len(task.nodes),
+        )
 
         def make():
             record = gluster.mount(volume, path, brick)
@@ -107,8 +128,13 @@ class GlusterFS(Provider):
 
     def volume(self, task, path):
         vol = volume_of(task)
-        return {"provider": self.name, "owner": task.owner, "user": vol.user,
-                "servers": list(vol.servers), "secret": vol.secret}
+        return {
+            "provider": self.name,
+            "owner": task.owner,
+            "user": vol.user,
+            "servers": list(vol.servers),
+            "secret": vol.secret,
+        }
 
     def destroy(self, path, marker):
         if marker.get("kind") == "volume":
@@ -138,7 +164,8 @@ class GlusterFS(Provider):
             raise layout.RamdiskError(
                 f"cannot adopt {path}: it is brick {marker.get('index')} of "
                 f"{marker.get('bricks')}, the adopting holder's task {task.index} of "
-                f"{len(task.nodes)} runs here")
+                f"{len(task.nodes)} runs here"
+            )
         size = max(task.size, marker.get("size", 0))
         if size > marker.get("size", 0):
             sysmount.resize_tmpfs(path, size)
@@ -159,7 +186,9 @@ class GlusterFS(Provider):
         mount can fail or hang."""
         if not gluster.mounted(path):
             return
-        brick = layout.read_marker(brick_path(os.path.dirname(path), os.path.basename(path), 0))
+        brick = layout.read_marker(
+            brick_path(os.path.dirname(path), os.path.basename(path), 0)
+        )
         if brick is None or not layout.holder_alive(brick):
             gluster.unmount(path)
 
@@ -181,14 +210,20 @@ class GlusterFS(Provider):
         marker = self._brick0(ramdisk)
         brick = brick_path(os.path.dirname(ramdisk), os.path.basename(ramdisk), 0)
         workdir = tempfile.mkdtemp(prefix="fresh-client-", dir=brick)
-        gluster.mount_file(os.path.join(brick, "client.vol"), ramdisk, workdir,
-                           os.path.basename(ramdisk), marker.get("bricks", 1))
+        gluster.mount_file(
+            os.path.join(brick, "client.vol"),
+            ramdisk,
+            workdir,
+            os.path.basename(ramdisk),
+            marker.get("bricks", 1),
+        )
         return workdir
 
     @staticmethod
     def _brick0(ramdisk):
-        marker = layout.read_marker(brick_path(os.path.dirname(ramdisk),
-                                               os.path.basename(ramdisk), 0))
+        marker = layout.read_marker(
+            brick_path(os.path.dirname(ramdisk), os.path.basename(ramdisk), 0)
+        )
         return marker if marker is not None and marker.get("kind") == "brick" else None
 
     def attach(self, mountpoint, rank, values):

@@ -34,9 +34,15 @@ def server_dir(path):
 def login(task):
     """The volume compute nodes mount (one brick: this node's tmpfs)."""
     jobid, gen = task.ids()
-    host = task.fs_host.format(host=task.host or (task.nodes[0] if task.nodes else "localhost"))
-    return volfiles.Volume(task.disk_name, (f"{host}:{task.port}",), volfiles.user_of(jobid, gen),
-                           task.secret)
+    host = task.fs_host.format(
+        host=task.host or (task.nodes[0] if task.nodes else "localhost")
+    )
+    return volfiles.Volume(
+        task.disk_name,
+        (f"{host}:{task.port}",),
+        volfiles.user_of(jobid, gen),
+        task.secret,
+    )
 
 
 class Tmpfs(Provider):
@@ -46,8 +52,12 @@ class Tmpfs(Provider):
         if task.index != 0:
             return None
         path = task.path
-        marker = layout.new_marker(task.disk_name, self.name, task.size, task.owner, *task.ids())
-        disks.build(path, marker, lambda: sysmount.mount_tmpfs(path, task.size), areas=True)
+        marker = layout.new_marker(
+            task.disk_name, self.name, task.size, task.owner, *task.ids()
+        )
+        disks.build(
+            path, marker, lambda: sysmount.mount_tmpfs(path, task.size), areas=True
+        )
         if task.port is not None:
             self._serve(task, path)
         return path
@@ -68,14 +78,21 @@ class Tmpfs(Provider):
                 disks.destroy(path)
             except layout.RamdiskError:
                 pass
-            raise layout.RamdiskError(f"cannot serve {path} to compute nodes: {exc}") from None
+            raise layout.RamdiskError(
+                f"cannot serve {path} to compute nodes: {exc}"
+            ) from None
 
     def volume(self, task, path):
         if task.port is None:
             return {"provider": self.name, "owner": task.owner}
         vol = login(task)
-        return {"provider": self.name, "owner": task.owner, "user": vol.user,
-                "servers": list(vol.servers), "secret": vol.secret}
+        return {
+            "provider": self.name,
+            "owner": task.owner,
+            "user": vol.user,
+            "servers": list(vol.servers),
+            "secret": vol.secret,
+        }
 
     def destroy(self, path, marker):
         _stop_server(path, marker)
@@ -102,7 +119,7 @@ class Tmpfs(Provider):
     def before_sweep(self, path):
         """A server directory whose RAM disk is gone (a holder killed
         between the two): stop what runs from it and remove it."""
-        if path.endswith(SERVER_DIR) and not os.path.lexists(path[:-len(SERVER_DIR)]):
+        if path.endswith(SERVER_DIR) and not os.path.lexists(path[: -len(SERVER_DIR)]):
             gluster.stop_all([], path)
             layout.remove(path)
 
