@@ -137,7 +137,7 @@ rsa_field() {
 	flux rsa status -a -o json "$2" | flux python -c "
 import json, sys
 v = json.load(sys.stdin)[0].get(\"$1\")
-print(\"\" if v is None else \",\".join(v) if isinstance(v, list) else v)"
+print(\"\" if v is None else \",\".join(map(str, v)) if isinstance(v, list) else v)"
 }
 
 # rsa_on_node RANK COMMAND...: COMMAND as root on node RANK of the test

@@ -109,7 +109,10 @@ class RsaModule(BrokerModule):
                 self.handle.respond(msg, result)
 
         try:
-            self.service.when_staged(int(msg.payload["id"]), answer)
+            waiter = msg.payload.get("for")
+            self.service.when_staged(
+                int(msg.payload["id"]), answer, None if waiter is None else int(waiter)
+            )
         except Exception as exc:
             self.log.error(f"rsa: afterstaged {msg.payload}: {exc!r}")
             self.handle.respond_error(msg, errno.EINVAL, f"afterstaged: {exc}")

@@ -9,7 +9,7 @@ from flux_rsa.core import IllegalEvent, Policy, accepts
 from flux_rsa.core import actions as A
 from flux_rsa.core import admit
 from flux_rsa.core import events as E
-from flux_rsa.core import parse_request, process, steps, table
+from flux_rsa.core import handoffsteps, parse_request, process, steps, table
 from flux_rsa.core.machine import settle
 from flux_rsa.core.states import IN_FLIGHT
 from flux_rsa.core.states import JobState as J
@@ -63,7 +63,8 @@ def test_every_step_is_a_function_of_steps():
     rows = [r for rs in table.EVENT_ROWS.values() for r in rs] + list(table.PASS_ROWS)
     for row in rows:
         for step in row.steps:
-            assert getattr(steps, step.__name__) is step
+            module = handoffsteps if step.__module__.endswith("handoffsteps") else steps
+            assert getattr(module, step.__name__) is step
 
 
 def test_each_job_event_moves_or_ignores_every_job_state_exactly_once():
@@ -139,9 +140,9 @@ def test_a_row_that_stays_ends_the_pass_without_changing_anything():
     assert settle(rec, E.Event(6)) == (rec, [])
 
 
-def test_the_in_flight_states_are_exactly_those_with_a_deadline():
+def test_the_in_flight_states_and_a_kept_ramdisk_are_exactly_those_with_a_deadline():
     base = staging_in()
     for state in S:
         rec = dataclasses.replace(base, rsa_state=state)
         timers = steps.deadline_timer(rec, 0.0)
-        assert bool(timers) == (state in IN_FLIGHT), state
+        assert bool(timers) == (state in IN_FLIGHT or state is S.KEPT), state

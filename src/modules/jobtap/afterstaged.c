@@ -123,8 +123,8 @@ static int afterstaged_ask (struct afterstaged *as)
 
     rsa_tell (as->p, as->after);
     flux_future_destroy (as->f);
-    if (!(as->f = flux_rpc_pack (h, "rsa.afterstaged", 0, 0, "{s:I}", "id",
-                                 as->after))
+    if (!(as->f = flux_rpc_pack (h, "rsa.afterstaged", 0, 0, "{s:I s:I}", "id",
+                                 as->after, "for", as->id))
         || flux_future_then (as->f, -1., afterstaged_answered, as) < 0) {
         flux_future_destroy (as->f);
         as->f = NULL;

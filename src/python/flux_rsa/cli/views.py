@@ -5,6 +5,7 @@ says."""
 import datetime
 import math
 import pwd
+import time
 
 import flux.hostlist
 import flux.util
@@ -239,6 +240,22 @@ class RsaJob:
         rec = self.rec
         if rec["rsa_state"] == "INELIGIBLE":
             return rec.get("reason") or ""
+        if rec["rsa_state"] == "KEPT":
+            readers = ", ".join(JobID(c).f58 for c in rec.get("consumers", ()))
+            until = time.strftime(
+                "%H:%M:%S",
+                time.localtime(
+                    rec["state_since"]
+                    + (rec.get("limits") or {}).get("handoff_keep", 0)
+                ),
+            )
+            return f"output home; RAM disk kept for {readers or '-'} until {until}"
+        handoff = rec.get("handoff")
+        if handoff and rec.get("reused") and not handoff.get("failed"):
+            home = "; output home" if rec.get("output_home") else ""
+            return f"inputs from {handoff['name']}'s RAM disk{home}"
+        if handoff and not rec.get("env") and not handoff.get("failed"):
+            return f"inputs from {handoff['name']}'s RAM disk, when staged"
         if rec.get("output_home"):
             return "output home"
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:

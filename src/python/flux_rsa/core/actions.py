@@ -139,3 +139,11 @@ class PostEvent(Action):
 
     name: str
     context: dict
+
+
+@dataclass(frozen=True)
+class RaiseException(Action):
+    """A fatal exception of ``type`` on the job, saying ``note``."""
+
+    type: str
+    note: str

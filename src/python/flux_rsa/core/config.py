@@ -145,6 +145,7 @@ SCHEMA = {
         "holder-timeout": DURATION,
         "start-timeout": DURATION,
         "max-hold": DURATION,
+        "handoff-keep": DURATION,
     },
 }
 
@@ -205,6 +206,7 @@ class Policy:
     holder_timeout: float = 600.0
     start_timeout: float = 60.0  # read by the jobtap plugin (not the service)
     max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
+    handoff_keep: float = 600.0  # a producer's RAM disk kept for its readers, once home
 
     @classmethod
     def from_config(cls, table, imp="", userns=True):
@@ -259,6 +261,7 @@ class Policy:
             granule=self.granule,
             cap=0 if self.spans else self.node_bytes,
             mount_root=self.mount_root,
+            handoff_keep=self.handoff_keep,
         )
 
     def ineligible(self, nnodes, request):

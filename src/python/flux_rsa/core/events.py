@@ -191,3 +191,39 @@ class Started(Event):
     """
 
     env: Optional[Env] = None
+
+
+# --- the workflow hand-off (handoff.py) ------------------------------------
+
+
+@dataclass(frozen=True)
+class Handoff(Event):
+    """This job's inputs are the outputs of job ``producer``, final on its
+    RAM disk at ``area`` on RSA node ``node``: its wait is over."""
+
+    producer: int
+    name: str  # the producer's jobid as people write it (f58)
+    area: str
+    node: str
+
+
+@dataclass(frozen=True)
+class ProducerChanged(Event):
+    """What is known of this job's producer changed (``handoff.view``)."""
+
+    on_ramdisk: bool
+    verdict: object  # after_staged(producer): None, True or why never
+
+
+@dataclass(frozen=True)
+class ConsumerAdded(Event):
+    """Job ``consumer`` will read this job's outputs from its RAM disk."""
+
+    consumer: int
+
+
+@dataclass(frozen=True)
+class ConsumerGone(Event):
+    """Job ``consumer`` no longer needs this job's RAM disk."""
+
+    consumer: int

@@ -35,6 +35,7 @@ class Request:
     on_late: Optional[str] = None  # "ignore" | "wait"; None: site default
     verify: str = "size"  # "size" | "checksum"
     paths: Optional[str] = None  # "bind" | "env"; None: site default (paths.py)
+    handoff: Optional[str] = None  # "off": never read another job's RAM disk
 
     @property
     def wants_rsa(self):
@@ -127,6 +128,7 @@ class Limits:
     mount_root: str = (
         ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
     )
+    handoff_keep: float = 600.0  # a producer's RAM disk kept after its outputs are home
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -140,6 +142,28 @@ class Limits:
                 if f.name in (d or {})
             }
         )
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A consumer's view of the job whose RAM disk holds its inputs (the
+    workflow hand-off, ``handoff.py``): where they are, and what the
+    service last heard of that job."""
+
+    producer: int  # the jobid whose outputs are this job's inputs
+    name: str  # the same, as people write it (f58)
+    area: str  # the directory on the producer's RAM disk (as its RSA nodes see it)
+    node: str  # the RSA node holding it (a stage-in there reads it directly)
+    on_ramdisk: bool = True  # the producer's RAM disk still holds them
+    verdict: object = None  # after_staged(producer): None, True (home), or why never
+    failed: bool = False  # a stage-in from the producer's RAM disk failed
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**d) if d else None
 
 
 @dataclass(frozen=True)
@@ -198,6 +222,8 @@ class Record:
     ranks: tuple = ()  # the job's compute nodes (broker ranks), from its start
     mount: Mount = Mount.NONE  # the RAM disk on the compute nodes
     mount_path: Optional[str] = None  # where the compute nodes attach(ed) it
+    handoff: Optional[Handoff] = None  # inputs from another job's RAM disk
+    consumers: tuple = ()  # jobs still to read this job's outputs from its RAM disk
     history: tuple = field(default=())  # Transition values, oldest first
 
     @property
@@ -292,6 +318,10 @@ class Record:
             "mount_path": self.mount_path,
             "history": [tr.to_list() for tr in self.history],
         }
+        if self.handoff is not None:  # (the hand-off's, only when there is one)
+            d["handoff"] = self.handoff.to_dict()
+        if self.consumers:
+            d["consumers"] = list(self.consumers)
         return d
 
     @classmethod
@@ -332,5 +362,7 @@ class Record:
             ranks=tuple(d.get("ranks", ())),
             mount=Mount(d.get("mount", "")),
             mount_path=d.get("mount_path"),
+            handoff=Handoff.from_dict(d.get("handoff")),
+            consumers=tuple(d.get("consumers", ())),
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

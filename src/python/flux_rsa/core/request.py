@@ -44,6 +44,10 @@ KEYS = {
         "\"bind\" (the job sees the RAM disk at data_in's and data_out's own paths) "
         'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)'
     ),
+    "handoff": (
+        '"off" (never read data_in from the RAM disk of the job that wrote it; '
+        "wait until its outputs are home)"
+    ),
 }
 
 _PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH, "pattern": "^/"}
@@ -70,6 +74,7 @@ SCHEMA = {
         "on_late": {"enum": ["ignore", "wait"]},
         "verify": {"enum": ["size", "checksum"]},
         "paths": {"enum": ["bind", "env"]},
+        "handoff": {"enum": ["off"]},
     },
 }
 
@@ -273,6 +278,7 @@ def parse_request(attrs):
         on_late=get("on_late"),
         verify=get("verify", "size"),
         paths=get("paths"),
+        handoff=get("handoff"),
     )
     _check_needs(attrs, request)
     if request.paths == "bind":
@@ -299,6 +305,7 @@ NEEDS = {
         "without them the job gets no RAM disk",
     ),
     "paths": ("any", ("data_in", "data_out"), "they are the paths it is about"),
+    "handoff": ("all", ("data_in",), "it says where data_in's contents may come from"),
 }
 
 

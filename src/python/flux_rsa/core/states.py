@@ -43,6 +43,11 @@ Flags and counters (all changed by ``steps.py`` only):
 * ``output_home``: True once staged out (``home``), False when held or lost
   (``held``, ``retry_or_hold``, ``lost``), None again on a retry
   (``manual_retry``, ``auto_retry_out``).
+* ``handoff`` (a consumer: the job whose RAM disk holds its inputs, and
+  what is known of it; ``take_handoff``, ``producer_changed``,
+  ``drop_source``) and ``consumers`` (a producer: the jobs still to read
+  its outputs from its RAM disk; ``add_consumer``, ``drop_consumer``):
+  the workflow hand-off (``handoff.py``).
 * ``gen`` (``request``) names the current reservation, with ``nodes``,
   ``granted``, ``ramdisk``, ``volume`` (``take_holder``, ``take_ramdisk``,
   ``forget_holder``, ``reset``); ``stage_seq`` names the current stage, with
@@ -87,6 +92,7 @@ class RsaState(enum.Enum):
     INUSE_OUT = "INUSE_OUT"  # job running, RAM disk holds only output
     STAGING_OUT = "STAGING_OUT"  # in flight: RAM disk -> data_out
     HELD = "HELD"  # stage-out failed: RAM disk kept until retry or release
+    KEPT = "KEPT"  # outputs home, RAM disk kept for the jobs reading them (hand-off)
     TEARDOWN = "TEARDOWN"  # in flight: holder cancelled, RAM disk going away
     DESTROYED = "DESTROYED"  # RAM disk gone, capacity released
 
@@ -151,6 +157,7 @@ HOLDING = frozenset(
         S.INUSE_OUT,
         S.STAGING_OUT,
         S.HELD,
+        S.KEPT,
         S.TEARDOWN,
     }
 )
@@ -182,6 +189,10 @@ IN_FLIGHT = frozenset(
         S.TEARDOWN,
     }
 )
+
+#: rsa-states bounded by a deadline: the in-flight ones, and a RAM disk
+#: kept for its readers (``[rsa] handoff-keep``)
+BOUNDED = IN_FLIGHT | {S.KEPT}
 
 #: rsa-states in which a holder is asked for but has no RAM disk yet
 HOLDER_IN_FLIGHT = frozenset({S.REQUESTED, S.ASSIGNED, S.BOOTING})

@@ -7,9 +7,9 @@ import dataclasses
 import math
 
 from flux_rsa.core import actions as A
-from flux_rsa.core import outputs
+from flux_rsa.core import handoff, outputs
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import IN_FLIGHT, RAMDISK_UP, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import BOUNDED, RAMDISK_UP, Measure, Mount, Offer, RsaState
 
 S = RsaState
 
@@ -202,7 +202,8 @@ def stage_in(rec, ev):
     if rec.stage_seq > 0 and any(t.rsa_state is S.STAGING_IN for t in rec.history):
         rec = _set(rec, restages=rec.restages + 1)
     req = rec.request
-    return _stage(rec, "in", req.data_in, rec.area(IN_AREA), req.stage_in)
+    src = handoff.reads_ramdisk(rec) or req.data_in  # a producer's RAM disk first
+    return _stage(rec, "in", src, rec.area(IN_AREA), req.stage_in)
 
 
 def stage_out(rec, ev):
@@ -227,11 +228,13 @@ def note_error(rec, ev):
 
 
 def staged_in(rec, ev):
-    reused = getattr(ev, "reused", None)
+    reused = getattr(ev, "reused", None) or handoff.reads_ramdisk(rec)
     rec = _set(rec, attempts=0, retry_pending=False, reused=reused)
     context = {"ramdisk": rec.ramdisk, "nodes": list(rec.nodes)}
     if reused:
         context["reused"] = reused
+    if handoff.reads_ramdisk(rec):
+        context["handoff"] = rec.handoff.name
     acts = [A.PostEvent(rec.jobid, "staged-in", context)]
     if rec.limits.lock_in and rec.request.has_stage_in:
         acts.append(A.LockIn(rec.jobid))
@@ -360,12 +363,14 @@ def rearm(rec, ev):
 def _deadline(rec):
     if rec.rsa_state in (S.STAGING_IN, S.STAGING_OUT):
         return rec.limits.stage_timeout
+    if rec.rsa_state is S.KEPT:
+        return rec.limits.handoff_keep
     return rec.limits.holder_timeout
 
 
 def deadline_timer(rec, t):
     """The timer bounding the state ``rec`` just entered, if any."""
-    if rec.rsa_state not in IN_FLIGHT:
+    if rec.rsa_state not in BOUNDED:
         return []
     return [
         A.StartTimer(

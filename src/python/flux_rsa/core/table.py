@@ -36,6 +36,8 @@ cancelled.
 from collections import namedtuple
 
 from flux_rsa.core import events as E
+from flux_rsa.core import handoff
+from flux_rsa.core import handoffsteps as hand
 from flux_rsa.core import steps as do
 from flux_rsa.core.states import (
     ENDED,
@@ -83,8 +85,42 @@ def pending(rec):
 
 
 def waits(rec):
-    """A starting job held until its inputs are staged (on_late=wait)."""
-    return rec.start_pending and rec.request.on_late == "wait" and not rec.failed
+    """A starting job held until its inputs are staged (on_late=wait, or
+    its inputs are another job's outputs not yet home: never a part)."""
+    if not rec.start_pending or rec.failed:
+        return False
+    return rec.request.on_late == "wait" or consumer_waits(rec)
+
+
+def consumer_waits(rec):
+    """Its inputs are another job's outputs, not home yet (it may start
+    only on them staged from that job's RAM disk), or home and on that RAM
+    disk (a copy from memory is the point of the hand-off: wait for it)."""
+    if rec.handoff is None:
+        return False
+    return rec.handoff.verdict is not True or handoff.may_read_ramdisk(rec)
+
+
+def inputs_whole(rec):
+    return handoff.inputs_whole(rec)
+
+
+def from_producer(rec, ev):
+    """The stage-in reads another job's RAM disk (the hand-off)."""
+    return handoff.reads_ramdisk(rec) is not None
+
+
+def never_whole(rec):
+    """Its inputs will never be whole and it has not been told yet."""
+    return not rec.failed and handoff.never_whole(rec) is not None
+
+
+def with_consumers(rec, ev):
+    return ev.ok and bool(rec.consumers)
+
+
+def no_consumers(rec):
+    return not rec.consumers
 
 
 def answerable(rec):
@@ -234,8 +270,9 @@ def detaching(rec, ev):
 
 
 def still_waiting(rec, ev):
-    """The late timer fired while the job still waits for its inputs."""
-    return waits(rec)
+    """The late timer fired while the job still waits for its inputs (a
+    consumer waits on: data_in would hold a part of them)."""
+    return waits(rec) and not consumer_waits(rec)
 
 
 def not_revoked(rec):
@@ -253,7 +290,7 @@ def advancing_sized(rec):
 
 
 def advancing_with_input(rec):
-    return advancing(rec) and has_input(rec)
+    return advancing(rec) and has_input(rec) and inputs_whole(rec)
 
 
 def advancing_without_input(rec):
@@ -262,7 +299,9 @@ def advancing_without_input(rec):
 
 def advancing_retry_due(rec):
     """Advancing after a failed stage-in whose back-off is over."""
-    return advancing(rec) and has_input(rec) and not_backing_off(rec)
+    return (
+        advancing(rec) and has_input(rec) and not_backing_off(rec) and inputs_whole(rec)
+    )
 
 
 def advancing_can_stage(rec):
@@ -336,6 +375,8 @@ EVENT_ROWS = {
     ],
     E.HolderEnded: [
         Row(states(S.TEARDOWN), always, S.DESTROYED, (do.forget_holder,)),
+        # a RAM disk kept for its readers, outputs home: nothing lost
+        Row(states(S.KEPT), always, S.DESTROYED, (do.forget_holder,)),
         Row(GONE, always, SAME, ()),
         # not asked for: the reservation failed or the RAM disk was lost
         Row(HOLDER_IN_FLIGHT, always, S.DESTROYED, (do.lost, do.forget_holder)),
@@ -358,6 +399,13 @@ EVENT_ROWS = {
     ],
     E.StageEnded: [
         Row(states(S.STAGING_IN), ok, S.READY, (do.stage_over, do.staged_in)),
+        # from a producer's RAM disk: read data_in instead, once it is whole
+        Row(
+            states(S.STAGING_IN),
+            from_producer,
+            S.ABORTED,
+            (do.stage_over, do.note_error, hand.drop_source),
+        ),
         Row(
             states(S.STAGING_IN),
             not_ok,
@@ -365,6 +413,8 @@ EVENT_ROWS = {
             (do.stage_over, do.note_error, do.retry_or_give_up),
         ),
         Row(states(S.STOPPING), always, S.ABORTED, (do.stage_over,)),
+        # home, and jobs still to read the outputs from the RAM disk: keep it
+        Row(states(S.STAGING_OUT), with_consumers, S.KEPT, (do.stage_over, do.home)),
         Row(
             states(S.STAGING_OUT),
             ok,
@@ -417,6 +467,7 @@ EVENT_ROWS = {
         ),
         Row(states(S.STOPPING), always, SAME, (do.stop_stage, do.rearm)),
         Row(states(S.TEARDOWN), always, SAME, (do.cancel_holder, do.rearm)),
+        Row(states(S.KEPT), always, S.TEARDOWN, (hand.expired, do.cancel_holder)),
     ],
     E.Release: [
         Row(states(S.HELD), always, S.TEARDOWN, (do.released, do.cancel_holder))
@@ -424,6 +475,11 @@ EVENT_ROWS = {
     # the RAM disk on the compute nodes (the mount sub-machine)
     E.Attached: [Row(ANY, attaching, SAME, (do.attached,)), Row(ANY, always, SAME, ())],
     E.Detached: [Row(ANY, detaching, SAME, (do.detached,)), Row(ANY, always, SAME, ())],
+    # the workflow hand-off (handoff.py): a consumer, then its producer
+    E.Handoff: [Row(ANY, always, SAME, (hand.take_handoff,))],
+    E.ProducerChanged: [Row(ANY, always, SAME, (hand.producer_changed,))],
+    E.ConsumerAdded: [Row(ANY, always, SAME, (hand.add_consumer,))],
+    E.ConsumerGone: [Row(ANY, always, SAME, (hand.drop_consumer,))],
 }
 
 # --- PASS_ROWS: the scheduler pass (thesis Appendix A, Figures 3.2-3.5) ------
@@ -434,6 +490,8 @@ DEMOTED = frozenset({J.DEMOTED})
 GIVE_BACK = states(S.REQUESTED, S.ASSIGNED, S.BOOTING, S.BOOTED, S.READY, S.ABORTED)
 
 PASS_ROWS = [
+    # -- its inputs are another job's outputs that will never be whole --
+    PassRow(PRE_RUN | RUN, ANY, never_whole, SAME, (hand.never_whole,)),
     # -- a starting job gets its answer (thesis job-start.sh) --
     PassRow(RUN, states(S.INELIGIBLE), pending, SAME, (do.reply,)),
     # ... on a RAM disk its compute nodes attach: attach first
@@ -510,6 +568,8 @@ PASS_ROWS = [
         (do.auto_retry_out, do.stage_out),
     ),
     PassRow(ENDED, states(S.STAGING_IN), always, S.STOPPING, (do.stop_stage,)),
+    # ... outputs home, kept for jobs reading them: until the last has them
+    PassRow(ENDED, states(S.KEPT), no_consumers, S.TEARDOWN, (do.cancel_holder,)),
     PassRow(
         ENDED,
         GIVE_BACK | {S.INUSE_IN, S.INUSE_OUT},

@@ -20,6 +20,7 @@ import os
 import shutil
 import sys
 
+from flux_rsa.privileged import request
 from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
 from flux_rsa.ramdisk.holder import hold
 from flux_rsa.ramdisk.layout import ProviderError
@@ -147,7 +148,10 @@ def _stage(r):
 
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
+    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
     try:
+        if producer:  # another RAM disk of the same owner (the hand-off)
+            layout.check_ramdisk(producer, os.path.basename(producer), r["OWNER"])
         marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
         provider = registry.get(marker.get("provider"))
         expected = provider.expected_bytes(ramdisk)

@@ -485,11 +485,24 @@ def _check_discard(r):
     ramdisk_of(r["ROOT"], r["PATH"], "PATH")
 
 
+def producer_area(root, src):
+    """For a stage-in from another RAM disk (the workflow hand-off): the
+    RAM disk (ROOT/NAME) whose output area holds ``src``; None when
+    ``src`` is not under ROOT."""
+    if not src.startswith(root.rstrip("/") + "/"):
+        return None
+    exact_path(PREFIX + "SRC", src)
+    top = "/".join(src[len(root.rstrip("/")) :].lstrip("/").split("/")[:2])
+    return ramdisk_of(root, f"{root.rstrip('/')}/{top}", "SRC", areas=(OUT_AREA,))
+
+
 def _check_stage(r):
     side = "DST" if r["DIRECTION"] == "in" else "SRC"
     area = IN_AREA if r["DIRECTION"] == "in" else OUT_AREA
     exact_path(PREFIX + side, r[side])
     ramdisk_of(r["ROOT"], r[side], side, areas=(area,))
+    if r["DIRECTION"] == "in":
+        producer_area(r["ROOT"], r["SRC"])
     if r["MODE"] == "script" and r.get("SCRIPT") is None:
         raise Refused(
             f"{PREFIX}MODE=script needs {PREFIX}SCRIPT (the user's stage script)"

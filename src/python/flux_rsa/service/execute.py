@@ -48,6 +48,7 @@ class Executor:
             A.StartTimer: self.start_timer,
             A.LockIn: self.lock_in,
             A.PostEvent: self.post_event,
+            A.RaiseException: self.raise_exception,
             A.Offer: self.offer,
             A.Withdraw: self.withdraw,
             A.Attach: lambda a: self.mounts.attach(a),
@@ -156,6 +157,13 @@ class Executor:
             self._jobmanager(
                 "job-manager.rsa.post",
                 {"id": a.jobid, "name": a.name, "context": a.context},
+            )
+
+    def raise_exception(self, a):
+        if self.active(a.jobid):
+            self._jobmanager(
+                "job-manager.raise",
+                {"id": a.jobid, "severity": 0, "type": a.type, "note": a.note},
             )
 
     def post_state(self, rec):

@@ -34,6 +34,7 @@ from flux_rsa.service.collector import Collector
 from flux_rsa.service.deckindex import DeckIndex
 from flux_rsa.service.drain import Drains
 from flux_rsa.service.execute import Executor, PostState
+from flux_rsa.service.handoff import Handoffs
 from flux_rsa.service.intake import Intake
 from flux_rsa.service.jobs import Tracker
 from flux_rsa.service.metrics import Metrics
@@ -99,7 +100,10 @@ class Service:
             log, self.records, self.pool, self.apply, done=self.arm_flush
         )
         self.pool_events = PoolEvents(log, self)
-        self.waiters = Waiters(log)  # --dependency=afterstaged:JOBID
+        self.handoffs = Handoffs(self.records, self.apply)  # workflow hand-off
+        self.waiters = Waiters(  # --dependency=afterstaged:JOBID
+            log, lambda rec, waiter: self.handoffs.link(rec, waiter, time.time())
+        )
         self.writers = Writers(h, log)  # data_out still being written, for the plugin
         self.launch_pool = launch_pool
         self.keeper = None  # PoolKeeper, set by launch_pool
@@ -162,6 +166,7 @@ class Service:
             self.index.changed(old, new)
             self.store.save(new)
             self.waiters.check(new)
+            self.handoffs.check(new, time.time())
             if self.replayed:
                 self.writers.check(new)
             if old is None or new.rsa_state is not old.rsa_state:
@@ -328,15 +333,22 @@ class Service:
         self.outbox.add((), None)
 
     def reusing(self, action):
-        """With [rsa] reuse: point a stage-in at a staged copy of the same
-        data_in on its node, and place a reservation next to one."""
+        """Place a consumer's reservation next to its producer's RAM disk
+        (the hand-off); with [rsa] reuse: point a stage-in at a staged copy
+        of the same data_in on its node, and place a reservation next to
+        one."""
         rec = self.records.get(action.jobid)
-        if not self.policy.reuse or rec is None:
+        if rec is None:
+            return action
+        if isinstance(action, A.RequestCapacity) and rec.handoff is not None:
+            return dataclasses.replace(action, prefer=(rec.handoff.node,))
+        if not self.policy.reuse:
             return action
         if (
             isinstance(action, A.StartStage)
             and action.direction == "in"
             and action.method is None
+            and action.src == rec.request.data_in
         ):
             return dataclasses.replace(action, replica=reuse.replica(rec, self.records))
         if isinstance(action, A.RequestCapacity):
@@ -371,10 +383,12 @@ class Service:
     def status(self, jobids, userid, owner):
         return access.status(self.records, jobids, userid, owner)
 
-    def when_staged(self, jobid, answer):
+    def when_staged(self, jobid, answer, waiter=None):
         """``answer(payload or OSError)`` once job ``jobid``'s outputs are
-        settled, for a job that depends on them (afterstaged)."""
-        self.waiters.add(jobid, self.records.get(jobid), answer, self.replayed)
+        settled, for a job (``waiter``) that depends on them (afterstaged);
+        earlier when ``waiter`` reads them from that job's RAM disk."""
+        rec = self.records.get(jobid)
+        self.waiters.add(jobid, rec, answer, self.replayed, waiter)
 
     def request(self, jobid, event, userid, owner):
         """A person's request on a job (retry, release, release-input)."""

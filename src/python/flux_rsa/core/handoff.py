@@ -1,0 +1,128 @@
+"""The workflow hand-off: a job whose inputs are another job's outputs
+reads them from that job's RAM disk.
+
+A *producer* A is an RSA job whose outputs are on its RAM disk; a
+*consumer* B is a job of the same owner whose ``rsa.data_in`` is A's
+``rsa.data_out`` (or a directory inside it) and that waits for A's
+outputs (``afterstaged``, said or implied: see the jobtap plugin's
+``afterstaged.c``).  Once A's job has ended its outputs on the RAM disk
+are final: B's wait ends then, not when A's stage-out is done, and B's
+stage-in copies from A's RAM disk while A's stage-out copies the same
+files to ``data_out``.  A's RAM disk stays (its capacity held, in the
+KEPT state once its outputs are home) until every consumer has its
+inputs, bounded by ``[rsa] handoff-keep``.  A consumer that cannot read
+A's RAM disk (placed on another RSA node, or A's RAM disk lost) waits
+until A's outputs are home and reads ``data_in`` as any job does; if they
+never come home it never starts on a part of them.
+
+Pure: questions about records, answered from records.
+"""
+
+from flux_rsa.core.outputs import after_staged
+from flux_rsa.core.record import OUT_AREA
+from flux_rsa.core.states import JobState, RsaState
+
+S = RsaState
+
+#: a producer's outputs are on its RAM disk, final, in these states once
+#: its job has ended (before its stage-out, during it, held, or kept)
+SEALED = frozenset({S.INUSE_IN, S.INUSE_OUT, S.ABORTED, S.STAGING_OUT, S.HELD, S.KEPT})
+
+
+def _inside(path, top):
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def sealed(a):
+    """A's job has ended and its outputs, final, are on its RAM disk."""
+    return (
+        a.job_state is JobState.FINISHED
+        and a.rsa_state in SEALED
+        and a.ramdisk is not None
+        and a.env is not None
+        and a.env.out_on_ramdisk
+    )
+
+
+def source(a, b):
+    """The directory on A's RAM disk holding what B will find at its
+    data_in, when B may receive it from there; else None.  Only copies
+    qualify: A's stage-out and B's stage-in both plain copies (a script or
+    tar would make data_out or data_in something other than A's output
+    area), the same owner, B not opted out."""
+    ra, rb = a.request, b.request
+    if a.jobid == b.jobid or a.userid != b.userid:
+        return None
+    if rb.handoff == "off" or rb.stage_in is not None or ra.stage_out is not None:
+        return None
+    if (
+        rb.data_in is None
+        or ra.data_out is None
+        or not _inside(rb.data_in, ra.data_out)
+    ):
+        return None
+    if not sealed(a) or not a.nodes:
+        return None
+    rel = rb.data_in[len(ra.data_out.rstrip("/")) :]
+    return a.area(OUT_AREA) + rel.rstrip("/") if rel.strip("/") else a.area(OUT_AREA)
+
+
+def view(a):
+    """(on_ramdisk, verdict): what a consumer needs to know of producer A
+    (``a`` None: the producer's record is gone)."""
+    if a is None:
+        return False, "the RSA has no record of it any more"
+    return sealed(a), True if a.output_home is True else after_staged(a)
+
+
+def reads_ramdisk(b):
+    """The producer's RAM disk directory B's stage-in copies from, or None
+    (no hand-off, not on B's RSA node, lost, or a stage from it failed)."""
+    h = b.handoff
+    if h is None or not h.on_ramdisk or h.failed:
+        return None
+    return h.area if b.nodes and b.nodes[0] == h.node else None
+
+
+def may_read_ramdisk(b):
+    """B is to read its producer's RAM disk: it can, or will once its
+    reservation is placed (next to it, ``service.handoff``)."""
+    h = b.handoff
+    if h is None or not h.on_ramdisk or h.failed:
+        return False
+    return not b.nodes or b.nodes[0] == h.node
+
+
+def inputs_whole(b):
+    """B may stage in now: from its producer's RAM disk, or from data_in
+    once the producer's outputs are home (or B is no consumer at all)."""
+    return (
+        b.handoff is None or reads_ramdisk(b) is not None or b.handoff.verdict is True
+    )
+
+
+def never_whole(b):
+    """Why B's inputs will never be whole (its producer's outputs were
+    never staged out and its RAM disk is gone), or None."""
+    h = b.handoff
+    if h is None or isinstance(h.verdict, bool) or h.verdict is None:
+        return None
+    if reads_ramdisk(b) is not None or (b.env is not None and b.env.staged_in):
+        return None
+    return h.verdict
+
+
+def served(b):
+    """B no longer needs its producer's RAM disk: it has its inputs, cannot
+    read it, or will never run."""
+    if b.handoff is None:
+        return True
+    if b.job_state in (JobState.FINISHED, JobState.CANCELED) or b.failed:
+        return True
+    if b.handoff.failed or not b.handoff.on_ramdisk:
+        return True
+    if b.nodes and b.nodes[0] != b.handoff.node:
+        return True  # placed on another RSA node: it reads data_in once home
+    return any(t.rsa_state is S.READY for t in b.history) or (
+        b.env is not None and b.env.staged_in
+    )

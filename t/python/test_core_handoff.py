@@ -1,0 +1,140 @@
+"""The workflow hand-off in the core: which job may read which RAM disk,
+what a consumer waits for, and how long a producer's RAM disk stays."""
+
+from flux_rsa.core import Policy, admit
+from flux_rsa.core import actions as A
+from flux_rsa.core import events as E
+from flux_rsa.core import handoff, parse_request, process
+from flux_rsa.core.states import RsaState as S
+
+POLICY = Policy.from_config(
+    {"proportion": 1, "node-capacity": "64M", "granule": "4M", "handoff-keep": "5m"}
+)
+
+
+def run(rec, *events):
+    out = []
+    for ev in events:
+        rec, acts = process(rec, ev)
+        out.extend(acts)
+    return rec, out
+
+
+def producer(data_out="/p/step1", userid=1000, stage_out=None):
+    """Job 7: ran on RSA node rsa0, wrote to its output area, ended."""
+    attrs = {"data_out": data_out, "on_late": "wait"}
+    if stage_out:
+        attrs["stage_out"] = stage_out
+    rec = admit(7, userid, 1, parse_request(attrs), POLICY, 0.0)
+    return run(
+        rec,
+        E.OnDeck(1),
+        E.HolderAllocated(2, 1, ("rsa0",), 4 << 20),
+        E.HolderStarted(3, 1),
+        E.RamdiskBuilt(4, 1, "/rd/7.1"),
+        E.Starting(5, ranks=(0,)),
+        E.Finished(6),
+    )[0]
+
+
+def consumer(data_in="/p/step1", userid=1000, **more):
+    attrs = {"data_in": data_in, "data_out": "/p/step2", **more}
+    return admit(9, userid, 1, parse_request(attrs), POLICY, 0.0)
+
+
+def test_a_consumer_reads_the_output_area_of_its_producer_once_it_has_ended():
+    a = producer()
+    assert a.rsa_state is S.STAGING_OUT and handoff.sealed(a)
+    assert handoff.source(a, consumer()) == "/rd/7.1/out"
+    assert handoff.source(a, consumer("/p/step1/part")) == "/rd/7.1/out/part"
+
+
+def test_no_hand_off_across_owners_scripts_opt_out_or_other_directories():
+    a = producer()
+    assert handoff.source(a, consumer(userid=1001)) is None
+    assert handoff.source(a, consumer(handoff="off")) is None
+    assert handoff.source(a, consumer(stage_in="tar")) is None
+    assert handoff.source(a, consumer("/p/step10")) is None
+    assert handoff.source(producer(stage_out="tar"), consumer()) is None
+
+
+def linked():
+    b = run(consumer(), E.Handoff(7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0"))[0]
+    return b
+
+
+def test_a_consumer_placed_beside_the_producer_stages_from_its_ramdisk():
+    b = run(
+        linked(),
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
+        E.HolderStarted(10, 1),
+    )[0]
+    b, acts = run(b, E.RamdiskBuilt(11, 1, "/rd/9.1"))
+    [stage] = [a for a in acts if isinstance(a, A.StartStage)]
+    assert stage.src == "/rd/7.1/out" and stage.dst == "/rd/9.1/in"
+
+
+def test_placed_elsewhere_it_waits_for_the_outputs_home_then_reads_data_in():
+    b = run(
+        linked(),
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa1",), 4 << 20),
+        E.HolderStarted(10, 1),
+        E.RamdiskBuilt(11, 1, "/rd/9.1"),
+    )[0]
+    assert b.rsa_state is S.BOOTED  # not a part of data_in
+    b, acts = run(b, E.ProducerChanged(12, on_ramdisk=True, verdict=True))
+    [stage] = [a for a in acts if isinstance(a, A.StartStage)]
+    assert b.rsa_state is S.STAGING_IN and stage.src == "/p/step1"
+
+
+def test_a_starting_consumer_is_held_and_never_given_a_part_of_data_in():
+    b, acts = run(linked(), E.Starting(8, ranks=(1,)))
+    assert not any(isinstance(a, A.ReplyStart) for a in acts)
+    b, acts = run(b, E.LateTimeout(9))
+    assert not b.failed  # the late timer does not send it to data_in
+
+
+def test_outputs_that_never_come_home_end_the_consumer_with_an_exception():
+    b, acts = run(
+        linked(), E.ProducerChanged(8, on_ramdisk=False, verdict="released without")
+    )
+    [exc] = [a for a in acts if isinstance(a, A.RaiseException)]
+    assert exc.type == "dependency" and "f7" in exc.note and b.failed
+
+
+def test_a_failed_stage_from_the_producer_falls_back_to_data_in_without_a_try_lost():
+    b = run(
+        linked(),
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
+        E.HolderStarted(10, 1),
+        E.RamdiskBuilt(11, 1, "/rd/9.1"),
+    )[0]
+    b, _ = run(b, E.StageEnded(12, 1, False, error="gone"))
+    assert b.rsa_state is S.ABORTED and b.handoff.failed and b.attempts == 0
+    assert not handoff.inputs_whole(b)  # until the producer's outputs are home
+
+
+def test_a_producer_with_readers_is_kept_after_its_outputs_are_home():
+    a = run(producer(), E.ConsumerAdded(7, consumer=9))[0]
+    a, acts = run(a, E.StageEnded(8, a.stage_seq, True))
+    assert a.rsa_state is S.KEPT and a.output_home is True
+    [timer] = [t for t in acts if isinstance(t, A.StartTimer)]
+    assert timer.seconds == 300.0  # handoff-keep
+    a, acts = run(a, E.ConsumerGone(9, consumer=9))
+    assert a.rsa_state is S.TEARDOWN and any(isinstance(x, A.CancelHolder) for x in acts)
+
+
+def test_handoff_keep_over_the_kept_ramdisk_goes():
+    a = run(producer(), E.ConsumerAdded(7, consumer=9))[0]
+    a = run(a, E.StageEnded(8, a.stage_seq, True))[0]
+    a, acts = run(a, E.Timeout(400, state="KEPT", since=a.state_since))
+    assert a.rsa_state is S.TEARDOWN
+
+
+def test_without_readers_a_producer_goes_as_before():
+    a = producer()
+    a, _ = run(a, E.StageEnded(8, a.stage_seq, True))
+    assert a.rsa_state is S.TEARDOWN
