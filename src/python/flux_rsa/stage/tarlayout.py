@@ -223,39 +223,27 @@ class Layout:
         return ((m[OFFSET], m[HLEN] + pad(m[DLEN])) for m in self.members)
 
 
+_TYPEFLAGS = {
+    "dir": tf.TYPE_DIR,
+    "file": tf.TYPE_FILE,
+    "symlink": tf.TYPE_SYMLINK,
+    "hardlink": tf.TYPE_HARDLINK,
+}
+
+
 def header(m):
     """All header blocks of member M, built."""
     kind = m[KIND]
-    path = member_path(m)
-    if kind == "dir":
-        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_DIR)
-    if kind == "file":
-        sparse = (m[REALSIZE],) if m[SEGMENTS] is not None else None
-        return tf.header(
-            path,
-            m[MODE],
-            m[UID],
-            m[GID],
-            m[DLEN],
-            m[MTIME],
-            tf.TYPE_FILE,
-            sparse=sparse,
-        )
-    if kind == "symlink":
-        return tf.header(
-            path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_SYMLINK, m[LINK]
-        )
-    if kind == "special":
-        return tf.header(
-            path,
-            m[MODE],
-            m[UID],
-            m[GID],
-            0,
-            m[MTIME],
-            tf.typeflag_of(m[MODE]),
-            rdev=m[RDEV],
-        )
+    sparse = m[SEGMENTS] is not None and kind == "file"
     return tf.header(
-        path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_HARDLINK, m[LINK]
+        member_path(m),
+        m[MODE],
+        m[UID],
+        m[GID],
+        m[DLEN] if kind == "file" else 0,
+        m[MTIME],
+        _TYPEFLAGS.get(kind) or tf.typeflag_of(m[MODE]),  # special: by its mode
+        m[LINK] if kind in ("symlink", "hardlink") else b"",
+        rdev=m[RDEV] if kind == "special" else 0,
+        sparse=(m[REALSIZE],) if sparse else None,
     )
