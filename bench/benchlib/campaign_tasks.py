@@ -11,6 +11,7 @@ import sys
 import time
 
 from benchlib.figures import MiB
+from benchlib.system import write_data
 
 
 def task_job(args):
@@ -38,15 +39,7 @@ def task_job(args):
         per_file = args.out_bytes // args.out_files
         t0 = time.monotonic()
         for k in range(rank, args.out_files, size):
-            fd = os.open(
-                os.path.join(dst, f"out.{k}"),
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                0o644,
-            )
-            left = per_file
-            while left > 0:
-                left -= os.write(fd, block[: min(left, MiB)])
-            os.close(fd)
+            write_data(os.path.join(dst, f"out.{k}"), per_file, block)
         write_s = time.monotonic() - t0
     print(
         json.dumps({"rank": rank, "read_s": read_s, "write_s": write_s, "read": nread}),

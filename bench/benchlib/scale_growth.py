@@ -13,8 +13,8 @@ import sys
 import time
 
 from benchlib.figures import pct
-from benchlib.scale_inside import Driver, blocker_spec, jobspec_for, wait_pool
-from benchlib.scale_setup import CHUNK, parse_rate
+from benchlib.scale_inside import blocker_spec, jobspec_for, start, wait_pool
+from benchlib.scale_setup import CHUNK
 
 PROBE = """
 import os, sys, time, json, flux
@@ -101,15 +101,7 @@ def growth_inner(args):
     compute node, let the service settle, let the queue flow a little."""
     import flux.job
 
-    rate = parse_rate(args.rate)
-    with open(os.path.join(args.workdir, "workload.json")) as f:
-        jobs = json.load(f)
-    datadir = os.path.join(args.workdir, "data")
-    os.makedirs(os.path.join(datadir, "in"), exist_ok=True)
-    os.makedirs(os.path.join(datadir, "out"), exist_ok=True)
-    with open(os.path.join(datadir, "in", "input"), "w") as f:
-        f.write("simulated\n")
-    d = Driver(args)
+    rate, jobs, datadir, d = start(args)
     if not wait_pool(d.h):
         print("bench/scale: the RSA pool did not come up in 120 s", file=sys.stderr)
     blocker = d.submit([blocker_spec(args)])

@@ -230,10 +230,10 @@ def wait_pool(h, timeout=120):
     return False
 
 
-def inner(args):
-    from flux.job import JobID
-
-    mode = args.inner
+def start(args):
+    """What a run inside the instance starts from: the stage rate, the
+    workload the outside wrote, the data directory the RSA jobs name (its
+    input simulated) and a Driver."""
     rate = parse_rate(args.rate)
     with open(os.path.join(args.workdir, "workload.json")) as f:
         jobs = json.load(f)
@@ -243,6 +243,14 @@ def inner(args):
     with open(os.path.join(datadir, "in", "input"), "w") as f:
         f.write("simulated\n")
     d = Driver(args)
+    return rate, jobs, datadir, d
+
+
+def inner(args):
+    from flux.job import JobID
+
+    mode = args.inner
+    rate, jobs, datadir, d = start(args)
     result = {"mode": mode}
     if mode == "rsa" and not wait_pool(d.h):
         print("bench/scale: the RSA pool did not come up in 120 s", file=sys.stderr)

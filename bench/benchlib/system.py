@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 
+from benchlib.figures import MiB
+
 
 def script():
     """bench/NAME, the running script."""
@@ -115,3 +117,13 @@ def remove_work(work):
         say(f"not removing {work}: still mounted there: {', '.join(left)}")
         return
     subprocess.run(["rm", "-rf", "--one-file-system", work], check=False)
+
+
+def write_data(path, nbytes, block):
+    """A job's task writes file PATH anew: NBYTES from BLOCK (a MiB of
+    data), a MiB at a time, without fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    left = nbytes
+    while left > 0:
+        left -= os.write(fd, block[: min(left, MiB)])
+    os.close(fd)

@@ -11,7 +11,7 @@ import time
 from benchlib import BENCH, PY
 from benchlib.figures import MiB, human, med, spread, tree_size
 from benchlib.instance import phase_seconds
-from benchlib.system import say
+from benchlib.system import say, write_data
 
 
 def task_write(args):
@@ -28,15 +28,9 @@ def task_write(args):
         )
     t0 = time.time()
     for k in range(args.files):
-        fd = os.open(
-            os.path.join(directory, f"{args.prefix}.{rank}.{k}"),
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-            0o644,
+        write_data(
+            os.path.join(directory, f"{args.prefix}.{rank}.{k}"), per_file, block
         )
-        left = per_file
-        while left > 0:
-            left -= os.write(fd, block[: min(left, MiB)])
-        os.close(fd)
     t1 = time.time()
     print(
         json.dumps(
