@@ -16,49 +16,37 @@
  *     Sources and targets are held open (O_PATH) from then on and the
  *     mounts are made through /proc/self/fd: what was checked is what is
  *     mounted.
- *  2. The namespace: a plain mount namespace when the shell may make one
- *     (root), else a user namespace of the job's user with only its own
- *     uid and gid mapped (setgroups denied), and a mount namespace owned
- *     by it.  The shell holds capabilities only inside that namespace,
- *     only over its own mounts; tasks, exec'd as the user, hold none.
- *     Mounts of the node propagate in, none propagate out (MS_SLAVE).
+ *  2. The namespace (mountns.c): a plain mount namespace when the shell
+ *     may make one (root), else one inside a user namespace of the job's
+ *     user; mounts of the node propagate in, none propagate out.
  *  3. A bind mount of each area over its target, checked afterwards (the
  *     target's path now shows the area's directory).  A working directory
  *     under a target is entered again through the new mount.
  *
- * The staged inputs' top directory is the RAM disk's in/ area, private to
- * the job's user (0700) and as old as the stage-in.  So that data_in's
- * path shows the persistent directory as it is, in/ is given data_in's
- * mtime, its group (when the user may: a member of it), and its mode when
- * that opens nothing persistent storage keeps closed: data_in is reached
- * through directories everyone may search, none of them (nor data_in)
- * with an access control list (its mode then protects it alike on both);
- * else only data_in's owner bits (in/ stays closed to
- * others on the RSA and compute nodes, as data_in's parents keep it on
- * persistent storage).  Its owner is the job's user (only root could
- * change it).
+ * Between 1 and 2, the staged inputs' top directory (the in/ area) is given
+ * data_in's look as far as that exposes nothing (topdir.c).
  */
 
 #if HAVE_CONFIG_H
 #include "config.h"
 #endif
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* unshare, O_PATH */
+#define _GNU_SOURCE /* O_PATH */
 #endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 #include <jansson.h>
 
+#include "mountns.h"
+#include "topdir.h"
 #include "view.h"
 
 #define MARKER ".rsa-ramdisk"
@@ -282,217 +270,6 @@ static int area_reopen (struct area *a, char *why, size_t len)
     return 0;
 }
 
-/* Does path carry an access control list (its mode bits may not say all)? */
-static int has_acl (const char *path)
-{
-    return getxattr (path, "system.posix_acl_access", NULL, 0) >= 0
-           || getxattr (path, "system.nfs4_acl", NULL, 0) >= 0;
-}
-
-/* Can everyone search every directory above path (a real path), and do
- * mode bits alone say who may use it?
- */
-static int public_above (const char *path)
-{
-    char *copy = strdup (path);
-    char *slash;
-    struct stat st;
-    int ok = copy != NULL && !has_acl (path);
-
-    while (ok && (slash = strrchr (copy, '/'))) {
-        if (slash == copy)
-            slash[1] = '\0'; /* "/" itself */
-        else
-            *slash = '\0';
-        if (stat (copy, &st) < 0 || (st.st_mode & 0011) != 0011
-            || has_acl (copy))
-            ok = 0;
-        if (!strcmp (copy, "/"))
-            break;
-    }
-    free (copy);
-    return ok;
-}
-
-/* Give the in/ area (the staged copy's top) data_in's mtime, group and
- * mode as far as that exposes nothing (see the opening comment).  What
- * cannot be matched is noted, not fatal.
- */
-static void match_top (struct view *v, const char *src, const char *data_in)
-{
-    struct stat want, have;
-    struct timespec times[2];
-    mode_t mode;
-    int fd;
-    char note[512] = "";
-
-    if (stat (data_in, &want) < 0
-        || (fd = open (src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))
-               < 0)
-        return;
-    if (fstat (fd, &have) < 0)
-        goto out;
-    if (have.st_uid != want.st_uid || have.st_gid != want.st_gid) {
-        if (fchown (fd, want.st_uid, want.st_gid) < 0
-            && want.st_gid != have.st_gid)
-            (void)fchown (fd, (uid_t)-1, want.st_gid);
-        (void)fstat (fd, &have);
-    }
-    mode = want.st_mode & 07777;
-    if (!v->in.real || !public_above (v->in.real)) {
-        mode &= 07700;
-        if (mode != (want.st_mode & 07777))
-            snprintf (note, sizeof (note),
-                      "mode %04o, not %04o (a directory "
-                      "above it is closed to others, or has an ACL)",
-                      (unsigned)mode, (unsigned)(want.st_mode & 07777));
-    }
-    else if (have.st_gid != want.st_gid) {
-        mode = (mode & ~(mode_t)0070) | ((mode & 0007) << 3);
-        snprintf (note, sizeof (note), "group %ju, not %ju",
-                  (uintmax_t)have.st_gid, (uintmax_t)want.st_gid);
-    }
-    if (have.st_uid != want.st_uid) {
-        size_t n = strlen (note);
-        snprintf (note + n, sizeof (note) - n, "%sowner %ju, not %ju",
-                  n ? ", " : "", (uintmax_t)have.st_uid,
-                  (uintmax_t)want.st_uid);
-    }
-    times[0] = want.st_atim;
-    times[1] = want.st_mtim;
-    if (fchmod (fd, mode) < 0 || futimens (fd, times) < 0)
-        snprintf (note, sizeof (note),
-                  "its mode and mtime could not be set: %s", strerror (errno));
-    if (note[0])
-        v->top_note = strdup (note);
-out:
-    close (fd);
-}
-
-static int write_file (const char *path, const char *text)
-{
-    int fd;
-    ssize_t n;
-    int saved_errno;
-
-    if ((fd = open (path, O_WRONLY | O_CLOEXEC)) < 0)
-        return -1;
-    n = write (fd, text, strlen (text));
-    saved_errno = errno;
-    close (fd);
-    errno = saved_errno;
-    return n == (ssize_t)strlen (text) ? 0 : -1;
-}
-
-static void read_line (const char *path, char *buf, size_t len)
-{
-    FILE *f = fopen (path, "r");
-    snprintf (buf, len, "?");
-    if (f) {
-        if (fgets (buf, len, f))
-            buf[strcspn (buf, "\n")] = '\0';
-        fclose (f);
-    }
-}
-
-static int threads (void)
-{
-    char line[256];
-    int n = -1;
-    FILE *f = fopen ("/proc/self/status", "r");
-    while (f && fgets (line, sizeof (line), f))
-        if (sscanf (line, "Threads: %d", &n) == 1)
-            break;
-    if (f)
-        fclose (f);
-    return n;
-}
-
-/* Why unshare(CLONE_NEWUSER) failed with errno e, in words a site can act on */
-static void userns_refused (int e, char *why, size_t len)
-{
-    char max[64];
-
-    switch (e) {
-    case EINVAL:
-        say (why, len,
-             "a user namespace cannot be made: the job shell "
-             "runs %d threads (it must be single-threaded)",
-             threads ());
-        break;
-    case ENOSPC:
-        read_line ("/proc/sys/user/max_user_namespaces", max, sizeof (max));
-        say (why, len,
-             "a user namespace cannot be made: none are left "
-             "(sysctl user.max_user_namespaces is %s; the site must raise "
-             "it)",
-             max);
-        break;
-    case EPERM:
-    case EACCES:
-        say (why, len,
-             "a user namespace cannot be made: this node does "
-             "not let users make them (%s: sysctl "
-             "kernel.unprivileged_userns_clone, "
-             "kernel.apparmor_restrict_unprivileged_userns, or a security "
-             "policy)",
-             strerror (e));
-        break;
-    default:
-        say (why, len, "a user namespace cannot be made: %s", strerror (e));
-    }
-}
-
-/* Enter a mount namespace of our own: plain if we may, else inside a user
- * namespace of our own user.  No mount propagates out of it.
- */
-static int enter_namespace (struct view *v, char *why, size_t len)
-{
-    uid_t uid = getuid ();
-    gid_t gid = getgid ();
-    char map[64];
-
-    if (unshare (CLONE_NEWNS) == 0)
-        v->kind = "plain";
-    else if (errno != EPERM) {
-        say (why, len, "a mount namespace cannot be made: %s",
-             strerror (errno));
-        return -1;
-    }
-    else {
-        if (unshare (CLONE_NEWUSER | CLONE_NEWNS) < 0) {
-            userns_refused (errno, why, len);
-            return -1;
-        }
-        if (write_file ("/proc/self/setgroups", "deny") < 0) {
-            say (why, len, "writing /proc/self/setgroups: %s",
-                 strerror (errno));
-            return -1;
-        }
-        snprintf (map, sizeof (map), "%ju %ju 1", (uintmax_t)uid,
-                  (uintmax_t)uid);
-        if (write_file ("/proc/self/uid_map", map) < 0) {
-            say (why, len, "writing /proc/self/uid_map '%s': %s", map,
-                 strerror (errno));
-            return -1;
-        }
-        snprintf (map, sizeof (map), "%ju %ju 1", (uintmax_t)gid,
-                  (uintmax_t)gid);
-        if (write_file ("/proc/self/gid_map", map) < 0) {
-            say (why, len, "writing /proc/self/gid_map '%s': %s", map,
-                 strerror (errno));
-            return -1;
-        }
-        v->kind = "user";
-    }
-    if (mount (NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
-        say (why, len, "making the job's mounts private (MS_SLAVE on /): %s",
-             strerror (errno));
-        return -1;
-    }
-    return 0;
-}
-
 static int area_bind (struct area *a, char *why, size_t len)
 {
     char src[64], tgt[64];
@@ -575,8 +352,9 @@ struct view *view_create (const struct view_paths *p, char *why, size_t len)
                    < 0))
         goto error;
     if (p->in_area)
-        match_top (v, p->in_area, p->data_in);
-    if (enter_namespace (v, why, len) < 0 || area_bind (&v->in, why, len) < 0
+        v->top_note = topdir_match (p->in_area, p->data_in, v->in.real);
+    if (mountns_enter (&v->kind, why, len) < 0
+        || area_bind (&v->in, why, len) < 0
         || area_bind (&v->out, why, len) < 0)
         goto error;
     enter_cwd_again (v);

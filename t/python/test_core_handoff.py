@@ -1,8 +1,9 @@
 """The workflow hand-off in the core: which job may read which RAM disk,
 what a consumer waits for, and how long a producer's RAM disk stays."""
 
-from flux_rsa.core import Policy, admit
+from flux_rsa.core import Policy
 from flux_rsa.core import actions as A
+from flux_rsa.core import admit
 from flux_rsa.core import events as E
 from flux_rsa.core import handoff, parse_request, process
 from flux_rsa.core.states import RsaState as S
@@ -59,7 +60,9 @@ def test_no_hand_off_across_owners_scripts_opt_out_or_other_directories():
 
 
 def linked():
-    b = run(consumer(), E.Handoff(7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0"))[0]
+    b = run(
+        consumer(), E.Handoff(7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0")
+    )[0]
     return b
 
 
@@ -124,7 +127,9 @@ def test_a_producer_with_readers_is_kept_after_its_outputs_are_home():
     [timer] = [t for t in acts if isinstance(t, A.StartTimer)]
     assert timer.seconds == 300.0  # handoff-keep
     a, acts = run(a, E.ConsumerGone(9, consumer=9))
-    assert a.rsa_state is S.TEARDOWN and any(isinstance(x, A.CancelHolder) for x in acts)
+    assert a.rsa_state is S.TEARDOWN and any(
+        isinstance(x, A.CancelHolder) for x in acts
+    )
 
 
 def test_handoff_keep_over_the_kept_ramdisk_goes():

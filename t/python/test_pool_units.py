@@ -1,5 +1,7 @@
-"""Pure parts of the pool: the memory graph, holder layouts and jobspecs,
-stage commands, request checks.  No Flux instance needed (only its Python
+"""Pure parts of the pool: holder layouts and jobspecs, stage commands
+(the memory graph, the wire's checks, ports and ended holders are in
+test_pool_graph.py, test_pool_protocol.py, test_pool_ports.py and
+test_pool_holder_end.py).  No Flux instance needed (only its Python
 bindings for the value types)."""
 
 import dataclasses
@@ -13,7 +15,7 @@ flux = pytest.importorskip(
 )
 
 from flux_rsa.core.config import Policy  # noqa: E402
-from flux_rsa.pool import jgf, jobspecs, protocol  # noqa: E402
+from flux_rsa.pool import jobspecs  # noqa: E402
 from flux_rsa.privileged import caller, ops, request  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
 from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
@@ -52,71 +54,6 @@ SPAN = Policy(
     provider="glusterfs",
     fs_host="{host}-ib",
 )
-
-# what a nested instance on two RSA nodes sees: its own ranks, parent's names
-POOL_R = {
-    "version": 1,
-    "execution": {
-        "R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}],
-        "nodelist": ["rsa[3,7]"],
-        "properties": {"rsa": "0-1", "bigmem": "1"},
-        "starttime": 0.0,
-        "expiration": 0.0,
-    },
-}
-
-
-def vertices(R, kind):
-    return [
-        v["metadata"]
-        for v in R["scheduling"]["graph"]["nodes"]
-        if v["metadata"]["type"] == kind
-    ]
-
-
-def test_graph_has_memory_granules_and_virtual_cores_per_node():
-    R = jgf.pool_R(POOL_R, POLICY)
-    nodes = vertices(R, "node")
-    assert [(n["name"], n["rank"], n["properties"]) for n in nodes] == [
-        ("rsa3", 0, {"rsa": ""}),
-        ("rsa7", 1, {"rsa": "", "bigmem": ""}),
-    ]
-    assert len(vertices(R, "core")) == 2 * 8
-    assert jgf.granules_by_rank(R["scheduling"]["graph"]) == {0: 16, 1: 16}
-    assert R["execution"]["R_lite"] == [{"rank": "0-1", "children": {"core": "0-7"}}]
-    assert R["execution"]["nodelist"] == ["rsa[3,7]"]
-    # every vertex hangs off its node, and paths name the host
-    graph = R["scheduling"]["graph"]
-    assert len(graph["edges"]) == len(graph["nodes"]) - 1
-    assert {
-        v["metadata"]["paths"]["containment"].split("/")[2]
-        for v in graph["nodes"]
-        if v["metadata"]["type"] == "memory"
-    } == {"rsa3", "rsa7"}
-
-
-def test_graph_refuses_mismatched_nodelist():
-    bad = {"execution": dict(POOL_R["execution"], nodelist=["rsa3"])}
-    with pytest.raises(ValueError, match="R lists 2 ranks but 1 host names"):
-        jgf.pool_R(bad, POLICY)
-
-
-def test_granted_is_counted_from_a_jobs_R():
-    R = {
-        "execution": {},
-        "scheduling": {
-            "graph": {
-                "nodes": [
-                    {"id": "1", "metadata": {"type": "memory", "rank": 1}},
-                    {"id": "2", "metadata": {"type": "memory", "rank": 1}},
-                    {"id": "3", "metadata": {"type": "core", "rank": 1}},
-                    {"id": "4", "metadata": {"type": "memory", "rank": 0}},
-                ]
-            }
-        },
-    }
-    assert jgf.R_granules(R) == {1: 2, 0: 1}
-    assert jgf.R_granules({"execution": {}}) == {}
 
 
 @pytest.mark.parametrize(
@@ -492,13 +429,6 @@ def test_measure_and_discard_jobspecs():
     assert parsed(sweep).values["REPORT_KEPT"] is True
 
 
-def test_memory_paths_name_fluxions_vertices():
-    R = jgf.pool_R(POOL_R, POLICY)
-    paths = jgf.memory_paths_by_rank(R["scheduling"]["graph"])
-    assert paths[1] == set(jgf.memory_paths("rsa7", 16))
-    assert "/cluster0/rsa7/memory15" in paths[1]
-
-
 def test_purge_jobspec():
     js = jobspecs.purge(
         PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": "/p/in"}, 0, {}
@@ -513,203 +443,3 @@ def test_purge_jobspec():
         PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {}
     )
     assert "RSA_LINK" not in task(js)[1]
-
-
-@pytest.mark.parametrize(
-    "method, payload, message",
-    [
-        (
-            "hold",
-            {"jobid": 1, "gen": 1, "userid": 5},
-            "rsa-pool.hold: missing field 'need'",
-        ),
-        (
-            "hold",
-            {"jobid": 1, "gen": "1", "need": 4, "userid": 5},
-            "rsa-pool.hold: gen='1' must be int",
-        ),
-        (
-            "hold",
-            {"jobid": 1, "gen": 1, "need": 0, "userid": 5},
-            "need=0 must be more than 0 bytes",
-        ),
-        (
-            "cancel",
-            {"jobid": True, "gen": 1},
-            "rsa-pool.cancel: jobid=True must be int",
-        ),
-        (
-            "stage",
-            dict(stage_request("sideways", None)),
-            "direction='sideways' must be",
-        ),
-        ("stage", dict(stage_request("in", 5)), "method=5 must be str or NoneType"),
-        ("stage", dict(stage_request("in", None), nodes=[]), "nodes is empty"),
-        (
-            "purge",
-            {"jobid": 1, "path": "/ram/in", "userid": 5, "nodes": ["a"]},
-            "missing field 'data_in'",
-        ),
-        ("frobnicate", {}, "rsa-pool.frobnicate: unknown method"),
-        ("hold", [1, 2], "payload must be a JSON object"),
-        (
-            "hold",
-            {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": 7},
-            "adopt=7 must be str or NoneType",
-        ),
-        (
-            "hold",
-            {"jobid": 1, "gen": 1, "need": 4, "userid": 5, "adopt": "ram/1.1"},
-            "adopt='ram/1.1' must be an absolute path",
-        ),
-        (
-            "stage",
-            dict(stage_request("in", None), size=-1),
-            "size=-1 must be 0 or more bytes",
-        ),
-        ("shutdown", {"keep": [{"jobid": 1}]}, "keep entry {'jobid': 1} must be"),
-        (
-            "shutdown",
-            {"keep": {"jobid": 1, "gen": 1}},
-            "keep={'jobid': 1, 'gen': 1} must be list",
-        ),
-        ("drain", {"reason": "x"}, "rsa-pool.drain: missing field 'host'"),
-        ("undrain", {"host": 5}, "rsa-pool.undrain: host=5 must be str"),
-        ("discard", {"path": "1.1"}, "path='1.1' must be an absolute path"),
-        (
-            "measure",
-            {"jobid": 1, "seq": 1, "path": "/p", "userid": "root"},
-            "userid='root' must be int",
-        ),
-    ],
-)
-def test_bad_requests_are_named(method, payload, message):
-    with pytest.raises(
-        protocol.BadRequest, match=message.replace("(", r"\(").replace(")", r"\)")
-    ):
-        protocol.check(method, payload)
-
-
-def test_good_requests_pass():
-    assert protocol.check("list", None) == {}
-    assert (
-        protocol.check(
-            "purge",
-            {
-                "jobid": 1,
-                "path": "/r/in",
-                "data_in": None,
-                "userid": 0,
-                "nodes": ["rsa0"],
-            },
-        )["data_in"]
-        is None
-    )
-
-
-def test_optional_fields_get_their_defaults():
-    assert protocol.check("stage", stage_request("in", None))["size"] == 0
-    assert (
-        protocol.check("hold", {"jobid": 1, "gen": 1, "need": 4, "userid": 5})["adopt"]
-        is None
-    )
-    assert protocol.check("shutdown", {}) == {"keep": []}
-    assert (
-        protocol.check("shutdown", None)["keep"]
-        is not protocol.FIELDS["shutdown"]["keep"].default
-    )
-    assert protocol.check("drain", {"host": "rsa0"}) == {"host": "rsa0", "reason": ""}
-    keep = protocol.check("shutdown", {"keep": [{"jobid": 3, "gen": 2, "x": 1}]})[
-        "keep"
-    ]
-    assert keep == [{"jobid": 3, "gen": 2}]
-
-
-def test_notification_payload():
-    assert protocol.notification(
-        "holder-end", 42, jobid=1, gen=2, error=None, kept=None
-    ) == {
-        "kind": "holder-end",
-        "pool": 42,
-        "jobid": 1,
-        "gen": 2,
-        "error": None,
-        "kept": None,
-    }
-    with pytest.raises(ValueError):
-        protocol.notification("holder-ended", 42)
-    with pytest.raises(
-        ValueError, match="notification 'measure-end' without bytes, files"
-    ):
-        protocol.notification("measure-end", 42, jobid=1, seq=1, ok=True, error=None)
-    assert set(protocol.NOTIFY_FIELDS) == set(protocol.NOTIFICATIONS)
-
-
-def test_port_blocks_never_overlap_and_come_round_the_range():
-    from flux_rsa.pool.ports import Ports, PortsExhausted
-
-    ports = Ports(100, 109)
-    assert ports.take("a", 4) == 100 and ports.take("b", 2) == 104
-    assert ports.take("a", 4) == 100  # the same holder asks again
-    ports.give("a")
-    assert ports.take("c", 3) == 106  # next fit: the block just freed waits its turn
-    assert ports.take("d", 4) == 100  # round the range, into the free gap
-    with pytest.raises(
-        PortsExhausted, match="no 2 free ports left in \\[rsa\\] fs-ports 100-109"
-    ):
-        ports.take("e", 2)
-    blocks = sorted(ports.blocks.values())
-    assert all(a + n <= b for (a, n), (b, _) in zip(blocks, blocks[1:]))
-
-
-def ended_holder(nodelist, status, stderr=None, asked=True):
-    """A holder of the pool as it is after ``clean`` (nothing submitted)."""
-    from flux_rsa.pool.holders import Asked, Holder
-
-    h = Holder.__new__(Holder)
-    h.simulated, h.started, h.ended = False, True, True
-    h.kept, h.asked = None, Asked.RELEASE if asked else None
-    h.sweeper, h.unreachable = None, None
-    h.exception, h.exception_type = "cancel: flux-rsa: reservation released", "cancel"
-    h.status, h.stderr = status, stderr
-    h.R = {"version": 1, "execution": {"R_lite": [], "nodelist": [nodelist]}}
-    return h
-
-
-def test_a_holder_over_two_nodes_killed_mid_build_is_swept():
-    # a cancel in BOOTING: one task died of SIGTERM before it blocked the
-    # signals, the shell killed the other mid-build (SIGKILL): the status
-    # is 15, the worst by number, and hides what the second task left
-    assert ended_holder("rsa[0-1]", status=15).leftovers()
-    # one task, killed by SIGTERM before it blocked the signals: nothing built
-    assert not ended_holder("rsa0", status=15).leftovers()
-    # every task stopped in order
-    assert not ended_holder("rsa[0-1]", status=0).leftovers()
-    assert ended_holder("rsa0", status=9).leftovers()
-
-
-def test_a_swept_holder_that_was_asked_to_end_reports_no_error():
-    class Swept:
-        def __init__(self, failure):
-            self._failure = failure
-
-        def failure(self):
-            return self._failure
-
-    h = ended_holder("rsa[0-1]", status=15)
-    h.sweeper = Swept(None)
-    assert h.error() is None
-    h.sweeper = Swept("rm: cannot remove /ram/5.1.b0: busy")
-    assert "cannot remove /ram/5.1.b0" in h.error()
-
-
-def test_fs_ports_among_the_ephemeral_ports_are_named_with_the_fix():
-    from flux_rsa.pool.ports import ephemeral_clash
-
-    linux = (32768, 60999)
-    assert ephemeral_clash(24100, 24999, linux) is None  # the default
-    assert ephemeral_clash(61000, 61999, linux) is None
-    why = ephemeral_clash(40000, 40999, linux)
-    assert "[rsa] fs-ports 40000-40999" in why and "32768-60999" in why
-    assert "below 32768" in why and "ip_local_reserved_ports" in why
-    assert ephemeral_clash(32000, 32768, linux) is not None  # one port is enough

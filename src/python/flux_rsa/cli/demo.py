@@ -4,9 +4,11 @@ instance this runs in (e.g. one started by t/rsa-instance)."""
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 
+import flux
 from flux.job import JobID
 
 JOB_SCRIPT = """#!/bin/sh
@@ -117,3 +119,7 @@ def run(h, args):
         f"\nflux-rsa demo: {len(jobs) - failures} of {len(jobs)} jobs staged in and out"
     )
     return 1 if failures else 0
+
+
+def cmd_demo(args):
+    sys.exit(run(flux.Flux(), args))

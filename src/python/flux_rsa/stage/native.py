@@ -54,6 +54,41 @@ class _Names(ctypes.Structure):
 _loaded = {}
 
 
+def _signatures():
+    """The C functions: name -> (argument types, result type)."""
+    c = ctypes
+    return {
+        "cb_copy": (
+            [
+                c.c_void_p,
+                c.c_int,
+                c.c_void_p,
+                c.c_int,
+                c.c_int,
+                c.c_int,
+                c.POINTER(_Names),
+                c.POINTER(_Fail),
+            ],
+            c.c_int,
+        ),
+        "cb_scan": (
+            [
+                c.c_int,
+                c.c_void_p,
+                c.c_int,
+                c.c_void_p,
+                c.c_size_t,
+                c.POINTER(c.c_size_t),
+            ],
+            c.c_int,
+        ),
+        "cb_verify": (
+            [c.c_void_p, c.c_int, c.c_void_p, c.c_int, c.POINTER(_Fail)],
+            c.c_int,
+        ),
+    }
+
+
 def load():
     """The C loops (a ctypes library), or None when it is not there."""
     path = os.environ.get(ENV)
@@ -64,34 +99,9 @@ def load():
     lib = _loaded.get(path)
     if lib is None:
         lib = _loaded[path] = ctypes.CDLL(path, use_errno=True)
-        lib.cb_copy.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.POINTER(_Names),
-            ctypes.POINTER(_Fail),
-        ]
-        lib.cb_copy.restype = ctypes.c_int
-        lib.cb_scan.argtypes = [
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.POINTER(ctypes.c_size_t),
-        ]
-        lib.cb_scan.restype = ctypes.c_int
-        lib.cb_verify.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.POINTER(_Fail),
-        ]
-        lib.cb_verify.restype = ctypes.c_int
+        for name, (args, result) in _signatures().items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, result
     return lib
 
 

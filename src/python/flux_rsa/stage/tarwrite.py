@@ -2,77 +2,44 @@
 
 The writer walks the tree depth first, one directory at a time, and lays
 each directory's members out (their offsets in the archive) as soon as it
-has scanned it: a member's size is known from its metadata.  Batches of
-laid-out members go to the workers while the walk goes on; each worker
-assembles a batch in one buffer and writes it with one pwrite, in
-parallel, into a temporary file that is renamed to its final name when
-complete.  (untar.py reads archives back.)
+has scanned it (tarlayout.py).  Batches of laid-out members go to the
+workers while the walk goes on; each worker assembles a batch in one
+buffer and writes it with one pwrite, in parallel, into a temporary file
+that is renamed to its final name when complete.  (untar.py reads
+archives back.)
 """
 
 import os
-from collections import namedtuple
 
-from . import bigfile, copyio, fsutil
+from . import copyio, fsutil
 from . import plan as planmod
 from . import tarformat as tf
 from . import workers
 from .errors import DESTINATION_ERRNOS, EXIT_FAILED, StageError, from_oserror
-from .plan import File, HardLink
+from .tarlayout import (
+    DIRREL,
+    DLEN,
+    GID,
+    HEAD,
+    HLEN,
+    KIND,
+    MODE,
+    MTIME,
+    NAME,
+    OFFSET,
+    PATH,
+    REALSIZE,
+    SEGMENTS,
+    UID,
+    Header,
+    Layout,
+    Members,
+    header,
+    member_path,
+)
 from .tasks import Done
 
 DEFAULT_NAME = b"rsa-output.tar"
-BATCH_BYTES = 8 << 20
-BATCH_MEMBERS = 512
-BATCH_NAMES = 48 << 10  # bytes of names in one batch (a task message's size)
-
-
-# A member of the archive is a tuple (cheap to make and to send to a
-# worker): what it is, where it goes, and its header's fields.  PATH is
-# None for a plain file (DIRREL/NAME make it); HEAD is the header when the
-# parent had to build it to know its length.
-(
-    KIND,
-    PATH,
-    DIRREL,
-    NAME,
-    MODE,
-    UID,
-    GID,
-    MTIME,
-    OFFSET,
-    HLEN,
-    DLEN,
-    LINK,
-    RDEV,
-    SEGMENTS,
-    REALSIZE,
-    HEAD,
-) = range(16)
-
-
-class Members(namedtuple("Members", "members")):
-    """A worker's task: small MEMBERS, end to end, written in one piece."""
-
-    __slots__ = ()
-
-
-class Header(namedtuple("Header", "member")):
-    """A worker's task: the header of a big or sparse MEMBER (and the data
-    of a sparse one)."""
-
-    __slots__ = ()
-
-
-class MemberRange(namedtuple("MemberRange", "member off length")):
-    """A worker's task: [off, off + length) of the data of big MEMBER."""
-
-    __slots__ = ()
-
-
-def _path(m):
-    if m[PATH] is not None:
-        return m[PATH]
-    return fsutil.join(m[DIRREL], m[NAME])
 
 
 class TarWriter:
@@ -89,12 +56,31 @@ class TarWriter:
         self.progress = progress or (lambda done, nbytes: None)
         self.tag = tag
         self.plan = None
-        self.files_total = 0  # of the walk so far
-        self.bytes_total = 0
+        self.laid = None  # the Layout, once run() starts
         self.files_done = 0
         self.bytes_done = 0
 
-    # ---- parent side: the walk and the layout ----------------------------
+    # what the layout knows (api.py's progress, verify.check_layout)
+    @property
+    def files_total(self):
+        """Files of the walk so far."""
+        return self.laid.files_total if self.laid else 0
+
+    @property
+    def bytes_total(self):
+        return self.laid.bytes_total if self.laid else 0
+
+    @property
+    def layout(self):
+        """Every member laid out, in archive order."""
+        return self.laid.members
+
+    @property
+    def size(self):
+        """The archive's size, once the walk is over."""
+        return self.laid.size
+
+    # ---- parent side: the walk, laid out ---------------------------------
     def run(self, sync=True):
         """Write the archive; return its final path."""
         final = fsutil.full(self.dstdir, self.name)
@@ -126,9 +112,9 @@ class TarWriter:
             finally:
                 os.close(fd)
             self.dir_fd = dir_fd
-            self._start_layout()
+            self.laid = Layout(self.walker)
             workers.run_stream(
-                self._produce,
+                self.laid.step,
                 self.workers,
                 self._handle,
                 self._message,
@@ -152,174 +138,14 @@ class TarWriter:
             fsutil.unlink_quiet(self.tmp, dir_fd)
             raise
 
-    def _start_layout(self):
-        self.layout = []  # every member, in archive order
-        self.offset = 0
-        self.data_at = {}  # id(File) -> path of the member holding its data
-        self.batch = []
-        self.batch_bytes = self.batch_names = 0
-        self.walk_done = False
-        self.size = None
-
-    def _produce(self):
-        """Scan the next directory and lay out its members: its own, then
-        its files and hard links, symbolic links and specials, each in name
-        order (then its subdirectories follow, one whole subtree after the
-        other: GNU tar sets a directory's times when it meets the first
-        member outside it, so an entry archived after that would leave the
-        directory with the time of the extraction).  Returns the tasks now
-        complete, or None when the walk is over."""
-        if self.walk_done:
-            return None
-        tasks = []
-        plan = self.plan
-        di = self.walker.step()
-        if di is None:
-            self.walk_done = True
-            self._flush(tasks)
-            end = self.offset + 2 * tf.BLOCK
-            self.size = (end + tf.RECORD - 1) // tf.RECORD * tf.RECORD
-            return tasks
-        d = plan.dirs[di]
-        files, hardlinks, symlinks, specials = self.walker.span()
-        self.files_total += len(files)
-        self.bytes_total += sum(f.size for f in files)
-        rel = d.rel
-        add = self._add
-        add(tasks, "dir", (rel or b".") + b"/", None, None, d)
-        names = files
-        if hardlinks:
-            names = sorted(files + hardlinks, key=lambda e: e.name)
-        for e in names:
-            if e.__class__ is File and e.key is None and not e.sparse:
-                add(tasks, "file", None, rel, e.name, e, e.size)
-            else:
-                self._regular(tasks, e, rel)
-        for s in symlinks:
-            add(tasks, "symlink", fsutil.join(rel, s.name), None, None, s, 0, s.target)
-        for s in specials:
-            add(tasks, "special", fsutil.join(rel, s.name), None, None, s)
-        return tasks
-
-    def _regular(self, tasks, e, rel):
-        """A name of a file: its data the first time, later a hard link."""
-        f = e.first if isinstance(e, HardLink) else e
-        first = self.data_at.get(id(f))
-        if first is not None:
-            self._add(
-                tasks, "hardlink", fsutil.join(rel, e.name), None, None, f, 0, first
-            )
-            return
-        if f.key is not None:
-            self.data_at[id(f)] = fsutil.join(rel, e.name)
-        if not f.sparse:
-            self._add(tasks, "file", None, rel, e.name, f, f.size)
-            return
-        segments = self._sparse_layout(rel, e.name, f.size)
-        dlen = len(tf.sparse_map(segments)) + sum(n for _, n in segments)
-        self._add(tasks, "file", None, rel, e.name, f, dlen, b"", segments)
-
-    def _add(self, tasks, kind, path, dirrel, name, e, dlen=0, link=b"", segments=None):
-        """Lay member KIND out after the members before it, and give it to
-        a task.  E is its entry in the plan."""
-        if path is not None:
-            plen = len(path)
-        else:
-            plen = len(dirrel) + 1 + len(name) if dirrel else len(name)
-        offset = self.offset
-        head = None
-        if plen + len(link) < tf.SHORT_PATHS:
-            hlen = 3 * tf.BLOCK
-        else:
-            m = (
-                kind,
-                path,
-                dirrel,
-                name,
-                e.mode,
-                e.uid,
-                e.gid,
-                e.mtime,
-                offset,
-                0,
-                dlen,
-                link,
-                getattr(e, "rdev", 0),
-                segments,
-                getattr(e, "size", 0),
-                None,
-            )
-            head = _header(m)
-            hlen = len(head)
-        m = (
-            kind,
-            path,
-            dirrel,
-            name,
-            e.mode,
-            e.uid,
-            e.gid,
-            e.mtime,
-            offset,
-            hlen,
-            dlen,
-            link,
-            e.rdev if kind == "special" else 0,
-            segments,
-            e.size if kind == "file" else 0,
-            head,
-        )
-        self.offset = offset + hlen + (dlen + tf.BLOCK - 1) // tf.BLOCK * tf.BLOCK
-        self.layout.append(m)
-        if kind == "file" and (dlen >= bigfile.BIG or segments is not None):
-            # a batch is written in one piece: it ends before this member
-            self._flush(tasks)
-            tasks.append(Header(m))
-            if segments is None:
-                for off in range(0, dlen, bigfile.CHUNK):
-                    tasks.append(MemberRange(m, off, min(bigfile.CHUNK, dlen - off)))
-            return
-        batch = self.batch
-        batch.append(m)
-        self.batch_bytes += hlen + dlen
-        self.batch_names += plen + len(link) + len(dirrel or b"")
-        if (
-            len(batch) >= BATCH_MEMBERS
-            or self.batch_bytes >= BATCH_BYTES
-            or self.batch_names >= BATCH_NAMES
-        ):
-            self._flush(tasks)
-
-    def _flush(self, tasks):
-        if self.batch:
-            tasks.append(Members(self.batch))
-            self.batch = []
-            self.batch_bytes = self.batch_names = 0
-
-    def _sparse_layout(self, rel, name, size):
-        """The data segments of a sparse file, ending with its real end."""
-        dfd = fsutil.open_dir(self.src_root, rel)
-        try:
-            fd = os.open(name, fsutil.OPEN_FLAGS, dir_fd=dfd)
-        finally:
-            os.close(dfd)
-        try:
-            segs = list(copyio.data_segments(fd, 0, size))
-        finally:
-            os.close(fd)
-        if not segs or segs[-1][0] + segs[-1][1] < size:
-            segs.append((size, 0))  # marks the real end, as GNU tar does
-        return segs
-
     def spans(self):
         """(offset, length) of each member of the layout, in archive order
         (verify.check_layout)."""
-        pad = tf.pad
-        return ((m[OFFSET], m[HLEN] + pad(m[DLEN])) for m in self.layout)
+        return self.laid.spans()
 
     def member_path(self, k):
         """The path of member K of the layout."""
-        return _path(self.layout[k])
+        return member_path(self.layout[k])
 
     def _remove_stale(self, dir_fd):
         for name in os.listdir(dir_fd):
@@ -340,7 +166,7 @@ class TarWriter:
         self.out = os.open(self.tmp, os.O_WRONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
 
     def _src_path(self, m):
-        return fsutil.full(self.src, _path(m))
+        return fsutil.full(self.src, member_path(m))
 
     def _open(self, m):
         try:
@@ -364,7 +190,7 @@ class TarWriter:
             return self._batch(task.members)
         m = task.member
         if isinstance(task, Header):
-            self._write(m[HEAD] or _header(m), m[OFFSET])
+            self._write(m[HEAD] or header(m), m[OFFSET])
             if m[SEGMENTS] is not None:
                 return self._sparse(m)
             return Done(0, 0)
@@ -413,7 +239,7 @@ class TarWriter:
                     if m[HEAD] is not None or not header_into(
                         out,
                         pos,
-                        _path(m),
+                        member_path(m),
                         m[MODE],
                         m[UID],
                         m[GID],
@@ -460,7 +286,7 @@ class TarWriter:
 
     def _put_header(self, out, pos, m):
         """M's header blocks, built, into OUT at POS."""
-        head = m[HEAD] or _header(m)
+        head = m[HEAD] or header(m)
         if len(head) != m[HLEN]:
             raise StageError(
                 EXIT_FAILED,
@@ -500,44 +326,6 @@ class TarWriter:
         finally:
             os.close(fd)
         return Done(1, m[REALSIZE])
-
-
-def _header(m):
-    """All header blocks of member M, built."""
-    kind = m[KIND]
-    path = _path(m)
-    if kind == "dir":
-        return tf.header(path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_DIR)
-    if kind == "file":
-        sparse = (m[REALSIZE],) if m[SEGMENTS] is not None else None
-        return tf.header(
-            path,
-            m[MODE],
-            m[UID],
-            m[GID],
-            m[DLEN],
-            m[MTIME],
-            tf.TYPE_FILE,
-            sparse=sparse,
-        )
-    if kind == "symlink":
-        return tf.header(
-            path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_SYMLINK, m[LINK]
-        )
-    if kind == "special":
-        return tf.header(
-            path,
-            m[MODE],
-            m[UID],
-            m[GID],
-            0,
-            m[MTIME],
-            tf.typeflag_of(m[MODE]),
-            rdev=m[RDEV],
-        )
-    return tf.header(
-        path, m[MODE], m[UID], m[GID], 0, m[MTIME], tf.TYPE_HARDLINK, m[LINK]
-    )
 
 
 def _changed(path):

@@ -51,8 +51,27 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None, deaths=Non
     """
     if ntasks == 0:
         return
-    nworkers = max(1, min(nworkers, ntasks))
-    task_r, task_w = os.pipe()
+    _serve(
+        max(1, min(nworkers, ntasks)),
+        os.pipe(),
+        os.close,
+        lambda task_r, res_w, abort: _child(task_r, res_w, handler, setup, abort),
+        lambda task_w: _Feed(task_w, ntasks),
+        on_message,
+        poll,
+        deaths,
+    )
+
+
+def _serve(nworkers, ends, close, child, feed, on_message, poll, deaths):
+    """What run() and run_stream() share: fork NWORKERS workers, each
+    running CHILD(its end of the task channel, its result pipe, the abort
+    flag), and serve them from the parent through FEED(the parent's end)
+    until all is done.  ENDS: the task channel (the children's end, the
+    parent's), each closed with CLOSE where it is not used; whatever is
+    still open at the end is closed before the workers are reaped, so that
+    a worker waiting for a task sees the channel end."""
+    task_r, task_w = ends
     abort = mmap.mmap(-1, 1)  # shared with the children: 1 = stop pulling
     workers = []
     ok = False
@@ -60,18 +79,18 @@ def run(ntasks, nworkers, handler, on_message, setup=None, poll=None, deaths=Non
         _fork(
             workers,
             nworkers,
-            lambda: os.close(task_w),
-            lambda res_w: _child(task_r, res_w, handler, setup, abort),
+            lambda: close(task_w),
+            lambda res_w: child(task_r, res_w, abort),
         )
-        os.close(task_r)
-        task_r = -1
-        tw, task_w = task_w, -1
-        _parent(_Feed(tw, ntasks), workers, on_message, poll, abort)
+        close(task_r)
+        task_r = None
+        fed, task_w = feed(task_w), None
+        _parent(fed, workers, on_message, poll, abort)
         ok = True
     finally:
-        for fd in (task_r, task_w):
-            if fd >= 0:
-                os.close(fd)
+        for end in (task_r, task_w):
+            if end is not None:
+                close(end)
         _reap(workers, ok, deaths)
 
 
@@ -108,30 +127,20 @@ def run_stream(
     first free worker, which calls HANDLER(task, send); the parent's
     ON_MESSAGE gets its result as with run().
     """
-    nworkers = max(1, nworkers)
     task_r, task_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     task_w.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-    abort = mmap.mmap(-1, 1)
-    workers = []
-    ok = False
-    try:
-        _fork(
-            workers,
-            nworkers,
-            task_w.close,
-            lambda res_w: _child(
-                task_r.fileno(), res_w, handler, setup, abort, recv=_receiver(task_r)
-            ),
-        )
-        task_r.close()
-        feed, task_w = _StreamFeed(task_w, produce), None
-        _parent(feed, workers, on_message, poll, abort)
-        ok = True
-    finally:
-        for sock in (task_r, task_w):
-            if sock is not None:
-                sock.close()
-        _reap(workers, ok, deaths)
+    _serve(
+        max(1, nworkers),
+        (task_r, task_w),
+        socket.socket.close,
+        lambda r, res_w, abort: _child(
+            r.fileno(), res_w, handler, setup, abort, recv=_receiver(r)
+        ),
+        lambda w: _StreamFeed(w, produce),
+        on_message,
+        poll,
+        deaths,
+    )
 
 
 def _receiver(sock):
