@@ -9,7 +9,15 @@ from flux_rsa.core import IllegalEvent, Policy, accepts
 from flux_rsa.core import actions as A
 from flux_rsa.core import admit
 from flux_rsa.core import events as E
-from flux_rsa.core import handoffsteps, parse_request, process, steps, table
+from flux_rsa.core import (
+    guards,
+    handoffsteps,
+    offersteps,
+    parse_request,
+    process,
+    steps,
+    table,
+)
 from flux_rsa.core.machine import settle
 from flux_rsa.core.states import IN_FLIGHT
 from flux_rsa.core.states import JobState as J
@@ -56,15 +64,15 @@ def all_guards():
 def test_every_guard_is_a_named_function_of_the_table():
     for guard in all_guards():
         assert guard.__name__ != "<lambda>", inspect.getsource(guard)
-        assert getattr(table, guard.__name__) is guard
+        assert getattr(guards, guard.__name__) is guard
 
 
 def test_every_step_is_a_function_of_steps():
     rows = [r for rs in table.EVENT_ROWS.values() for r in rs] + list(table.PASS_ROWS)
     for row in rows:
         for step in row.steps:
-            module = handoffsteps if step.__module__.endswith("handoffsteps") else steps
-            assert getattr(module, step.__name__) is step
+            module = {m.__name__: m for m in (steps, handoffsteps, offersteps)}
+            assert getattr(module[step.__module__], step.__name__) is step
 
 
 def test_each_job_event_moves_or_ignores_every_job_state_exactly_once():
@@ -125,7 +133,7 @@ def test_a_demoted_job_keeps_staging_in_until_it_is_revoked():
         for r in table.PASS_ROWS
         if J.DEMOTED in r.jobs and S.STAGING_IN in r.states and r.guard(rec)
     ]
-    assert row.guard is table.not_revoked and row.to is table.SAME and row.steps == ()
+    assert row.guard is guards.not_revoked and row.to is table.SAME and row.steps == ()
     rec, acts = run(rec, E.StageEnded(6, 1, True))
     assert (
         rec.rsa_state is S.READY

@@ -8,7 +8,7 @@ from collections import namedtuple
 
 from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
-from flux_rsa.core import steps
+from flux_rsa.core import offersteps, steps
 from flux_rsa.core.states import (
     HOLDING,
     OUTPUT_KEPT,
@@ -49,13 +49,13 @@ def reissue(rec):
     """The actions whose answers ``rec`` is still waiting for: the in-flight
     value of a sub-machine first (offer, measure, mount), else the rsa-state's."""
     if rec.offer is Offer.WITHDRAWING:
-        return steps.withdraw(rec, None)[1]
+        return offersteps.withdraw(rec, None)[1]
     if (
         rec.offer is Offer.MADE
         and rec.rsa_state is S.READY
         and rec.job_state in PRE_RUN
     ):
-        return steps.offer(rec, None)[1]
+        return offersteps.offer(rec, None)[1]
     if rec.measure is Measure.ASKED:
         return steps.measure(rec, None)[1]
     if rec.mount is Mount.ATTACHING:

@@ -20,7 +20,7 @@ Three sub-machines, each with one in-flight value waiting for an answer:
   (a provider whose RAM disk spans RSA nodes).  ``steps.attach``,
   ``attached``, ``detach``, ``detached``; ``mount_path`` with it.
 * ``offer`` (``Offer``): a start offered to job-manager before the job
-  asks, so a staged job starts without a round trip.  ``steps.offer``,
+  asks, so a staged job starts without a round trip.  ``offersteps.offer``,
   ``withdraw``, ``withdrawn``, ``drop_offer``, ``offer_taken``,
   ``take_env``, ``starting``.
 * ``measure`` (``Measure``): sizing the reservation from data_in.
