@@ -16,7 +16,11 @@ job-ingest stored it), and the entry point acts only when
   user's script).
 
 So the instance owner can stage a user's data only where and how that user
-asked, as flux-imp lets it run only the jobs users signed.  (Like flux-imp
+asked, as flux-imp lets it run only the jobs users signed.  One source
+besides ``data_in`` is taken for a stage-in: the output area of another
+RAM disk of the same owner (the workflow hand-off: that job's ``data_out``
+is this one's ``data_in``), checked by the stage itself (``ops._stage``:
+its marker names ``RSA_OWNER``) before it reads it as that owner.  (Like flux-imp
 exec, this does not stop a J from being used again for the same paths.)
 
 ``check()`` is pure; ``unwrap()`` calls flux-security.
@@ -28,7 +32,7 @@ import os
 
 from flux_rsa.core.request import BadRequest, parse_request
 from flux_rsa.privileged import trust
-from flux_rsa.privileged.request import PREFIX, Refused, stage_mode
+from flux_rsa.privileged.request import PREFIX, Refused, producer_area, stage_mode
 
 #: operations that act on a user's paths as that user: they need RSA_J
 OPS = ("stage", "measure")
@@ -63,6 +67,8 @@ def check(request, payload, signer):
     else:
         key, var = "data_out", "DST"
     want, path = getattr(asked, key), request[var]
+    if var == "SRC" and producer_area(request["ROOT"], path):
+        want = want and path  # the owner's own RAM disk (checked by the stage)
     if want is None:
         raise Refused(
             f"{PREFIX}J: uid {owner}'s job sets no rsa.{key}: nothing of theirs to "
