@@ -128,12 +128,16 @@ test_expect_success 'their RAM disks are tmpfs mounts whose areas belong to them
 	test "$(owner_on $a "$ra/in/private.txt")" = $MU_A
 '
 test_expect_success 'B cannot stage in from A'"'"'s RAM disk (the hand-off is for one owner)' '
-	flux job info $b J >b.J && ra=$(rsa_field ramdisk $a) && rb=$(rsa_field ramdisk $b) &&
+	flux job info $b J >b.J && ra=$(rsa_field ramdisk $a) &&
+	rsa_on_ramdisk $a sh -c "mkdir -p \"\$1\" && chown $MU_B: \"\$1\"" - "$ROOTDIR/97.1/in" &&
 	test_must_fail rsa_on_ramdisk $a runuser -u $MU_FLUX -- env -i PATH=/usr/bin:/bin \
-		RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=in RSA_MODE=copy RSA_SRC="$ra/out" RSA_DST="$rb/in" RSA_OWNER=$(id -u $MU_B) \
+		RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=in RSA_MODE=copy RSA_SRC="$ra/out" \
+		RSA_DST="$ROOTDIR/97.1/in" RSA_OWNER=$(id -u $MU_B) \
 		RSA_J="$(cat b.J)" "$MU_IMP" run rsa 2>handoff.err &&
 	cat handoff.err &&
-	grep "is not the RAM disk ${ra##*/} of uid $(id -u $MU_B) (it belongs to uid $(id -u $MU_A))" handoff.err
+	grep "is not the RAM disk ${ra##*/} of uid $(id -u $MU_B) (it belongs to uid $(id -u $MU_A))" handoff.err &&
+	rsa_on_ramdisk $a find "$ROOTDIR/97.1" -mindepth 2 >left && test_must_be_empty left &&
+	rsa_on_ramdisk $a rm -r "$ROOTDIR/97.1"
 '
 test_expect_success 'B cannot read A'"'"'s RAM disk, see A'"'"'s record, retry or release A'"'"'s job' '
 	test_must_fail runuser -u $MU_B -- ls "$T/$MU_A/in" &&
