@@ -322,3 +322,18 @@ for t, job_state, state in json.load(sys.stdin)[0]["history"]:
     last = state
 '
 }
+
+# rsa_crash_rank RANK: the broker of RANK and everything under it die at
+# once (kill -9), as when its node is lost (an instance started with
+# --survive-lost-nodes goes on)
+rsa_crash_rank() {
+	_cr_pid=$(flux exec -r $1 flux getattr broker.pid) &&
+	ps -e -o pid=,ppid= >procs &&
+	_cr_all=$_cr_pid && _cr_new=$_cr_pid &&
+	while test -n "$_cr_new"; do
+		_cr_new=$(awk -v p=" $_cr_new " "index(p, \" \" \$2 \" \") {print \$1}" procs | tr "\n" " ") &&
+		_cr_all="$_cr_all $_cr_new"
+	done &&
+	kill -9 $_cr_all 2>/dev/null
+	true
+}

@@ -243,17 +243,6 @@ test_expect_success 'stage-timeout: a stage-in that never ends is stopped; the j
 
 # --- 5. the RSA node under a stage-in is lost -------------------------------
 # pool rank 0 runs on rsa0: the node lost must be rsa1 (parent rank 3)
-crash_rank() {
-	_pid=$(flux exec -r $1 flux getattr broker.pid) &&
-	ps -e -o pid=,ppid= >procs &&
-	_all=$_pid && _new=$_pid &&
-	while test -n "$_new"; do
-		_new=$(awk -v p=" $_new " "index(p, \" \" \$2 \" \") {print \$1}" procs | tr "\n" " ") &&
-		_all="$_all $_new"
-	done &&
-	kill -9 $_all 2>/dev/null
-	true
-}
 # wait_lost JOBID: until the job's record has let go of its lost RAM disk (120s)
 wait_lost() {
 	rsa_wait_through $1 DESTROYED 120
@@ -271,7 +260,7 @@ test_expect_success 'the RSA node under a stage-in is lost: the job ends with al
 	test "$(rsa_field nodes $id7)" = rsa1 &&
 	rd7=$(rsa_field ramdisk $id7) &&
 	flux rsa undrain rsa0 &&
-	crash_rank 3 &&
+	rsa_crash_rank 3 &&
 	wait_lost $id7 &&
 	rsa_open gate5 &&
 	flux rsa wait -t 120 $id7 &&
