@@ -67,7 +67,9 @@ test_expect_success 'B runs on A'"'"'s outputs, read from A'"'"'s RAM disk, whil
 '
 test_expect_success 'B'"'"'s own outputs came home' '
 	rsa_at_rest $B 60 &&
-	test "$(cat b-out/result)" = done
+	test "$(cat b-out/result)" = done &&
+	flux rsa status -a $B >b-status && cat b-status &&
+	grep -F "inputs from $(flux job id --to=f58 $A)'"'"'s RAM disk; output home" b-status
 '
 test_expect_success 'A'"'"'s outputs reach data_out once it is out of the way, exactly what B saw' '
 	rm out && mv out.real out &&
@@ -76,6 +78,19 @@ test_expect_success 'A'"'"'s outputs reach data_out once it is out of the way, e
 	rsa_at_rest $A 60 &&
 	manifest out >home &&
 	test_cmp home b-seen
+'
+test_expect_success 'flux rsa timeline draws the hand-off: B'"'"'s inputs from A'"'"'s RAM disk' '
+	flux rsa timeline --json $A $B >tl.json &&
+	flux python -c "
+import json, sys
+rows = {r[\"jobid\"]: r for r in json.load(open(\"tl.json\"))[\"jobs\"]}
+a, b = $(flux job id --to=dec $A), $(flux job id --to=dec $B)
+assert rows[b][\"handoff\"][\"from\"] == a, rows[b]
+assert rows[a][\"handoff\"] is None
+" &&
+	if flux python -c "import matplotlib" 2>/dev/null; then
+		flux rsa timeline -o handoff.png $A $B && test -s handoff.png
+	fi
 '
 test_expect_success 'a kept RAM disk: A2'"'"'s outputs home, B2 not yet started (it also waits for G2)' '
 	G2=$(gate_job g2) &&
@@ -87,7 +102,9 @@ test_expect_success 'a kept RAM disk: A2'"'"'s outputs home, B2 not yet started 
 	rsa_wait_state $A2 KEPT 60 &&
 	test "$(rsa_field output_home $A2)" = True &&
 	test "$(rsa_field consumers $A2)" = "$(flux job id --to=dec $B2)" &&
-	rsa_node_shares $A2 | grep 16777216
+	rsa_node_shares $A2 | grep 16777216 &&
+	flux rsa status $A2 >a2-status && cat a2-status &&
+	grep -F "output home; RAM disk kept for $(flux job id --to=f58 $B2) until" a2-status
 '
 test_expect_success 'B2 gets its inputs from the kept RAM disk; then A2'"'"'s goes' '
 	rsa_open g2 &&

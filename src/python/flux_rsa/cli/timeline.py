@@ -30,6 +30,7 @@ PHASES = {
     "running": ("#31a354", "running on compute"),
     "staging-out": ("#fd8d3c", "staging out (compute nodes free)"),
     "held": ("#de2d26", "HELD (stage-out failed)"),
+    "kept": ("#bcbddc", "outputs home, kept for a job reading them"),
     "teardown": ("#969696", "teardown"),
 }
 RAMDISK_COLOUR = "#756bb1"
@@ -46,6 +47,8 @@ def phase(job_state, rsa_state):
     job, rsa = JobState(job_state), RsaState(rsa_state)
     if rsa is S.HELD:
         return "held"
+    if rsa is S.KEPT:
+        return "kept"
     if job in PRE_RUN:
         if rsa in BUILDING:
             return "building"
@@ -92,8 +95,16 @@ def job_row(rec, now):
         history, lambda j, r: "ramdisk" if RsaState(r) in GRANTED else None, end
     )
     need = rec.get("granted") or rec.get("need") or 0
+    handoff = rec.get("handoff")
+    staging = [t for t, _, r in history if r == S.STAGING_IN.value]
     return {
         "jobid": rec["jobid"],
+        # inputs from another job's RAM disk: from whom, from when
+        "handoff": (
+            {"from": handoff["producer"], "t": staging[0]}
+            if handoff and rec.get("reused") and staging
+            else None
+        ),
         "job_state": rec["job_state"],
         "rsa_state": rec["rsa_state"],
         "submit": history[0][0] if history else None,
@@ -191,12 +202,25 @@ def draw(picture, path, label=str):
                 facecolors=RAMDISK_COLOUR,
                 edgecolor="none",
             )
+    # the hand-off: an arrow from the producer's row to its consumer's, when
+    # the consumer's stage-in began reading the producer's RAM disk
+    row_of = {r["jobid"]: y for y, r in enumerate(jobs)}
+    for y, row in enumerate(jobs):
+        h = row["handoff"]
+        if h and h["from"] in row_of:
+            ax_jobs.annotate(
+                "",
+                xy=(h["t"] - t0, y - 0.3),
+                xytext=(h["t"] - t0, row_of[h["from"]] + 0.15),
+                arrowprops={"arrowstyle": "->", "color": RAMDISK_COLOUR, "lw": 1.2},
+            )
     ax_jobs.set_yticks(range(len(jobs)), [label(r["jobid"]) for r in jobs])
     ax_jobs.set_ylim(len(jobs) - 0.4, -0.6)
     ax_jobs.set_title("RSA jobs")
     legend = [Patch(color=colour, label=text) for colour, text in PHASES.values()]
     legend.append(Patch(color=RAMDISK_COLOUR, label="RAM disk holds capacity"))
     legend.append(Patch(color=OTHER_COLOUR, label="a job without RAM disk"))
+    legend.append(Patch(color="none", label="arrow: inputs from that RAM disk"))
     ax_jobs.legend(
         handles=legend,
         loc="upper center",
