@@ -24,7 +24,8 @@ TEST_USER = "rsa-check-test"
 
 # a pool of 2 RSA nodes of 64M in 4M granules, as in t/rsa-instance
 POOL = Pool(
-    Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs"), nodes=2
+    Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs", span_fill=0),
+    nodes=2,
 )
 
 IN = "an absolute path to a directory to stage in"
@@ -528,6 +529,24 @@ def test_the_same_request_done_right_passes(tree, submitter):
     assert (
         check_request({"capacity": "16M"}, submitter.pw_uid, pool=POOL) is None
     )  # scratch only
+
+
+def test_capacity_beyond_what_nodes_hold_with_their_headroom_is_refused(
+    tree, submitter
+):
+    """Over several nodes, each node also holds its share's headroom
+    (core.spread): two nodes of 112M hold 136M, not 224M."""
+    pool = Pool(
+        Policy(node_capacity=112 << 20, granule=4 << 20, provider="glusterfs"),
+        nodes=2,
+    )
+    attrs = {"data_in": f"{tree}/in", "capacity": "136M"}
+    assert check_request(attrs, submitter.pw_uid, pool=pool) is None
+    attrs["capacity"] = "137M"
+    assert check_request(attrs, submitter.pw_uid, pool=pool) == (
+        "rsa.capacity: '137M' is more than the RSA pool can ever hold (at most 136M: "
+        "2 RSA node(s) x 112M, less the headroom of a RAM disk over several nodes)"
+    )
 
 
 def test_capacity_beyond_one_node_is_refused_when_ramdisks_cannot_span(tree, submitter):

@@ -16,14 +16,19 @@ travels only to the processes that mount.
 
 from dataclasses import dataclass
 
+from flux_rsa.ramdisk import registry
+
 #: brick xlator names end in this; clients ask for it as remote-subvolume
 BRICK = "brick"
-#: the client's free-space rule: new files go to bricks with more than this free
+#: the client's free-space rule: new files go to bricks with more than this
+#: free.  It does not balance a volume written at memory speed (distribute
+#: asks the bricks how full they are at most once a second): the headroom
+#: of each brick does (core.spread)
 MIN_FREE_DISK = "25%"
-#: a file over several bricks is cut into pieces of this size, spread by
-#: the distribute layer like files of their own (None: whole files; only
+#: a file over several bricks is cut into pieces of this many bytes, spread
+#: by the distribute layer like files of their own (None: whole files; only
 #: bench/span sets it, to measure what sharding costs)
-SHARD_BLOCK = "4MB"
+SHARD_BLOCK = registry.GLUSTER_SHARD
 #: a dead brick turns into ENOTCONN after this many seconds (default 42)
 PING_TIMEOUT = 10
 
@@ -153,7 +158,7 @@ def client(volume):
         text += _block(
             f"{volume.name}-shard",
             "features/shard",
-            [("shard-block-size", SHARD_BLOCK)],
+            [("shard-block-size", f"{SHARD_BLOCK >> 20}MB")],
             [below],
         )
         below = f"{volume.name}-shard"
