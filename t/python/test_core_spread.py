@@ -18,9 +18,13 @@ def exact_tail(n, p, k):
     return sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
 
 
-@pytest.mark.parametrize("n, p, k", [(31, 0.5, 20), (31, 0.5, 0), (40, 0.25, 19), (9, 0.5, 10)])
+@pytest.mark.parametrize(
+    "n, p, k", [(31, 0.5, 20), (31, 0.5, 0), (40, 0.25, 19), (9, 0.5, 10)]
+)
 def test_the_binomial_tail_is_the_sum_of_its_terms(n, p, k):
-    assert spread._tail(n, p, k) == pytest.approx(exact_tail(n, p, k), rel=1e-9, abs=1e-300)
+    assert spread._tail(n, p, k) == pytest.approx(
+        exact_tail(n, p, k), rel=1e-9, abs=1e-300
+    )
 
 
 def test_one_node_or_an_engine_that_balances_itself_gets_no_headroom():
@@ -79,7 +83,9 @@ def test_the_item_4_mix_fits_in_all_but_the_failure_bound(monkeypatch):
         (140 * MiB, 28, 4, (3, 23)),
     ],
 )
-def test_layout_takes_the_fewest_nodes_that_hold_share_and_headroom(need, node, most, expected):
+def test_layout_takes_the_fewest_nodes_that_hold_share_and_headroom(
+    need, node, most, expected
+):
     assert spread.layout(need, 4 * MiB, node, BY, most) == expected
 
 
