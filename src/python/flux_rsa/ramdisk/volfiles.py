@@ -20,11 +20,14 @@ from flux_rsa.ramdisk import registry
 
 #: brick xlator names end in this; clients ask for it as remote-subvolume
 BRICK = "brick"
-#: the client's free-space rule: new files go to bricks with more than this
-#: free.  It does not balance a volume written at memory speed (distribute
-#: asks the bricks how full they are at most once a second): the headroom
-#: of each brick does (core.spread)
-MIN_FREE_DISK = "25%"
+#: distribute's free-space rule (new files skip a brick with less free
+#: than this), off: distribute asks the bricks how full they are at most
+#: once a second (GlusterFS 10.3, dht_get_du_info), so at memory speed it
+#: does not balance them but sends a second's worth of new pieces to the
+#: brick that was emptiest then (each with a link file on the brick its
+#: hash named).  Pieces go by hash, which the bricks' headroom is counted
+#: for (core.spread; measured in doc/pool.md)
+MIN_FREE_DISK = "0"
 #: a file over several bricks is cut into pieces of this many bytes, spread
 #: by the distribute layer like files of their own (None: whole files; only
 #: bench/span sets it, to measure what sharding costs)
