@@ -20,8 +20,10 @@ if test "$(id -u)" -ne 0; then
 	test_done
 fi
 
+# nodes of 112M: a reservation of 128M spans both, each node charged its
+# share (64M) and the headroom that makes 95% of it surely fit (40M)
 mkdir -p conf &&
-printf '[rsa]\nprovider = "glusterfs"\nstage-retries = 0\n' >conf/rsa.toml
+printf '[rsa]\nprovider = "glusterfs"\nstage-retries = 0\nnode-capacity = "112M"\nspan-fill = 0.95\n' >conf/rsa.toml
 test_under_rsa_instance --config "$PWD/conf"
 
 T=$PWD
@@ -103,9 +105,15 @@ print(next(e for e in map(json.loads, sys.stdin) if e[\"name\"] == \"rsa-ready\"
 	test "$ramdisk" = "$RSA_INSTANCE_TMP/mnt/$(basename "$(rsa_field ramdisk $id)")" &&
 	test "$(rsa_attached)" = "$ramdisk"
 '
-test_expect_success 'flux rsa pool shows each node'"'"'s share of the reservation' '
+test_expect_success 'flux rsa pool shows each node'"'"'s share of the reservation, with its headroom' '
 	rsa_node_shares $id >shares && cat shares &&
-	test "$(cat shares)" = "[[$((64 << 20))], [$((64 << 20))]]"
+	test "$(cat shares)" = "[[$((104 << 20))], [$((104 << 20))]]"
+'
+test_expect_success 'each brick holds what its node is charged, no more' '
+	for i in 0 1; do
+		on_brick $id $i df --output=size -B1M "$(brick $id $i)" | tail -1 | tr -d " " >size.$i &&
+		test "$(cat size.$i)" = 104 || return 1
+	done
 '
 test_expect_success 'the job ends: its nodes detach at once and run another job during the stage-out' '
 	touch a.go &&
@@ -121,7 +129,7 @@ test_expect_success 'the outputs came home byte-identical, with modes and mtimes
 	rsa_same_tree gen out-a &&
 	rsa_at_rest $id 60 && all_gone
 '
-test_expect_success 'two ranks write 97M (76%) of 2 x 64M at once: 4K files, S/16 files, one > S' '
+test_expect_success 'two ranks write 121M (95%) of 2 x 64M at once: 4K files, S/8 files, one > S' '
 	mkdir out-s &&
 	id=$(flux submit -N2 --setattr=rsa.data_out="$T/out-s" --setattr=rsa.capacity=128M \
 		--setattr=rsa.on_late=wait \
@@ -130,18 +138,18 @@ test_expect_success 'two ranks write 97M (76%) of 2 x 64M at once: 4K files, S/1
 		           head -c 69M /dev/urandom >big; mkdir small;
 		           for i in \$(seq 1 1024); do head -c 4096 /dev/urandom >small/s\$i; done;
 		       else
-		           for i in 1 2 3 4 5 6; do head -c 4M /dev/urandom >eighth\$i; done;
+		           for i in 1 2 3 4 5 6; do head -c 8M /dev/urandom >eighth\$i; done;
 		       fi; echo \$FLUX_TASK_RANK >\"\$T/wrote.\$FLUX_TASK_RANK\"") &&
 	flux job wait-event -t 120 $id clean &&
 	flux job status $id &&
 	flux rsa wait -t 180 $id &&
 	test $(find out-s -type f | wc -l) -eq $((1 + 1024 + 6)) &&
-	test "$(find out-s -type f -printf "%s\n" | awk "{s += \$1} END {print s}")" = $((97 << 20)) &&
+	test "$(find out-s -type f -printf "%s\n" | awk "{s += \$1} END {print s}")" = $((121 << 20)) &&
 	rsa_at_rest $id 60 && all_gone
 '
 test_expect_success 'stage-in of a real tree through the volume: the job sees it identical' '
 	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.data_out="$T/out-b" \
-		--setattr=rsa.capacity=96M --setattr=rsa.on_late=wait \
+		--setattr=rsa.capacity=128M --setattr=rsa.on_late=wait \
 		sh -c "test \$FLUX_TASK_RANK = 1 && exit 0;
 		       cd \"\$RSA_DATA_IN\" && find . -mindepth 1 -printf \"%y %m %s %n %T@ %l %p\n\0\" |
 		           sort -z | tr \"\0\" \"|\" >\"\$RSA_DATA_OUT/listing\" &&
@@ -159,7 +167,7 @@ test_expect_success 'stage-in of a real tree through the volume: the job sees it
 '
 test_expect_success 'cancel in BOOTING: nothing is left' '
 	blocker=$(rsa_hold_compute) &&
-	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.capacity=96M true) &&
+	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.capacity=128M true) &&
 	flux job wait-event -t 60 -m state=BOOTING $id rsa-state &&
 	flux cancel $id &&
 	rsa_at_rest $id 60 &&
@@ -167,7 +175,7 @@ test_expect_success 'cancel in BOOTING: nothing is left' '
 	all_gone
 '
 test_expect_success 'cancel in STAGING_IN: nothing is left' '
-	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.capacity=96M \
+	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.capacity=128M \
 		--setattr=rsa.stage_in="$gin" --setattr=rsa.on_late=ignore true) &&
 	rsa_wait_state $id STAGING_IN 60 &&
 	flux cancel $id &&
@@ -175,7 +183,7 @@ test_expect_success 'cancel in STAGING_IN: nothing is left' '
 	rsa_at_rest $id 60 && all_gone
 '
 test_expect_success 'cancel in INUSE_OUT: what it wrote comes home, nothing is left' '
-	id=$(flux submit -N2 --setattr=rsa.data_out="$T/out-d" --setattr=rsa.capacity=96M \
+	id=$(flux submit -N2 --setattr=rsa.data_out="$T/out-d" --setattr=rsa.capacity=128M \
 		--setattr=rsa.on_late=wait \
 		sh -c "test \$FLUX_TASK_RANK = 1 || echo partial >\"\$RSA_DATA_OUT/checkpoint\"; sleep inf") &&
 	rsa_wait_state $id INUSE_OUT 60 &&
@@ -187,7 +195,7 @@ test_expect_success 'cancel in INUSE_OUT: what it wrote comes home, nothing is l
 '
 test_expect_success 'a stage-out cannot be cancelled away: the outputs still come home' '
 	rm -f gateout.open &&
-	id=$(flux submit -N2 --setattr=rsa.data_out="$T/out-e" --setattr=rsa.capacity=96M \
+	id=$(flux submit -N2 --setattr=rsa.data_out="$T/out-e" --setattr=rsa.capacity=128M \
 		--setattr=rsa.on_late=wait --setattr=rsa.stage_out="$gout" \
 		sh -c "echo done >\"\$RSA_DATA_OUT/result.\$FLUX_TASK_RANK\"") &&
 	rsa_wait_state $id STAGING_OUT 60 &&
@@ -200,7 +208,7 @@ done" &&
 '
 test_expect_success 'the module reloads while the job is INUSE_OUT: it ends, outputs home' '
 	id=$(flux submit -N2 --setattr=rsa.data_in="$T/tree" --setattr=rsa.data_out="$T/out-f" \
-		--setattr=rsa.capacity=96M --setattr=rsa.on_late=wait \
+		--setattr=rsa.capacity=128M --setattr=rsa.on_late=wait \
 		sh -c "test \$FLUX_TASK_RANK = 1 || { cp -a \"\$RSA_DATA_IN/.\" \"\$RSA_DATA_OUT/\" &&
 		       flux rsa release-input; }; while ! test -e \"\$T/f.go\"; do sleep 0.1; done") &&
 	rsa_wait_state $id INUSE_OUT 60 &&

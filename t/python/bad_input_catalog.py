@@ -9,7 +9,8 @@ from flux_rsa.core import Policy
 
 # a pool of 2 RSA nodes of 64M in 4M granules, as in t/rsa-instance
 POOL = Pool(
-    Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs"), nodes=2
+    Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs", span_fill=0),
+    nodes=2,
 )
 
 IN = "an absolute path to a directory to stage in"

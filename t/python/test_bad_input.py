@@ -153,6 +153,24 @@ def test_the_same_request_done_right_passes(tree, submitter):
     )  # scratch only
 
 
+def test_capacity_beyond_what_nodes_hold_with_their_headroom_is_refused(
+    tree, submitter
+):
+    """Over several nodes, each node also holds its share's headroom
+    (core.spread): two nodes of 112M hold 136M, not 224M."""
+    pool = Pool(
+        Policy(node_capacity=112 << 20, granule=4 << 20, provider="glusterfs"),
+        nodes=2,
+    )
+    attrs = {"data_in": f"{tree}/in", "capacity": "136M"}
+    assert check_request(attrs, submitter.pw_uid, pool=pool) is None
+    attrs["capacity"] = "137M"
+    assert check_request(attrs, submitter.pw_uid, pool=pool) == (
+        "rsa.capacity: '137M' is more than the RSA pool can ever hold (at most 136M: "
+        "2 RSA node(s) x 112M, less the headroom of a RAM disk over several nodes)"
+    )
+
+
 def test_capacity_beyond_one_node_is_refused_when_ramdisks_cannot_span(tree, submitter):
     one_node = Pool(
         Policy(node_capacity=64 << 20, granule=4 << 20, provider="tmpfs"), nodes=2

@@ -16,6 +16,7 @@ POLICY = Policy.from_config(
         "ondeck-depth": 3,
         "lookahead": 60,
         "provider": "glusterfs",
+        "span-fill": 0,  # as in t/rsa-instance: no headroom
     }
 )
 NODES = ["rsa0", "rsa1"]
@@ -188,6 +189,18 @@ def test_the_stage_rate_is_measured_from_finished_stage_ins():
             progress=Progress(bytes_done=8 * MB, bytes_total=8 * MB),
         )
     assert stage_rate(recs, default=123) == (4 * MB + 2 * MB) / 2
+
+
+def test_a_job_over_two_nodes_needs_room_for_its_headroom_too():
+    """With span-fill 0.95, 2 x 64M is charged 2 x 104M (core.spread): it
+    never fits nodes of 64M, and takes two whole nodes of 112M."""
+    fill = dataclasses.replace(POLICY, span_fill=0.95)
+    recs = records((1, "128M"), (2, "8M"))
+    events = plan(queue(1, 2), recs, NODES, fill, now=1.0)
+    assert kinds(events) == [(1, "TooBig"), (2, "OnDeck")]
+    assert events[0][1].largest == 64 * MB
+    bigger = dataclasses.replace(fill, node_capacity=112 * MB)
+    assert select(queue(1, 2), recs, NODES, bigger, now=0) == {1}
 
 
 def test_a_job_bigger_than_the_whole_pool_never_blocks_the_queue():

@@ -233,6 +233,7 @@ class Pool:
         defaults = dict(
             node_capacity=64 * MiB,
             granule=4 * MiB,
+            span_fill=0,  # as in t/rsa-instance: nodes too small for headroom
             ramdisk_root=self.root,
             pool_cores=8,
             stage_workers=2,

@@ -53,7 +53,10 @@ SPAN = Policy(
     ramdisk_root="/ram",
     provider="glusterfs",
     fs_host="{host}-ib",
+    span_fill=0,  # as in t/rsa-instance: no headroom
 )
+# nodes big enough for the headroom of 2 x 64M (core.spread), as in t5000
+SPAN95 = dataclasses.replace(SPAN, node_capacity=112 * MiB, span_fill=0.95)
 
 
 @pytest.mark.parametrize(
@@ -69,6 +72,29 @@ SPAN = Policy(
 )
 def test_holder_layout(need, layout):
     assert jobspecs.layout(need, SPAN, 2) == layout
+
+
+@pytest.mark.parametrize(
+    "need, layout",
+    [
+        (112 * MiB, (1, 28)),  # a whole node: no headroom
+        (128 * MiB, (2, 26)),  # 2 x 64M reserved, 2 x (64M + 40M) charged
+        (136 * MiB, (2, 27)),
+    ],
+)
+def test_holder_layout_over_several_nodes_charges_the_headroom(need, layout):
+    assert jobspecs.layout(need, SPAN95, 2) == layout
+    assert jobspecs.layout(need, SPAN95, 4) == layout  # the fewest nodes
+
+
+def test_holder_layout_with_headroom_refuses_what_nodes_cannot_hold():
+    with pytest.raises(
+        jobspecs.Unfit,
+        match=r"2 node\(s\) x 117440512 bytes, less the headroom of a RAM disk over "
+        r"several nodes \(at most 142606336 bytes",
+    ):
+        jobspecs.layout(140 * MiB, SPAN95, 2)
+    assert jobspecs.layout(140 * MiB, SPAN95, 3) == (3, 23)
 
 
 def test_holder_layout_refuses_more_than_the_pool():
@@ -269,6 +295,11 @@ def test_adopting_holder_runs_on_the_kept_disks_node_with_the_larger_size():
     assert parsed(js).values["ADOPT"] == "/ram/1234.1"
     # a bigger need grows it; more than a node holds is refused
     assert jobspecs.adopt_granules(40 * MiB, 24 * MiB, POLICY) == 10
+    # over several nodes, the larger of the kept bricks and the share with
+    # its headroom
+    assert jobspecs.adopt_granules(128 * MiB, 208 * MiB, SPAN95, 2) == 26
+    assert jobspecs.adopt_granules(128 * MiB, 128 * MiB, SPAN95, 2) == 26
+    assert jobspecs.adopt_granules(128 * MiB, 216 * MiB, SPAN95, 2) == 27
     with pytest.raises(jobspecs.Unfit, match="more than a node holds"):
         jobspecs.adopt_granules(65 * MiB, 24 * MiB, POLICY)
 

@@ -23,13 +23,13 @@ class Pool:
 
     @property
     def largest(self):
-        return self.nodes * self.node_bytes if self.policy.spans else self.node_bytes
+        return self.policy.largest(self.nodes)
 
 
 def _too_big(attrs, req, pool):
     if pool is None or req.capacity is None:
         return None
-    if req.capacity <= pool.largest:
+    if pool.policy.layout(req.capacity, pool.nodes) is not None:
         return None
     if not pool.policy.spans:
         return (
@@ -38,10 +38,15 @@ def _too_big(attrs, req, pool):
             f'([rsa] provider = "{pool.policy.provider}"): ask for at most '
             f"{format_size(pool.node_bytes)}"
         )
+    less = (
+        ", less the headroom of a RAM disk over several nodes"
+        if pool.policy.spread_by
+        else ""
+    )
     return (
         f"rsa.capacity: {show(attrs['capacity'])} is more than the RSA pool can ever hold "
         f"(at most {format_size(pool.largest)}: {pool.nodes} RSA node(s) x "
-        f"{format_size(pool.node_bytes)})"
+        f"{format_size(pool.node_bytes)}{less})"
     )
 
 

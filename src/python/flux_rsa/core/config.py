@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import jsonschema
 
 from flux_rsa.core import paths as job_paths
+from flux_rsa.core import spread
 from flux_rsa.core.units import parse_duration, parse_size
 from flux_rsa.ramdisk import registry
 
@@ -66,6 +67,13 @@ SCHEMA = {
         "stage-rate": SIZE,
         "node-capacity": SIZE,
         "granule": SIZE,
+        "span-fill": {
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMaximum": 1,
+            "description": "0 (no headroom) or the share of a RAM disk over several RSA "
+            "nodes every job can fill, such as 0.95",
+        },
         "provider": {
             "enum": list(registry.PROVIDERS),
             "description": " or ".join(
@@ -179,6 +187,9 @@ class Policy:
     stage_rate: int = 200 * 2**20  # bytes/s assumed until stage-ins are measured
     node_capacity: int = 4 * 2**30
     granule: int = 2**30
+    span_fill: float = (
+        spread.FILL
+    )  # a RAM disk over several nodes holds this share surely
     provider: str = "tmpfs"
     attach: str = "export"  # how compute nodes reach RAM disks (see SCHEMA)
     mount_root: str = ""  # where compute nodes attach RAM disks ("": ramdisk_root)
@@ -331,6 +342,36 @@ class Policy:
             want = nnodes * self.node_capacity / self.proportion
         need = max(1, math.ceil(want / self.granule)) * self.granule
         return need if self.spans else min(need, self.node_bytes)
+
+    def layout(self, need, nodes):
+        """(RSA nodes, granules charged on each) of a reservation of
+        ``need`` bytes over at most ``nodes`` RSA nodes: one node when it
+        fits one, else the fewest whose equal shares fit with the headroom
+        the provider's placement needs (core.spread).  None when it cannot
+        fit."""
+        return spread.layout(
+            need,
+            self.granule,
+            self.node_granules,
+            self.spread_by,
+            nodes if self.spans else 1,
+        )
+
+    def largest(self, nodes):
+        """The most bytes one reservation can be over ``nodes`` RSA nodes."""
+        return spread.largest(
+            self.granule, self.node_granules, self.spread_by, nodes if self.spans else 1
+        )
+
+    @property
+    def spread_by(self):
+        """How a RAM disk over several nodes places its files, as
+        ``core.spread`` counts its headroom: (piece, fill); None when it
+        gets none (the provider balances its nodes itself, or span-fill
+        is 0)."""
+        if not self.caps.piece or not self.span_fill:
+            return None
+        return self.caps.piece, self.span_fill
 
     def port_range(self):
         low, _, high = self.fs_ports.partition("-")

@@ -104,17 +104,21 @@ class Ledger:
                 self.free[node] += want
 
     def take(self, need):
-        """Reserve ``need`` bytes on open nodes; False if it does not fit."""
-        want = self.policy.granules(need)
+        """Reserve ``need`` bytes on open nodes; False if it does not fit.
+        A reservation over several nodes (its headroom included:
+        ``Policy.layout``) takes whole nodes."""
+        shape = self.policy.layout(need, len(self.free))
+        if shape is None:
+            return False
+        count, want = shape
         open_nodes = {n: f for n, f in self.free.items() if n not in self.closed}
-        if want <= self.per_node:
+        if count == 1:
             for node, free in open_nodes.items():
                 if free >= want:
                     self.free[node] -= want
                     return True
             return False
         whole = [n for n, f in open_nodes.items() if f == self.per_node]
-        count = -(-want // self.per_node)
         if len(whole) < count:
             return False
         for node in whole[:count]:
@@ -199,11 +203,10 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
         t = p.t_estimate if p.t_estimate is not None else now
         return (max(t, now), position[p.jobid])
 
-    whole = policy.node_granules * len(nodes)
     never = {
         p.jobid
         for p in order
-        if candidate(p) and policy.granules(records[p.jobid].need) > whole
+        if candidate(p) and policy.layout(records[p.jobid].need, len(nodes)) is None
     }
     candidates = sorted(
         (p for p in order if candidate(p) and p.jobid not in never), key=start_key
@@ -265,7 +268,7 @@ def plan(pending, records, nodes, policy, now, rate=0.0, drained=()):
     d = decide(pending, records, nodes, policy, now, rate, drained)
     pending_ids = {p.jobid for p in pending}
     out = []
-    largest = policy.node_granules * len(nodes) * policy.granule
+    largest = policy.largest(len(nodes))
     for jobid in sorted(records):
         rec = records[jobid]
         if jobid not in pending_ids:

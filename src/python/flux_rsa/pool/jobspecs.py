@@ -19,6 +19,7 @@ import math
 
 from flux.job import JobspecV1
 
+from flux_rsa.core import spread
 from flux_rsa.privileged.caller import subjob_environment
 from flux_rsa.privileged.request import stage_mode
 from flux_rsa.ramdisk import registry
@@ -63,11 +64,14 @@ def ramdisk_name(jobid, gen):
 
 def layout(need, policy, nnodes):
     """(nodes, granules per node) for ``need`` bytes: one node when it fits
-    one, else the fewest nodes, each holding an equal share (rounded up)."""
+    one, else the fewest nodes, each holding an equal share (rounded up)
+    and the headroom the provider's placement needs (``Policy.layout``)."""
+    shape = policy.layout(need, nnodes)
+    if shape is not None:
+        return shape
     granules = max(1, math.ceil(need / policy.granule))
     per_node = policy.node_granules
-    nodes = math.ceil(granules / per_node)
-    if nodes > 1 and not policy.spans:
+    if not policy.spans:
         spanning = [c.name for c in registry.PROVIDERS.values() if c.spans is True]
         fix = (
             f"[rsa] {policy.caps.spans} = true"
@@ -79,26 +83,33 @@ def layout(need, policy, nnodes):
             f"bytes) and provider {policy.provider} cannot span nodes (lower rsa.capacity, or "
             f"set {fix})"
         )
-    if nodes > nnodes:
-        raise Unfit(
-            f"need {need} bytes ({granules} granules of {policy.granule}) is more than the "
-            f"pool holds: {nnodes} node(s) x {per_node * policy.granule} bytes "
-            "(lower rsa.capacity, or raise [rsa] node-capacity or add RSA nodes)"
-        )
-    return nodes, math.ceil(granules / nodes)
+    less = (
+        ", less the headroom of a RAM disk over several nodes"
+        if policy.spread_by
+        else ""
+    )
+    raise Unfit(
+        f"need {need} bytes ({granules} granules of {policy.granule}) is more than the "
+        f"pool holds: {nnodes} node(s) x {per_node * policy.granule} bytes{less} (at most "
+        f"{policy.largest(nnodes)} bytes: lower rsa.capacity, or raise [rsa] node-capacity "
+        "or add RSA nodes)"
+    )
 
 
 def adopt_granules(need, kept_bytes, policy, nodes=1):
     """Granules on each of its ``nodes`` nodes for adopting a kept RAM disk
     of ``kept_bytes`` for a reservation of ``need`` bytes: the larger of
-    the two, shared equally."""
-    granules = max(1, math.ceil(max(need, kept_bytes) / nodes / policy.granule))
+    the two, shared equally (``need``'s share with its headroom)."""
+    wanted = spread.per_node(
+        policy.granules(need), nodes, policy.granule, policy.spread_by
+    )
+    granules = max(1, wanted, math.ceil(kept_bytes / nodes / policy.granule))
     if granules > policy.node_granules:
         raise Unfit(
             f"adopting a kept RAM disk of {kept_bytes} bytes for need {need} bytes takes "
             f"{granules} granules of {policy.granule} on each of its {nodes} node(s), more "
             f"than a node holds ({policy.node_granules}); ask for at most "
-            f"{nodes * policy.node_capacity} bytes"
+            f"{policy.largest(nodes)} bytes"
         )
     return granules
 

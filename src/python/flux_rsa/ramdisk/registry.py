@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 
 #: TCP ports (from [rsa] fs-ports) each reservation of provider command gets
 COMMAND_PORTS = 8
+#: a GlusterFS volume of several bricks cuts files into pieces of this size
+#: (features/shard's block; 4 MiB is the least it accepts), each placed on
+#: a brick by the hash of its name (cluster/distribute)
+GLUSTER_SHARD = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,10 @@ class Caps:
     exported_by: str = "attach"
     #: does a RAM disk outlive a pool restart (kept, then adopted)?
     keeps: bool = True
+    #: a spanning RAM disk's files go to the nodes by hash, in pieces of at
+    #: most this many bytes (0: the engine balances them itself): each
+    #: node is charged a headroom beyond its share (core.spread)
+    piece: int = 0
     #: ports(nodes, exported): how many TCP ports from [rsa] fs-ports a
     #: holder over ``nodes`` RSA nodes takes
     ports: object = None
@@ -106,6 +114,7 @@ PROVIDERS = {
             spans=True,
             exports=True,
             keeps=True,
+            piece=GLUSTER_SHARD,
             ports=_gluster_ports,
             secret=True,
             one_node="tmpfs",

@@ -16,14 +16,22 @@ travels only to the processes that mount.
 
 from dataclasses import dataclass
 
+from flux_rsa.ramdisk import registry
+
 #: brick xlator names end in this; clients ask for it as remote-subvolume
 BRICK = "brick"
-#: the client's free-space rule: new files go to bricks with more than this free
-MIN_FREE_DISK = "25%"
-#: a file over several bricks is cut into pieces of this size, spread by
-#: the distribute layer like files of their own (None: whole files; only
+#: distribute's free-space rule (new files skip a brick with less free
+#: than this), off: distribute asks the bricks how full they are at most
+#: once a second (GlusterFS 10.3, dht_get_du_info), so at memory speed it
+#: does not balance them but sends a second's worth of new pieces to the
+#: brick that was emptiest then (each with a link file on the brick its
+#: hash named).  Pieces go by hash, which the bricks' headroom is counted
+#: for (core.spread; measured in doc/pool.md)
+MIN_FREE_DISK = "0"
+#: a file over several bricks is cut into pieces of this many bytes, spread
+#: by the distribute layer like files of their own (None: whole files; only
 #: bench/span sets it, to measure what sharding costs)
-SHARD_BLOCK = "4MB"
+SHARD_BLOCK = registry.GLUSTER_SHARD
 #: a dead brick turns into ENOTCONN after this many seconds (default 42)
 PING_TIMEOUT = 10
 
@@ -153,7 +161,7 @@ def client(volume):
         text += _block(
             f"{volume.name}-shard",
             "features/shard",
-            [("shard-block-size", SHARD_BLOCK)],
+            [("shard-block-size", f"{SHARD_BLOCK >> 20}MB")],
             [below],
         )
         below = f"{volume.name}-shard"
