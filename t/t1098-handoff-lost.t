@@ -40,6 +40,7 @@ test_expect_success 'A ends HELD on rsa1 (data_out replaced by a file); B waits 
 		sh -c "$COUNT" count "$PWD/out" "$PWD/b-count") &&
 	rsa_wait_file a.wrote &&
 	test "$(rsa_field nodes $A)" = rsa1 &&
+	ra=$(rsa_field ramdisk $A) &&
 	mv out out.real && echo "not a directory" >out &&
 	touch a.go &&
 	rsa_wait_state $A HELD 60 &&
@@ -55,5 +56,13 @@ test_expect_success 'rsa1 is lost: B gets an exception naming A and never runs' 
 	test_must_fail flux job wait-event -t 1 $B start &&
 	! test -e b-count &&
 	rsa_open g
+'
+test_expect_success 'nothing leaks but the lost node'"'"'s RAM disk, which a sweep removes' '
+	rsa_at_rest $A 120 &&
+	rsa_ramdisks | grep -v "/\.rsa-ramdisk\$" | sed "s/\.srv\$//" | sort -u >left &&
+	cat left && echo "$ra" >expected && test_cmp expected left &&
+	rsa_on_node 3 env PYTHONPATH="$RSA_SRCDIR/src/python" "${PYTHON:-/usr/bin/python3}" \
+		-m flux_rsa.ramdisk sweep "$RSA_INSTANCE_TMP/ramdisk" &&
+	rsa_nothing_left
 '
 test_done
