@@ -156,15 +156,8 @@ class Work:
         self.kept.refuse_over(*key)
         nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
         port, secret = self._serving(key, nodes)
-        js = jobspecs.holder(
-            self.via,
-            self.policy,
-            p["jobid"],
-            p["gen"],
-            p["need"],
-            p["userid"],
-            len(self.hosts),
-            self.environment,
+        js = self._holder_jobspec(
+            p,
             rank=self._preferred_rank(p),
             port=port,
             secret=secret,
@@ -214,15 +207,8 @@ class Work:
     def _adopting_holder(self, p):
         path = p["adopt"].rstrip("/")
         if self.simulate:  # nothing was kept for real: place it as any holder
-            js = jobspecs.holder(
-                self.via,
-                self.policy,
-                p["jobid"],
-                p["gen"],
-                p["need"],
-                p["userid"],
-                len(self.hosts),
-                self.environment,
+            js = self._holder_jobspec(
+                p,
             )
             return Holder(self.holder_ctx, js, p["jobid"], p["gen"], adopt=path)
         kept = self.kept.for_adoption(path, p, self.live_holders(), self.nodes.down)
@@ -232,15 +218,8 @@ class Work:
             p["need"], kept["bytes"], self.policy, len(parts)
         )
         port, secret = self._serving((p["jobid"], p["gen"]), len(parts))
-        js = jobspecs.holder(
-            self.via,
-            self.policy,
-            p["jobid"],
-            p["gen"],
-            p["need"],
-            p["userid"],
-            len(self.hosts),
-            self.environment,
+        js = self._holder_jobspec(
+            p,
             adopt=path,
             adopt_ranks=ranks,
             adopt_bytes=kept["bytes"],
@@ -258,6 +237,21 @@ class Work:
             adopt_granules=granules,
             port=port,
             secret=secret,
+        )
+
+    def _holder_jobspec(self, p, **more):
+        """The holder subjob for hold request ``p`` (``more``: where and
+        how, jobspecs.holder)."""
+        return jobspecs.holder(
+            self.via,
+            self.policy,
+            p["jobid"],
+            p["gen"],
+            p["need"],
+            p["userid"],
+            len(self.hosts),
+            self.environment,
+            **more,
         )
 
     def _sweep_jobspec(self, ranks, gone):
