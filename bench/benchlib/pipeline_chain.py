@@ -51,7 +51,14 @@ class Chain:
 
     def _submit(self, k, src, dst, prev):
         a = self.a
-        cmd = ["submit", "-N1", "--exclusive", "-t", "2h", f"--job-name={self.way}-s{k}"]
+        cmd = [
+            "submit",
+            "-N1",
+            "--exclusive",
+            "-t",
+            "2h",
+            f"--job-name={self.way}-s{k}",
+        ]
         prog = [PY, self.plan["script"], "--step", "--compute", str(a.compute)]
         prog += ["--input", src, "--output", dst]
         if prev:
@@ -84,7 +91,9 @@ class Chain:
 
         h = fluxapi.Flux()
         for jobid in ids[:-1]:
-            self.flux("job", "wait-event", "-t", str(TIMEOUT), jobid, "finish", check=False)
+            self.flux(
+                "job", "wait-event", "-t", str(TIMEOUT), jobid, "finish", check=False
+            )
             ask = {"jobids": [int(JobID(jobid))]}
             while not self.done.is_set():
                 recs = h.rpc("rsa.status", ask).get()["jobs"]

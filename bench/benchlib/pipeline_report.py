@@ -74,7 +74,9 @@ def print_steps(ways, names):
             f"{TITLES[w]} {ways[w].get('handed_off', 0)} of {len(ways[w]['steps'])}"
             for w in rsa
         )
-        print(f"  steps handed off (eventlog: rsa-handoff, rsa-staged-in handoff=): {counts}")
+        print(
+            f"  steps handed off (eventlog: rsa-handoff, rsa-staged-in handoff=): {counts}"
+        )
 
 
 def print_ratios(ways, names):
