@@ -4,8 +4,9 @@ Not installed and not a test: each script puts bench/ first on sys.path
 and imports benchlib from there.  Shared: system.py (commands that must
 work, undoing what a run added to the machine), figures.py (sizes,
 medians, how a figure is printed), slowfs.py (the slow persistent file
-system) and instance.py (a test instance running real jobs), for
-bench/thesis and bench/campaign.  A module named after a script is a part
+system; its loop device and throttle also for bench/pipeline) and
+instance.py (a test instance running real jobs), for bench/thesis,
+bench/campaign and bench/pipeline.  A module named after a script is a part
 of that script alone.
 """
 

@@ -29,6 +29,15 @@ class Instance:
         self.proc = None
         self.env = None
 
+    @classmethod
+    def inside(cls):
+        """The instance this process runs in (an initial program: its
+        environment is the instance's), to run `flux` and read jobs as
+        from outside."""
+        inst = cls.__new__(cls)
+        inst.proc, inst.env, inst.flux_cmd = None, dict(os.environ), "flux"
+        return inst
+
     def start(self, undo, timeout=180):
         if not os.access(self.script, os.X_OK):
             raise RuntimeError(
@@ -133,15 +142,14 @@ class Instance:
             args.append(f"--setattr=rsa.{key}={value}")
         return self.flux(*args, *extra, *command).stdout.strip()
 
+    def eventlog(self, jobid):
+        """The job's eventlog: its events as read, in order."""
+        out = self.flux("job", "eventlog", "-f", "json", jobid).stdout
+        return [json.loads(line) for line in out.splitlines()]
+
     def events(self, jobid):
         """{event name: first timestamp} of the job's eventlog."""
-        out = {}
-        for line in self.flux(
-            "job", "eventlog", "-f", "json", jobid
-        ).stdout.splitlines():
-            ev = json.loads(line)
-            out.setdefault(ev["name"], ev["timestamp"])
-        return out
+        return first_times(self.eventlog(jobid))
 
     def record(self, jobid):
         """The job's RSA record (flux rsa status -o json), or None."""
@@ -157,14 +165,27 @@ class Instance:
         return r.returncode == 0, (r.stdout + r.stderr).strip()
 
 
-def phase_seconds(record, state):
-    """Seconds the record's history spent in rsa-state STATE (first time
-    entered to the next change of rsa-state), or None."""
+def first_times(eventlog):
+    """{event name: first timestamp} of an eventlog's events."""
+    out = {}
+    for ev in eventlog:
+        out.setdefault(ev["name"], ev["timestamp"])
+    return out
+
+
+def phase_span(record, state):
+    """(first entered, left) rsa-state STATE in the record's history; None
+    for what did not happen."""
     hist = (record or {}).get("history") or []
     for i, (ts, _job, rsa) in enumerate(hist):
         if rsa == state:
-            for ts2, _j2, rsa2 in hist[i + 1 :]:
-                if rsa2 != state:
-                    return ts2 - ts
-            return None
-    return None
+            left = next((t2 for t2, _j2, r2 in hist[i + 1 :] if r2 != state), None)
+            return ts, left
+    return None, None
+
+
+def phase_seconds(record, state):
+    """Seconds the record's history spent in rsa-state STATE (first time
+    entered to the next change of rsa-state), or None."""
+    entered, left = phase_span(record, state)
+    return left - entered if entered is not None and left is not None else None

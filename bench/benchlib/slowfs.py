@@ -80,53 +80,19 @@ class SlowFS:
         with open(self.image, "wb") as f:
             f.truncate(self.image_size)
         run(["mkfs.xfs", "-q", "-f", self.image])
-        self.loop = run(
-            ["losetup", "--find", "--show", "--direct-io=on", self.image]
-        ).strip()
-        undo.push(f"loop device {self.loop}", lambda: run(["losetup", "-d", self.loop]))
-        rdev = os.stat(self.loop).st_rdev
-        self.devno = f"{os.major(rdev)}:{os.minor(rdev)}"
+        self.loop, self.devno = attach_loop(self.image, undo)
         run(["mount", self.loop, self.brick_mnt])
         undo.push(f"brick mount {self.brick_mnt}", lambda: unmount(self.brick_mnt))
         os.makedirs(self.brick, exist_ok=True)
-        self._throttle(undo)
+        throttle_device(
+            self.devno,
+            {"read_bps_device": self.bandwidth, "write_bps_device": self.bandwidth},
+            DIRTY_MAX,
+            undo,
+        )
         self._serve(undo)
         self._mount(undo)
         os.chmod(self.mnt, 0o755)
-
-    def _throttle(self, undo):
-        blkio = "/sys/fs/cgroup/blkio"
-        for name in ("read_bps_device", "write_bps_device"):
-            path = f"{blkio}/blkio.throttle.{name}"
-            if not os.path.exists(path):
-                raise RuntimeError(
-                    f"{path}: no cgroup v1 blkio throttling on this machine"
-                )
-            with open(path, "w") as f:
-                f.write(f"{self.devno} {self.bandwidth}\n")
-            undo.push(
-                f"{path} rule for {self.devno}",
-                lambda p=path: self._write(p, f"{self.devno} 0"),
-            )
-        bdi = f"/sys/class/bdi/{self.devno}"
-        saved = {}
-        for key in ("strict_limit", "max_ratio"):
-            with open(f"{bdi}/{key}") as f:
-                saved[key] = f.read().strip()
-        undo.push(
-            f"{bdi} write-back limits",
-            lambda: (
-                self._write(f"{bdi}/max_ratio", saved["max_ratio"]),
-                self._write(f"{bdi}/strict_limit", saved["strict_limit"]),
-            ),
-        )
-        self._write(f"{bdi}/strict_limit", "1")
-        self._write(f"{bdi}/max_bytes", str(DIRTY_MAX))
-
-    @staticmethod
-    def _write(path, text):
-        with open(path, "w") as f:
-            f.write(text + "\n")
 
     def _serve(self, undo):
         self.port = free_port()
@@ -310,6 +276,53 @@ class SlowFS:
             )
         self.remove("fsbench")
         return out
+
+
+def attach_loop(image, undo):
+    """IMAGE on a loop device (direct I/O: the image's own page cache hides
+    nothing), detached by UNDO: (device, its MAJ:MIN)."""
+    loop = run(["losetup", "--find", "--show", "--direct-io=on", image]).strip()
+    undo.push(f"loop device {loop}", lambda: run(["losetup", "-d", loop]))
+    rdev = os.stat(loop).st_rdev
+    return loop, f"{os.major(rdev)}:{os.minor(rdev)}"
+
+
+def write_sysfs(path, text):
+    with open(path, "w") as f:
+        f.write(f"{text}\n")
+
+
+def throttle_device(devno, rules, dirty, undo):
+    """cgroup v1 blkio RULES ({"read_bps_device": bytes/s, ...}; 0 or None
+    left out) for block device DEVNO in the root cgroup, so that every
+    process's I/O to it is throttled, write-back included; and its
+    write-back cache held to DIRTY bytes (the device's bdi strict_limit
+    and max_bytes), so that writers feel the throttle.  UNDO removes both."""
+    blkio = "/sys/fs/cgroup/blkio"
+    for name, value in rules.items():
+        path = f"{blkio}/blkio.throttle.{name}"
+        if not os.path.exists(path):
+            raise RuntimeError(f"{path}: no cgroup v1 blkio throttling on this machine")
+        if value:
+            write_sysfs(path, f"{devno} {value}")
+            undo.push(
+                f"{path} rule for {devno}",
+                lambda p=path: write_sysfs(p, f"{devno} 0"),
+            )
+    bdi = f"/sys/class/bdi/{devno}"
+    saved = {}
+    for key in ("strict_limit", "max_ratio"):
+        with open(f"{bdi}/{key}") as f:
+            saved[key] = f.read().strip()
+    undo.push(
+        f"{bdi} write-back limits",
+        lambda: (
+            write_sysfs(f"{bdi}/max_ratio", saved["max_ratio"]),
+            write_sysfs(f"{bdi}/strict_limit", saved["strict_limit"]),
+        ),
+    )
+    write_sysfs(f"{bdi}/strict_limit", "1")
+    write_sysfs(f"{bdi}/max_bytes", str(dirty))
 
 
 def drop_cached(path):

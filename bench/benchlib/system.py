@@ -93,20 +93,27 @@ def mounts_under(path):
         return [line.split()[4] for line in f if line.split()[4].startswith(prefix)]
 
 
-def preflight():
+#: what bench/thesis and bench/campaign run, and the Debian packages with them
+GLUSTER_TOOLS = (
+    ("glusterfsd", "glusterfs", "mkfs.xfs", "losetup"),
+    "glusterfs-server glusterfs-client xfsprogs util-linux",
+)
+
+
+def preflight(tools=GLUSTER_TOOLS):
+    """Root, and the programs TOOLS = (names, Debian packages) on PATH
+    (or in /usr/sbin, /sbin, added to PATH)."""
     if os.geteuid() != 0:
         sys.exit(
             f"{script()}: needs root (loop device, mounts, blkio throttle, RAM disks)"
         )
-    for prog in ("glusterfsd", "glusterfs", "mkfs.xfs", "losetup"):
+    progs, packages = tools
+    for prog in progs:
         if not any(
             os.access(os.path.join(d, prog), os.X_OK)
             for d in os.environ.get("PATH", "").split(":") + ["/usr/sbin", "/sbin"]
         ):
-            sys.exit(
-                f"{script()}: {prog} not found (Debian: glusterfs-server "
-                "glusterfs-client xfsprogs util-linux)"
-            )
+            sys.exit(f"{script()}: {prog} not found (Debian: {packages})")
     os.environ["PATH"] = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
 
 
