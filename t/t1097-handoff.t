@@ -146,6 +146,35 @@ test_expect_success 'handoff-keep over: the kept RAM disk goes; its reader gets 
 	manifest out4 >home4 &&
 	test_cmp home4 b4-seen
 '
+test_expect_success 'placed on another RSA node, B6 waits for A6'"'"'s outputs home, then reads data_out' '
+	mkdir out6 &&
+	G6=$(gate_job g6) &&
+	A6=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out6" --setattr=rsa.capacity=16M \
+		--setattr=rsa.on_late=wait \
+		sh -c "$WRITE && echo w >\"$PWD/a6.wrote\" && while ! test -e \"$PWD/a6.go\"; do sleep 0.1; done") &&
+	B6=$(flux submit -N1 --dependency=afterok:$A6 --dependency=afterok:$G6 \
+		--setattr=rsa.data_in="$PWD/out6" --setattr=rsa.paths=env --setattr=rsa.capacity=16M \
+		sh -c "$SEE" see "$PWD/out6" "$PWD/b6-seen") &&
+	rsa_wait_file a6.wrote &&
+	node6=$(rsa_field nodes $A6) &&
+	mv out6 out6.real && echo "not a directory" >out6 &&
+	touch a6.go &&
+	rsa_wait_state $A6 HELD 60 &&
+	flux job wait-event -t 30 $B6 rsa-handoff &&
+	flux rsa drain $node6 handoff test &&
+	rsa_open g6 &&
+	rsa_wait_state $B6 BOOTED 60 &&
+	test "$(rsa_field nodes $B6)" != "$node6" &&
+	rm out6 && mv out6.real out6 &&
+	flux rsa retry $A6 &&
+	flux job wait-event -t 60 $B6 clean &&
+	flux job status $B6 &&
+	flux rsa undrain $node6 &&
+	! flux job eventlog $B6 | grep -F "handoff=" &&
+	manifest out6 >home6 &&
+	test_cmp home6 b6-seen &&
+	rsa_at_rest $A6 60
+'
 test_expect_success 'rsa.handoff=off: B5 waits until A5'"'"'s outputs are home' '
 	A5=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out5" --setattr=rsa.capacity=16M \
 		--setattr=rsa.on_late=wait sh -c "$WRITE") &&

@@ -10,6 +10,8 @@ needs of the other as their records change.
   no longer needs its producer's RAM disk is dropped from its consumers.
 """
 
+import collections
+
 import flux.job
 
 from flux_rsa.core import events as E
@@ -20,6 +22,17 @@ class Handoffs:
     def __init__(self, records, apply):
         self.records = records
         self.apply = apply  # apply(jobid, event)
+        #: producer -> the jobs told what becomes of it: every consumer until
+        #: it ends, also one that no longer needs the producer's RAM disk
+        #: (placed elsewhere, it waits for the outputs to be home)
+        self.readers = collections.defaultdict(set)
+
+    def caught_up(self, records):
+        """After a restart: who reads whom, from the records."""
+        self.readers.clear()
+        for rec in records.values():
+            if rec.handoff is not None and not rec.final:
+                self.readers[rec.handoff.producer].add(rec.jobid)
 
     def link(self, a, waiter, t):
         """True when job ``waiter`` now reads ``a``'s outputs from its RAM
@@ -38,13 +51,22 @@ class Handoffs:
             E.Handoff(t, producer=a.jobid, name=name, area=area, node=a.nodes[0]),
         )
         self.apply(a.jobid, E.ConsumerAdded(t, consumer=waiter))
+        self.readers[a.jobid].add(waiter)
+        self.check(self.records[a.jobid], t)  # (what it knows of it, now)
         return True
 
     def check(self, rec, t):
-        for consumer in rec.consumers:
+        for consumer in sorted(
+            set(self.readers.get(rec.jobid, ())) | set(rec.consumers)
+        ):
             c = self.records.get(consumer)
             if c is None or c.handoff is None or c.handoff.producer != rec.jobid:
-                self.apply(rec.jobid, E.ConsumerGone(t, consumer=consumer))
+                self.readers[rec.jobid].discard(consumer)
+                if consumer in rec.consumers:
+                    self.apply(rec.jobid, E.ConsumerGone(t, consumer=consumer))
+                continue
+            if c.final:
+                self.readers[rec.jobid].discard(consumer)
                 continue
             on_ramdisk, verdict = handoff.view(rec)
             if (c.handoff.on_ramdisk, c.handoff.verdict) != (on_ramdisk, verdict):
@@ -52,6 +74,8 @@ class Handoffs:
                     consumer,
                     E.ProducerChanged(t, on_ramdisk=on_ramdisk, verdict=verdict),
                 )
+        if not self.readers.get(rec.jobid):
+            self.readers.pop(rec.jobid, None)
         if rec.handoff is not None and handoff.served(rec):
             a = self.records.get(rec.handoff.producer)
             if a is not None and rec.jobid in a.consumers:

@@ -230,6 +230,7 @@ class Service:
         self.replayed = True
         self.waiters.replayed(self.records)
         self.writers.replayed(self.records)
+        self.handoffs.caught_up(self.records)
         self.arm_flush()
         self.arm_plan()
 
