@@ -19,6 +19,8 @@ cat >job.sh <<'EOF2'
 # the scratch job: what it was given, the RAM disk's size, and a write to it
 out=$1
 echo "${RSA_RAMDISK-unset} ${RSA_DATA_IN-unset} ${RSA_DATA_OUT-unset}" >"$out/env"
+# without a RAM disk the writes below would go to the node's "/"
+test -n "$RSA_RAMDISK" || exit 1
 df -B1 --output=size "$RSA_RAMDISK" | tail -1 | tr -d " " >"$out/size"
 seq 1 200000 >"$RSA_RAMDISK/work.dat" && cp "$RSA_RAMDISK/work.dat" "$out/copy"
 if head -c 20M /dev/zero >"$RSA_RAMDISK/too-much" 2>"$out/enospc"; then

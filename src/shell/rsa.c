@@ -8,12 +8,18 @@
  *   RSA_DATA_IN   staged inputs on the RAM disk, or rsa.data_in itself
  *   RSA_DATA_OUT  the output area on the RAM disk, or rsa.data_out itself
  *
- * job-manager may start the shell a moment before the event is committed,
- * so the eventlog is watched until "rsa-ready" (or the end of the rsa
- * prolog without one: the job is not managed) arrives.  If neither arrives
- * within the timeout (shell option rsa.timeout, default 30s; the jobtap
- * plugin is probably not loaded) the job gets its persistent directories
- * and a warning.
+ * The event is read from job-manager's own copy of the job's eventlog
+ * (job-manager.getattr), not from the KVS.  job-manager posts rsa-ready
+ * before the rsa prolog finishes (or at RUN, for a job that takes a start
+ * offer), and starts the shell at once, while those events are still on
+ * their way into the KVS: the shell used to watch the KVS eventlog for
+ * them, and now and then, on a loaded machine, that watch delivered
+ * nothing more before its 30s ran out, so the job ran without its RAM
+ * disk (t1090's scratch job wrote into the compute node's "/").  job-manager's copy holds every event
+ * it acted on: one answer settles it.  "rsa-ready"; or the rsa prolog
+ * finished without one (the RSA does not manage the job); or neither (the
+ * rsa jobtap plugin did not hold the job: it is not loaded), which gives
+ * the job its persistent directories and a warning.
  *
  * When rsa-ready says paths "bind" (rsa.paths, see core/paths.py), the
  * job's tasks on this node also see the RAM disk at the job's own paths:
@@ -79,40 +85,46 @@ static int apply_env (flux_shell_t *shell, json_t *env)
     return 0;
 }
 
-/* Watch the eventlog for rsa-ready.  Returns 1 and sets *envp when found,
- * 0 when the rsa prolog ended without one, -1 on timeout or error.
+/* Find rsa-ready in job-manager's copy of the job's eventlog.  Returns 1
+ * and sets *envp when found, 0 when the rsa prolog finished without one,
+ * -1 when neither is there or on error (*why says which).
  */
-static int wait_ready (flux_t *h, flux_jobid_t id, double timeout,
-                       json_t **envp)
+static int read_ready (flux_t *h, flux_jobid_t id, json_t **envp, char *why,
+                       size_t size)
 {
     flux_future_t *f;
-    const char *entry;
+    json_t *eventlog = NULL;
+    json_t *o;
+    size_t i;
     int rc = -1;
 
-    if (!(f = flux_job_event_watch (h, id, "eventlog", 0)))
+    if (!(f = flux_rpc_pack (h, "job-manager.getattr", FLUX_NODEID_ANY, 0,
+                             "{s:I s:[s]}", "id", id, "attrs", "eventlog"))
+        || flux_rpc_get_unpack (f, "{s:o}", "eventlog", &eventlog) < 0) {
+        snprintf (why, size, "reading the job's eventlog from job-manager: %s",
+                  future_strerror (f, errno));
+        flux_future_destroy (f);
         return -1;
-    while (flux_future_wait_for (f, timeout) == 0
-           && flux_job_event_watch_get (f, &entry) == 0) {
-        json_t *o = json_loads (entry, 0, NULL);
+    }
+    snprintf (why, size,
+              "no rsa-ready event in the job's eventlog "
+              "(is the rsa jobtap plugin loaded?)");
+    json_array_foreach (eventlog, i, o)
+    {
         const char *name = jstr (o, "name");
         json_t *context = json_object_get (o, "context");
         if (name && !strcmp (name, "rsa-ready")) {
             *envp = json_incref (context);
-            json_decref (o);
             rc = 1;
             break;
         }
         if (name && !strcmp (name, "prolog-finish")
             && jstr (context, "description")
             && !strcmp (jstr (context, "description"), "rsa")) {
-            json_decref (o);
             rc = 0;
             break;
         }
-        json_decref (o);
-        flux_future_reset (f);
     }
-    flux_job_event_watch_cancel (f);
     flux_future_destroy (f);
     return rc;
 }
@@ -223,7 +235,7 @@ static int init_cb (flux_plugin_t *p, const char *topic,
     flux_jobid_t id;
     json_t *attrs = NULL;
     json_t *env = NULL;
-    double timeout = 30.;
+    char why[256];
     int rc;
 
     if (flux_shell_info_unpack (shell, "{s:I s:{s?{s?{s?o}}}}", "jobid", &id,
@@ -233,16 +245,11 @@ static int init_cb (flux_plugin_t *p, const char *topic,
         return shell_log_errno ("reading jobspec");
     if (!json_is_object (attrs))
         return 0;
-    if (flux_shell_getopt_unpack (shell, "rsa", "{s?F}", "timeout", &timeout)
-        < 0)
-        return shell_log_errno ("shell option rsa.timeout must be seconds");
-    rc = wait_ready (flux_shell_get_flux (shell), id, timeout, &env);
+    rc = read_ready (flux_shell_get_flux (shell), id, &env, why, sizeof (why));
     if (rc == 0)
         return 0; /* the RSA does not manage this job (e.g. too small) */
     if (rc < 0) {
-        shell_warn ("no rsa-ready event within %gs (is the rsa jobtap plugin "
-                    "loaded?): using rsa.data_in/rsa.data_out directly",
-                    timeout);
+        shell_warn ("%s: using rsa.data_in/rsa.data_out directly", why);
         env = json_pack ("{s:s? s:s?}", "data_in", jstr (attrs, "data_in"),
                          "data_out", jstr (attrs, "data_out"));
     }
