@@ -1,24 +1,18 @@
 """The workflow hand-off in the core: which job may read which RAM disk,
 what a consumer waits for, and how long a producer's RAM disk stays."""
 
+from test_core_table import run
+
 from flux_rsa.core import Policy
 from flux_rsa.core import actions as A
 from flux_rsa.core import admit
 from flux_rsa.core import events as E
-from flux_rsa.core import handoff, parse_request, process
+from flux_rsa.core import handoff, parse_request
 from flux_rsa.core.states import RsaState as S
 
 POLICY = Policy.from_config(
     {"proportion": 1, "node-capacity": "64M", "granule": "4M", "handoff-keep": "5m"}
 )
-
-
-def run(rec, *events):
-    out = []
-    for ev in events:
-        rec, acts = process(rec, ev)
-        out.extend(acts)
-    return rec, out
 
 
 def producer(data_out="/p/step1", userid=1000, stage_out=None):

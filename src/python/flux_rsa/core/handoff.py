@@ -105,7 +105,7 @@ def never_whole(b):
     """Why B's inputs will never be whole (its producer's outputs were
     never staged out and its RAM disk is gone), or None."""
     h = b.handoff
-    if h is None or isinstance(h.verdict, bool) or h.verdict is None:
+    if h is None or not isinstance(h.verdict, str):
         return None
     if reads_ramdisk(b) is not None or (b.env is not None and b.env.staged_in):
         return None
