@@ -135,6 +135,7 @@ class Chain:
         end = max(max(s["free"], s.get("home") or 0) for s in steps)
         res = {
             "way": self.way,
+            "t0": t0,
             "end_to_end_s": end - t0,
             "synced_s": t_synced - t0,
             "pfs_read": read1 - read0,
