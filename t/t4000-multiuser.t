@@ -265,6 +265,34 @@ fuse.glusterfs" &&
 	rsa_at_rest $g 90 && rsa_nothing_left &&
 	test -z "$(mounted)"
 '
+# the hand-off through the IMP, across RSA nodes: A's second job reads
+# its first job's outputs from that job's RAM disk, whose node is drained
+# by then, so the stage-in mounts that RAM disk's volume on the other node
+test_expect_success GLUSTERFS 'A'"'"'s job reads A'"'"'s earlier outputs from its RAM disk on the other RSA node' '
+	mu_user_dir $MU_A "$T/$MU_A/out6" && mu_user_dir $MU_A "$T/$MU_A/b6" &&
+	g6=$(mu_as $MU_A flux submit -N1 sh -c "while ! test -e \"$T/g6.open\"; do sleep 0.1; done") &&
+	a6=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_out="$T/$MU_A/out6" \
+		--setattr=rsa.capacity=16M --setattr=rsa.on_late=wait \
+		sh -c "seq 1 5000 >\"\$RSA_DATA_OUT/numbers\" && mkdir \"\$RSA_DATA_OUT/sub\" &&
+		       echo deep >\"\$RSA_DATA_OUT/sub/deep\"") &&
+	b6=$(mu_as $MU_A flux submit -N1 --dependency=afterok:$a6 --dependency=afterok:$g6 \
+		--setattr=rsa.data_in="$T/$MU_A/out6" --setattr=rsa.data_out="$T/$MU_A/b6" \
+		--setattr=rsa.capacity=16M --setattr=rsa.on_late=wait \
+		sh -c "cd \"\$RSA_DATA_IN\" && find . -type f | sort | xargs md5sum >\"\$RSA_DATA_OUT/seen\"") &&
+	flux job wait-event -t 90 $b6 rsa-handoff &&
+	node6=$(rsa_field nodes $a6) &&
+	mu_as $MU_FLUX flux rsa drain $node6 handoff test &&
+	touch "$T/g6.open" &&
+	mu_as $MU_A flux rsa wait -t 120 $b6 &&
+	mu_as $MU_FLUX flux rsa undrain $node6 &&
+	flux job eventlog $b6 | grep rsa-staged-in >staged6 && cat staged6 &&
+	grep -F "handoff=" staged6 && ! grep -F "\"$node6\"" staged6 &&
+	rsa_at_rest $a6 90 &&
+	(cd "$T/$MU_A/out6" && find . -type f | sort | xargs md5sum) >home6 &&
+	test_cmp home6 "$T/$MU_A/b6/seen" &&
+	test "$(owner_of $MU_A/b6/seen)" = $MU_A &&
+	rsa_at_rest $b6 90 && rsa_nothing_left && test -z "$(mounted)"
+'
 test_expect_success 'cancel in STAGING_IN: nothing is left' '
 	blocker=$(mu_as $MU_B flux submit -N2 sleep inf) &&
 	flux job wait-event -t 60 $blocker start &&

@@ -53,9 +53,12 @@ def test_no_hand_off_across_owners_scripts_opt_out_or_other_directories():
     assert handoff.source(producer(stage_out="tar"), consumer()) is None
 
 
-def linked():
+def linked(remote=False):
     b = run(
-        consumer(), E.Handoff(7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0")
+        consumer(),
+        E.Handoff(
+            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", remote=remote
+        ),
     )[0]
     return b
 
@@ -84,6 +87,40 @@ def test_placed_elsewhere_it_waits_for_the_outputs_home_then_reads_data_in():
     b, acts = run(b, E.ProducerChanged(12, on_ramdisk=True, verdict=True))
     [stage] = [a for a in acts if isinstance(a, A.StartStage)]
     assert b.rsa_state is S.STAGING_IN and stage.src == "/p/step1"
+
+
+def test_placed_elsewhere_it_reads_a_producer_served_as_a_volume_there():
+    b = linked(remote=True)
+    assert handoff.may_read_ramdisk(b)
+    b = run(
+        b,
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa1",), 4 << 20),
+        E.HolderStarted(10, 1),
+    )[0]
+    assert not handoff.served(b)  # the producer's RAM disk stays for it
+    b, acts = run(b, E.RamdiskBuilt(11, 1, "/rd/9.1"))
+    [stage] = [a for a in acts if isinstance(a, A.StartStage)]
+    assert b.rsa_state is S.STAGING_IN and stage.src == "/rd/7.1/out"
+    assert handoff.across(b)
+    b, acts = run(b, E.StageEnded(12, b.stage_seq, True))
+    [posted] = [a for a in acts if isinstance(a, A.PostEvent)]
+    assert posted.context["handoff"] == "f7" and handoff.served(b)
+
+
+def test_a_remote_producer_lost_sends_a_consumer_elsewhere_to_data_in():
+    b = run(
+        linked(remote=True),
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa1",), 4 << 20),
+        E.HolderStarted(10, 1),
+        E.ProducerChanged(11, on_ramdisk=False, verdict=None),
+        E.RamdiskBuilt(12, 1, "/rd/9.1"),
+    )[0]
+    assert b.rsa_state is S.BOOTED and handoff.served(b)
+    b, acts = run(b, E.ProducerChanged(13, on_ramdisk=False, verdict=True))
+    [stage] = [a for a in acts if isinstance(a, A.StartStage)]
+    assert stage.src == "/p/step1"
 
 
 def test_a_starting_consumer_is_held_and_never_given_a_part_of_data_in():

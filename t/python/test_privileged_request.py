@@ -195,6 +195,24 @@ def test_scripts_belong_to_script_stages():
     )
 
 
+def test_a_producer_volume_only_with_a_copy_from_another_ramdisk():
+    vol = dict(
+        producer_servers="rsa0:24100",
+        producer_user="rsa-7-1",
+        producer_secret="0123456789abcdef",
+    )
+    r = parse(stage(src=f"{ROOT}/7.1/out/part", **vol), FLUX)
+    assert r["PRODUCER_SERVERS"] == ("rsa0:24100",) and r["PRODUCER_USER"] == "rsa-7-1"
+    match = "RSA_PRODUCER_SERVERS, _USER and _SECRET come together"
+    refused(stage(src="/p/in", **vol), match)  # data_in is no RAM disk
+    refused(stage(src=f"{ROOT}/7.1/out", mode="untar", **vol), match)
+    refused(stage(src=f"{ROOT}/7.1/out", producer_servers="rsa0:24100"), match)
+    refused(
+        stage(src=f"{ROOT}/7.1/out", **dict(vol, producer_servers="rsa0")),
+        "RSA_PRODUCER_SERVERS='rsa0': not a comma-separated list of HOST:PORT",
+    )
+
+
 def test_other_environment_variables_are_not_read():
     env = dict(
         environment("check"), PATH="/usr/bin", FLUX_OWNER_USERID="990", HOME="/root"

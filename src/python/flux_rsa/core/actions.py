@@ -49,6 +49,9 @@ class StartStage(Action):
     replica: Optional[
         str
     ] = None  # a staged copy of src on the node (set by the service: core.reuse)
+    #: src is a producer's RAM disk on another RSA node: the volume to mount
+    #: there (set by the service, from the producer's record)
+    producer: Optional[dict] = None
 
 
 @dataclass(frozen=True)

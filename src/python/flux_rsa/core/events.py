@@ -205,6 +205,7 @@ class Handoff(Event):
     name: str  # the producer's jobid as people write it (f58)
     area: str
     node: str
+    remote: bool = False  # its RAM disk is a volume other RSA nodes can mount
 
 
 @dataclass(frozen=True)

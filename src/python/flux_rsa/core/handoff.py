@@ -10,8 +10,10 @@ are final: B's wait ends then, not when A's stage-out is done, and B's
 stage-in copies from A's RAM disk while A's stage-out copies the same
 files to ``data_out``.  A's RAM disk stays (its capacity held, in the
 KEPT state once its outputs are home) until every consumer has its
-inputs, bounded by ``[rsa] handoff-keep``.  A consumer that cannot read
-A's RAM disk (placed on another RSA node, or A's RAM disk lost) waits
+inputs, bounded by ``[rsa] handoff-keep``.  A consumer placed on another
+RSA node reads A's RAM disk there through its volume (a RAM disk served
+to compute nodes).  A consumer that cannot read A's RAM disk (placed on
+another RSA node than a RAM disk only its node sees, or lost) waits
 until A's outputs are home and reads ``data_in`` as any job does; if they
 never come home it never starts on a part of them.
 
@@ -75,13 +77,21 @@ def view(a):
     return sealed(a), True if a.output_home is True else after_staged(a)
 
 
+def across(b):
+    """B's reservation is on another RSA node than its producer's RAM disk."""
+    return bool(b.nodes) and b.nodes[0] != b.handoff.node
+
+
 def reads_ramdisk(b):
     """The producer's RAM disk directory B's stage-in copies from, or None
-    (no hand-off, not on B's RSA node, lost, or a stage from it failed)."""
+    (no hand-off, lost, a stage from it failed, or B placed on another RSA
+    node than a RAM disk only its own node sees).  From another RSA node
+    the stage-in mounts the producer's volume (``remote``) and reads it
+    there, as the producer's compute nodes did."""
     h = b.handoff
-    if h is None or not h.on_ramdisk or h.failed:
+    if h is None or not h.on_ramdisk or h.failed or not b.nodes:
         return None
-    return h.area if b.nodes and b.nodes[0] == h.node else None
+    return h.area if h.remote or not across(b) else None
 
 
 def may_read_ramdisk(b):
@@ -90,7 +100,7 @@ def may_read_ramdisk(b):
     h = b.handoff
     if h is None or not h.on_ramdisk or h.failed:
         return False
-    return not b.nodes or b.nodes[0] == h.node
+    return h.remote or not across(b)
 
 
 def inputs_whole(b):
@@ -121,8 +131,8 @@ def served(b):
         return True
     if b.handoff.failed or not b.handoff.on_ramdisk:
         return True
-    if b.nodes and b.nodes[0] != b.handoff.node:
-        return True  # placed on another RSA node: it reads data_in once home
+    if across(b) and not b.handoff.remote:
+        return True  # placed where it cannot read it: it reads data_in once home
     return any(t.rsa_state is S.READY for t in b.history) or (
         b.env is not None and b.env.staged_in
     )

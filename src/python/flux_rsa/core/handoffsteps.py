@@ -17,7 +17,7 @@ def _set(rec, **changes):
 
 def take_handoff(rec, ev):
     """Its inputs are on the producer's RAM disk: read them there."""
-    handoff = Handoff(ev.producer, ev.name, ev.area, ev.node)
+    handoff = Handoff(ev.producer, ev.name, ev.area, ev.node, ev.remote)
     return _set(rec, handoff=handoff), [
         A.PostEvent(rec.jobid, "handoff", {"from": ev.name, "node": ev.node})
     ]

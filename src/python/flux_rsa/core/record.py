@@ -154,6 +154,7 @@ class Handoff:
     name: str  # the same, as people write it (f58)
     area: str  # the directory on the producer's RAM disk (as its RSA nodes see it)
     node: str  # the RSA node holding it (a stage-in there reads it directly)
+    remote: bool = False  # a stage-in on another RSA node can mount it (a volume)
     on_ramdisk: bool = True  # the producer's RAM disk still holds them
     verdict: object = None  # after_staged(producer): None, True (home), or why never
     failed: bool = False  # a stage-in from the producer's RAM disk failed

@@ -219,6 +219,7 @@ def stage_task(via, policy, request, workers=0):
     second (thesis Appendix U), whichever way the data goes."""
     direction, method = request["direction"], request["method"]
     mode = stage_mode(direction, method)
+    producer = request.get("producer") or {}
     return via.command(
         "stage",
         root=policy.ramdisk_root,
@@ -233,6 +234,9 @@ def stage_task(via, policy, request, workers=0):
         replica=request.get("replica")
         if mode == "copy" and direction == "in"
         else None,
+        producer_servers=",".join(producer["servers"]) if producer else None,
+        producer_user=producer.get("user"),
+        producer_secret=producer.get("secret"),
         j=request.get("j"),
     )
 

@@ -139,6 +139,9 @@ FIELDS = {
         "size": Optional(int, 0),
         # a staged copy of src on this node to copy from if it still matches src
         "replica": Optional((str, type(None)), None),
+        # src is a producer's RAM disk on another RSA node: its volume's
+        # servers, user and secret, to mount it there (the hand-off)
+        "producer": Optional((dict, type(None)), None),
         # the job's signed request (J): an operation run through the IMP
         # acts as the job's owner only with it (privileged.signed)
         "j": Optional((str, type(None)), None),

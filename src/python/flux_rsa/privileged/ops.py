@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 
 from flux_rsa.privileged import request
 from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
@@ -144,11 +145,19 @@ def _stage(r):
     which finds every complete file and verifies it: the RAM disk's
     client (the stage-out's, the admin's) never wrote them, so it shows
     them as they are."""
+    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
+    if producer and r.get("PRODUCER_SERVERS") is not None:
+        return _from_producer_elsewhere(r, producer)
+    return _stage_here(r, producer)
+
+
+def _stage_here(r, producer):
+    """``_stage`` with the producer's RAM disk (the hand-off), if any, at
+    ``producer`` on this node."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
-    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
     try:
         if producer:  # another RAM disk of the same owner (the hand-off)
             layout.check_ramdisk(producer, os.path.basename(producer), r["OWNER"])
@@ -193,6 +202,47 @@ def _stager(r, ramdisk, expected, argv):
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     return code
+
+
+def _from_producer_elsewhere(r, producer):
+    """A stage-in from the owner's RAM disk on another RSA node (the
+    hand-off): in a mount namespace of this process alone, mount its
+    volume read-only (as its compute nodes did), stage from there, unmount.
+    Its marker is checked through that mount like a local one's."""
+    from flux_rsa.ramdisk import volfiles
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+
+    name = os.path.basename(producer)
+    volume = volfiles.Volume(
+        name, r["PRODUCER_SERVERS"], r["PRODUCER_USER"], r["PRODUCER_SECRET"]
+    )
+    top = tempfile.mkdtemp(prefix="rsa-handoff-")
+    mountpoint = os.path.join(top, name)
+    try:
+        os.chmod(top, 0o711)  # the owner reaches the mount, not the client's files
+        os.mkdir(mountpoint)
+        workdir = os.path.join(top, "client")
+        os.mkdir(workdir, 0o700)
+        sysmount.private_namespace()
+        gluster.mount(volume, mountpoint, workdir, read_only=True)
+    except (OSError, gluster.GlusterError) as exc:
+        print(
+            f"{PROG}: cannot mount job {name}'s RAM disk from "
+            f"{','.join(volume.servers)}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        shutil.rmtree(top, ignore_errors=True)
+        return EXIT_FAILED
+    try:
+        here = dict(r.values, SRC=mountpoint + r["SRC"][len(producer) :])
+        return _forked(lambda: _stage_here(request.Request(r.op, here), mountpoint))
+    finally:
+        try:
+            gluster.unmount(mountpoint)
+        except OSError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _through_fresh_client(provider, r, ramdisk, expected, argv):

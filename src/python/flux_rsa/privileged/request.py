@@ -169,6 +169,11 @@ OPS = {
             "VERIFY": one_of(VERIFY),
             "WORKERS": number,
             "REPLICA": exact_path,
+            # SRC is another RAM disk of the owner on another RSA node (the
+            # hand-off): its volume, mounted read-only for the stage-in
+            "PRODUCER_SERVERS": servers,
+            "PRODUCER_USER": name,
+            "PRODUCER_SECRET": secret,
             # the job's signed request: through the IMP, what binds the rest to its owner
             "J": job_request,
         },
@@ -369,8 +374,15 @@ def _check_stage(r):
     area = IN_AREA if r["DIRECTION"] == "in" else OUT_AREA
     exact_path(PREFIX + side, r[side])
     ramdisk_of(r["ROOT"], r[side], side, areas=(area,))
-    if r["DIRECTION"] == "in":
-        producer_area(r["ROOT"], r["SRC"])
+    producer = r["DIRECTION"] == "in" and producer_area(r["ROOT"], r["SRC"])
+    volume = [
+        r.get(f"PRODUCER_{key}") is not None for key in ("SERVERS", "USER", "SECRET")
+    ]
+    if any(volume) and not (all(volume) and producer and r["MODE"] == "copy"):
+        raise Refused(
+            f"{PREFIX}PRODUCER_SERVERS, _USER and _SECRET come together, and only for "
+            f"a copy stage-in whose {PREFIX}SRC is another RAM disk's output area"
+        )
     if r["MODE"] == "script" and r.get("SCRIPT") is None:
         raise Refused(
             f"{PREFIX}MODE=script needs {PREFIX}SCRIPT (the user's stage script)"

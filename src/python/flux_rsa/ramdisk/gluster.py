@@ -253,20 +253,23 @@ def wait_servers(servers, timeout=START_TIMEOUT):
 # --- clients -----------------------------------------------------------------
 
 
-def mount(volume, mountpoint, workdir):
+def mount(volume, mountpoint, workdir, read_only=False):
     """Mount ``volume`` at ``mountpoint`` (an existing directory), keeping
     its volume file and log in ``workdir``; return the client's record once
     every brick is connected."""
     wait_servers(volume.servers)
     volfile = os.path.join(workdir, "client.vol")
     sysmount.write_private(volfile, volfiles.client(volume))
-    return mount_file(volfile, mountpoint, workdir, volume.name, len(volume.servers))
+    return mount_file(
+        volfile, mountpoint, workdir, volume.name, len(volume.servers), read_only
+    )
 
 
-def mount_file(volfile, mountpoint, workdir, name, bricks):
+def mount_file(volfile, mountpoint, workdir, name, bricks, read_only=False):
     """Mount the volume ``name`` of ``bricks`` bricks that ``volfile``
-    describes at ``mountpoint``, its log in ``workdir``; return the
-    client's record once every brick is connected."""
+    describes at ``mountpoint``, its log in ``workdir`` (``read_only``: a
+    client that writes nothing); return the client's record once every
+    brick is connected."""
     glusterfs = program("glusterfs")
     log = os.path.join(workdir, "client.log")
     sysmount.write_private(log, "")
@@ -283,6 +286,7 @@ def mount_file(volfile, mountpoint, workdir, name, bricks):
             "-l",
             log,
             "--fuse-mountopts=nosuid,nodev",
+            *(["--read-only"] if read_only else []),
             "--fs-display-name",
             f"rsa:{name}",
             "--process-name",

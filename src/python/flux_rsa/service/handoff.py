@@ -46,9 +46,17 @@ class Handoffs:
         name = flux.job.JobID(a.jobid).f58
         # the consumer first: a producer's consumer without a hand-off is
         # dropped as soon as the producer's record is checked
+        remote = bool(a.volume and a.volume.get("servers"))
         self.apply(
             waiter,
-            E.Handoff(t, producer=a.jobid, name=name, area=area, node=a.nodes[0]),
+            E.Handoff(
+                t,
+                producer=a.jobid,
+                name=name,
+                area=area,
+                node=a.nodes[0],
+                remote=remote,
+            ),
         )
         self.apply(a.jobid, E.ConsumerAdded(t, consumer=waiter))
         self.readers[a.jobid].add(waiter)

@@ -25,7 +25,15 @@ from flux_rsa.core import BadRequest, IllegalEvent, Policy
 from flux_rsa.core import actions as A
 from flux_rsa.core import admit
 from flux_rsa.core import events as E
-from flux_rsa.core import inflight, ondeck, parse_request, process, reuse, settle
+from flux_rsa.core import (
+    handoff,
+    inflight,
+    ondeck,
+    parse_request,
+    process,
+    reuse,
+    settle,
+)
 from flux_rsa.core.states import RsaState as S
 from flux_rsa.privileged import caller
 from flux_rsa.service import access, store
@@ -343,6 +351,13 @@ class Service:
             return action
         if isinstance(action, A.RequestCapacity) and rec.handoff is not None:
             return dataclasses.replace(action, prefer=(rec.handoff.node,))
+        if (
+            isinstance(action, A.StartStage)
+            and rec.handoff is not None
+            and action.src == handoff.reads_ramdisk(rec)
+            and handoff.across(rec)
+        ):
+            return dataclasses.replace(action, producer=self.producer_volume(rec))
         if not self.policy.reuse:
             return action
         if (
@@ -357,6 +372,16 @@ class Service:
                 action, prefer=tuple(reuse.holders_of(rec, self.records))
             )
         return action
+
+    def producer_volume(self, rec):
+        """What a stage-in on another RSA node mounts to read ``rec``'s
+        producer's RAM disk (its volume, as compute nodes attach it); None
+        when the producer's record is gone (the stage-in then fails, and
+        ``rec`` reads data_in once the outputs are home)."""
+        a = self.records.get(rec.handoff.producer)
+        if a is None or not a.volume or not a.volume.get("servers"):
+            return None
+        return {key: a.volume[key] for key in ("servers", "user", "secret")}
 
     def trim(self):
         """Keep at most ``keep`` records of ended jobs (oldest go first)."""
