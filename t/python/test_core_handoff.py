@@ -1,6 +1,7 @@
 """The workflow hand-off in the core: which job may read which RAM disk,
 what a consumer waits for, and how long a producer's RAM disk stays."""
 
+import pytest
 from test_core_table import run
 
 from flux_rsa.core import Policy
@@ -121,6 +122,26 @@ def test_a_remote_producer_lost_sends_a_consumer_elsewhere_to_data_in():
     b, acts = run(b, E.ProducerChanged(13, on_ramdisk=False, verdict=True))
     [stage] = [a for a in acts if isinstance(a, A.StartStage)]
     assert stage.src == "/p/step1"
+
+
+def test_flux_rsa_status_says_where_a_consumer_will_read_its_inputs():
+    pytest.importorskip(
+        "flux",
+        reason="no Flux (flux-core not installed): `flux rsa status` needs flux.util",
+    )
+    from flux_rsa.cli import views
+
+    def note(remote, node):
+        b = run(
+            linked(remote),
+            E.OnDeck(8),
+            E.HolderAllocated(9, 1, (node,), 4 << 20),
+        )[0]
+        return views.RsaJob(b.to_dict()).note
+
+    assert note(False, "rsa0") == "inputs from f7's RAM disk, when staged"
+    assert note(True, "rsa1") == "inputs from f7's RAM disk, when staged"
+    assert note(False, "rsa1") == "inputs from data_in once f7's outputs are home"
 
 
 def test_a_starting_consumer_is_held_and_never_given_a_part_of_data_in():

@@ -12,6 +12,7 @@ import flux.util
 from flux.job import JobID
 
 from flux_rsa.core import outputs
+from flux_rsa.core.handoff import may_read_ramdisk
 from flux_rsa.core.paths import seen as job_paths
 from flux_rsa.core.record import Record, Request
 from flux_rsa.core.states import ENDED, JobState, RsaState
@@ -255,7 +256,9 @@ class RsaJob:
             home = "; output home" if rec.get("output_home") else ""
             return f"inputs from {handoff['name']}'s RAM disk{home}"
         if handoff and not rec.get("env") and not handoff.get("failed"):
-            return f"inputs from {handoff['name']}'s RAM disk, when staged"
+            if may_read_ramdisk(self.record):
+                return f"inputs from {handoff['name']}'s RAM disk, when staged"
+            return f"inputs from data_in once {handoff['name']}'s outputs are home"
         if rec.get("output_home"):
             return "output home"
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
