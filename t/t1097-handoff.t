@@ -36,6 +36,18 @@ manifest() {
 gate_job() {
 	flux submit -N1 sh -c "while ! test -e \"$PWD/$1.open\"; do sleep 0.1; done"
 }
+# a producer writing $WRITE's outputs to $PWD/$1, staged out to it
+producer() {
+	flux submit -N1 --setattr=rsa.data_out="$PWD/$1" --setattr=rsa.capacity=16M \
+		--setattr=rsa.on_late=wait sh -c "$WRITE"
+}
+# a consumer of $PWD/$1 writing what it sees there to $PWD/$2; the rest:
+# more flux submit options (its dependencies)
+consumer() {
+	_in=$1 _seen=$2 && shift 2 &&
+	flux submit -N1 "$@" --setattr=rsa.data_in="$PWD/$_in" \
+		sh -c "$SEE" see "$PWD/$_in" "$PWD/$_seen"
+}
 
 test_expect_success 'setup: the pool' '
 	rsa_wait_pool 60 &&
@@ -94,11 +106,9 @@ assert rows[a][\"handoff\"] is None
 '
 test_expect_success 'a kept RAM disk: A2'"'"'s outputs home, B2 not yet started (it also waits for G2)' '
 	G2=$(gate_job g2) &&
-	A2=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out2" --setattr=rsa.capacity=16M \
-		--setattr=rsa.on_late=wait sh -c "$WRITE") &&
-	B2=$(flux submit -N1 --dependency=afterok:$A2 --dependency=afterok:$G2 \
-		--setattr=rsa.data_in="$PWD/out2" --setattr=rsa.capacity=16M \
-		sh -c "$SEE" see "$PWD/out2" "$PWD/b2-seen") &&
+	A2=$(producer out2) &&
+	B2=$(consumer out2 b2-seen --dependency=afterok:$A2 --dependency=afterok:$G2 \
+		--setattr=rsa.capacity=16M) &&
 	rsa_wait_state $A2 KEPT 60 &&
 	test "$(rsa_field output_home $A2)" = True &&
 	test "$(rsa_field consumers $A2)" = "$(flux job id --to=dec $B2)" &&
@@ -119,10 +129,8 @@ test_expect_success 'B2 gets its inputs from the kept RAM disk; then A2'"'"'s go
 '
 test_expect_success 'a consumer cancelled: the kept RAM disk goes at once' '
 	G3=$(gate_job g3) &&
-	A3=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out3" --setattr=rsa.capacity=16M \
-		--setattr=rsa.on_late=wait sh -c "$WRITE") &&
-	B3=$(flux submit -N1 --dependency=afterok:$A3 --dependency=afterok:$G3 \
-		--setattr=rsa.data_in="$PWD/out3" sh -c "$SEE" see "$PWD/out3" "$PWD/b3-seen") &&
+	A3=$(producer out3) &&
+	B3=$(consumer out3 b3-seen --dependency=afterok:$A3 --dependency=afterok:$G3) &&
 	rsa_wait_state $A3 KEPT 60 &&
 	flux cancel $B3 &&
 	rsa_at_rest $A3 30 &&
@@ -130,11 +138,9 @@ test_expect_success 'a consumer cancelled: the kept RAM disk goes at once' '
 '
 test_expect_success 'handoff-keep over: the kept RAM disk goes; its reader gets data_out' '
 	G4=$(gate_job g4) &&
-	A4=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out4" --setattr=rsa.capacity=16M \
-		--setattr=rsa.on_late=wait sh -c "$WRITE") &&
-	B4=$(flux submit -N1 --dependency=afterok:$A4 --dependency=afterok:$G4 \
-		--setattr=rsa.data_in="$PWD/out4" --setattr=rsa.capacity=16M \
-		sh -c "$SEE" see "$PWD/out4" "$PWD/b4-seen") &&
+	A4=$(producer out4) &&
+	B4=$(consumer out4 b4-seen --dependency=afterok:$A4 --dependency=afterok:$G4 \
+		--setattr=rsa.capacity=16M) &&
 	rsa_wait_state $A4 KEPT 60 &&
 	rsa_at_rest $A4 60 &&
 	rsa_history $A4 >history4 && cat history4 &&
@@ -193,10 +199,8 @@ test_expect_success 'placed on another RSA node, B6 reads A6'"'"'s RAM disk ther
 	test_cmp home6 b6-seen
 '
 test_expect_success 'rsa.handoff=off: B5 waits until A5'"'"'s outputs are home' '
-	A5=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out5" --setattr=rsa.capacity=16M \
-		--setattr=rsa.on_late=wait sh -c "$WRITE") &&
-	B5=$(flux submit -N1 --dependency=afterok:$A5 --setattr=rsa.data_in="$PWD/out5" \
-		--setattr=rsa.handoff=off sh -c "$SEE" see "$PWD/out5" "$PWD/b5-seen") &&
+	A5=$(producer out5) &&
+	B5=$(consumer out5 b5-seen --dependency=afterok:$A5 --setattr=rsa.handoff=off) &&
 	flux job wait-event -t 60 $B5 clean &&
 	flux job status $B5 &&
 	! flux job eventlog $B5 | grep rsa-handoff &&

@@ -5,16 +5,16 @@ or "-".
 
 import os
 import statistics
+import sys
+
+from benchlib import PYPATH
+
+if PYPATH not in sys.path:
+    sys.path.append(PYPATH)
+# sizes as flux-rsa reads them ("512M", "2G", "64MiB"), with its messages
+from flux_rsa.core.units import parse_size  # noqa: E402,F401
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-
-
-def parse_size(text):
-    units = {"K": KiB, "M": MiB, "G": GiB, "T": 1 << 40}
-    t = str(text).strip().upper().rstrip("B").removesuffix("I")
-    if t and t[-1] in units:
-        return int(float(t[:-1]) * units[t[-1]])
-    return int(t)
 
 
 def human(nbytes):

@@ -64,26 +64,24 @@ def linked(remote=False):
     return b
 
 
-def test_a_consumer_placed_beside_the_producer_stages_from_its_ramdisk():
-    b = run(
-        linked(),
+def placed(node, remote=False):
+    """A linked consumer whose reservation was allocated on ``node``."""
+    return run(
+        linked(remote),
         E.OnDeck(8),
-        E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
+        E.HolderAllocated(9, 1, (node,), 4 << 20),
         E.HolderStarted(10, 1),
     )[0]
-    b, acts = run(b, E.RamdiskBuilt(11, 1, "/rd/9.1"))
+
+
+def test_a_consumer_placed_beside_the_producer_stages_from_its_ramdisk():
+    b, acts = run(placed("rsa0"), E.RamdiskBuilt(11, 1, "/rd/9.1"))
     [stage] = [a for a in acts if isinstance(a, A.StartStage)]
     assert stage.src == "/rd/7.1/out" and stage.dst == "/rd/9.1/in"
 
 
 def test_placed_elsewhere_it_waits_for_the_outputs_home_then_reads_data_in():
-    b = run(
-        linked(),
-        E.OnDeck(8),
-        E.HolderAllocated(9, 1, ("rsa1",), 4 << 20),
-        E.HolderStarted(10, 1),
-        E.RamdiskBuilt(11, 1, "/rd/9.1"),
-    )[0]
+    b = run(placed("rsa1"), E.RamdiskBuilt(11, 1, "/rd/9.1"))[0]
     assert b.rsa_state is S.BOOTED  # not a part of data_in
     b, acts = run(b, E.ProducerChanged(12, on_ramdisk=True, verdict=True))
     [stage] = [a for a in acts if isinstance(a, A.StartStage)]
@@ -91,14 +89,8 @@ def test_placed_elsewhere_it_waits_for_the_outputs_home_then_reads_data_in():
 
 
 def test_placed_elsewhere_it_reads_a_producer_served_as_a_volume_there():
-    b = linked(remote=True)
-    assert handoff.may_read_ramdisk(b)
-    b = run(
-        b,
-        E.OnDeck(8),
-        E.HolderAllocated(9, 1, ("rsa1",), 4 << 20),
-        E.HolderStarted(10, 1),
-    )[0]
+    assert handoff.may_read_ramdisk(linked(remote=True))
+    b = placed("rsa1", remote=True)
     assert not handoff.served(b)  # the producer's RAM disk stays for it
     b, acts = run(b, E.RamdiskBuilt(11, 1, "/rd/9.1"))
     [stage] = [a for a in acts if isinstance(a, A.StartStage)]
@@ -111,10 +103,7 @@ def test_placed_elsewhere_it_reads_a_producer_served_as_a_volume_there():
 
 def test_a_remote_producer_lost_sends_a_consumer_elsewhere_to_data_in():
     b = run(
-        linked(remote=True),
-        E.OnDeck(8),
-        E.HolderAllocated(9, 1, ("rsa1",), 4 << 20),
-        E.HolderStarted(10, 1),
+        placed("rsa1", remote=True),
         E.ProducerChanged(11, on_ramdisk=False, verdict=None),
         E.RamdiskBuilt(12, 1, "/rd/9.1"),
     )[0]
@@ -132,12 +121,7 @@ def test_flux_rsa_status_says_where_a_consumer_will_read_its_inputs():
     from flux_rsa.cli import views
 
     def note(remote, node):
-        b = run(
-            linked(remote),
-            E.OnDeck(8),
-            E.HolderAllocated(9, 1, (node,), 4 << 20),
-        )[0]
-        return views.RsaJob(b.to_dict()).note
+        return views.RsaJob(placed(node, remote).to_dict()).note
 
     assert note(False, "rsa0") == "inputs from f7's RAM disk, when staged"
     assert note(True, "rsa1") == "inputs from f7's RAM disk, when staged"
@@ -160,13 +144,7 @@ def test_outputs_that_never_come_home_end_the_consumer_with_an_exception():
 
 
 def test_a_failed_stage_from_the_producer_falls_back_to_data_in_without_a_try_lost():
-    b = run(
-        linked(),
-        E.OnDeck(8),
-        E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
-        E.HolderStarted(10, 1),
-        E.RamdiskBuilt(11, 1, "/rd/9.1"),
-    )[0]
+    b = run(placed("rsa0"), E.RamdiskBuilt(11, 1, "/rd/9.1"))[0]
     b, _ = run(b, E.StageEnded(12, 1, False, error="gone"))
     assert b.rsa_state is S.ABORTED and b.handoff.failed and b.attempts == 0
     assert not handoff.inputs_whole(b)  # until the producer's outputs are home
