@@ -151,20 +151,7 @@ class SlowFS:
         for name, text in (("brick.vol", brick), ("client.vol", client)):
             with open(os.path.join(self.etc, name), "w") as f:
                 f.write(text)
-        log = open(os.path.join(self.etc, "server.out"), "w")
-        self.server = subprocess.Popen(
-            [
-                "glusterfsd",
-                "-N",
-                "-f",
-                os.path.join(self.etc, "brick.vol"),
-                "-l",
-                os.path.join(self.etc, "brick.log"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.server = self._gluster("glusterfsd", "brick")
         undo.push(
             "slow FS server (glusterfsd)",
             lambda: stop_process(self.server, "glusterfsd"),
@@ -188,21 +175,7 @@ class SlowFS:
                 time.sleep(0.2)
 
     def _mount(self, undo):
-        log = open(os.path.join(self.etc, "client.out"), "w")
-        self.client = subprocess.Popen(
-            [
-                "glusterfs",
-                "-N",
-                "-f",
-                os.path.join(self.etc, "client.vol"),
-                "-l",
-                os.path.join(self.etc, "client.log"),
-                self.mnt,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.client = self._gluster("glusterfs", "client", self.mnt)
 
         def stop():
             unmount(self.mnt)
@@ -218,6 +191,18 @@ class SlowFS:
                 )
             time.sleep(0.2)
         os.statvfs(self.mnt)
+
+    def _gluster(self, program, name, *more):
+        """``program`` (glusterfsd or glusterfs) in the foreground on
+        etc/NAME.vol, its log etc/NAME.log, its output etc/NAME.out."""
+        etc = os.path.join(self.etc, name)
+        with open(f"{etc}.out", "w") as out:
+            return subprocess.Popen(
+                [program, "-N", "-f", f"{etc}.vol", "-l", f"{etc}.log", *more],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def path(self, *names):
         return os.path.join(self.mnt, *names)
