@@ -187,7 +187,8 @@ class RsaModule(BrokerModule):
 
     @request_handler("pool-shutdown")
     def pool_shutdown(self, msg):
-        """Stop the pool in order (RAM disks destroyed), answer when it ended."""
+        """Stop the pool in order (RAM disks destroyed), answer when it ended
+        and the compute nodes let go of its image stores."""
         from flux_rsa.pool import launch
 
         keeper = self.service.keeper
@@ -202,7 +203,9 @@ class RsaModule(BrokerModule):
         def ended(f):
             try:
                 f.get_info()
-                self.handle.respond(msg, {"stopped": True, "jobid": jobid})
+                self.service.mounts.leave(
+                    lambda: self.handle.respond(msg, {"stopped": True, "jobid": jobid})
+                )
             except OSError as exc:
                 self.handle.respond_error(
                     msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"

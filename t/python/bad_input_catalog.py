@@ -24,7 +24,7 @@ PATHS = (
     "\"bind\" (the job sees the RAM disk at data_in's and data_out's own paths) "
     'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)'
 )
-KNOWN = "known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths, handoff"
+KNOWN = "known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths, handoff, fs"
 TABLE = "(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)"
 CAN_READ = "(must be an existing directory you can read)"
 CAN_WRITE = "(must be an existing directory you can write)"

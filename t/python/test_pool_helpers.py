@@ -338,6 +338,23 @@ class Lives:
             self.pool.cleanup()
 
 
-def mounts_under(path):
+def mounts_under(path, stores=False):
+    """Mounts under ``path``; the RSA nodes' image stores (the pool's own,
+    there for as long as it runs) only with ``stores``."""
     with open("/proc/mounts") as f:
-        return [line.split()[1] for line in f if line.split()[1].startswith(path)]
+        mounts = [line.split()[1] for line in f if line.split()[1].startswith(path)]
+    return [m for m in mounts if stores or "/.store-" not in m]
+
+
+def store_servers(root):
+    """Process records of the image stores' servers under ``root``."""
+    found = []
+    for entry in os.listdir(root):
+        if entry.startswith(".store-"):
+            found += gluster.processes_in(os.path.join(root, entry))
+    return found
+
+
+def ramdisks_in(root):
+    """What is under the RAM-disk root but the pool's image stores."""
+    return sorted(e for e in os.listdir(root) if not e.startswith(".store-"))

@@ -25,7 +25,7 @@ SCRIPT = {
     "description": "the absolute path of a site script (owned by root, not writable by others)",
 }
 #: the steps of provider ``command``: its site scripts, required first
-COMMAND_STEPS = ("create", "destroy", "attach", "detach")
+COMMAND_STEPS = registry.COMMAND_STEPS
 
 SCHEMA = {
     "type": "object",
@@ -316,6 +316,19 @@ class Policy:
     def exported(self):
         """Do compute nodes mount RAM disks over the network?"""
         return self.caps.exported(self)
+
+    @property
+    def images(self):
+        """May a one-node RAM disk be a file-system image that its job's one
+        compute node mounts itself (the provider of one-node RAM disks makes
+        them, and exports RAM disks to compute nodes)?"""
+        one = registry.caps(self.caps.one_node or self.provider)
+        return one.images and one.exported(self) and self.simulate_rate == 0
+
+    def image_for(self, request, one_node):
+        """Is the RAM disk of a job with ``request``, which runs on one
+        compute node (``one_node``) or maybe several, an image?"""
+        return self.images and one_node and request.fs != "shared"
 
     @property
     def scripts(self):

@@ -88,10 +88,12 @@ class Attached(Event):
 @dataclass(frozen=True)
 class Detached(Event):
     """The RAM disk was detached from the job's compute nodes (``error``: a
-    node where it could not be)."""
+    node where it could not be; ``lost``: those of them that are lost, whose
+    hold on an image only a stage may break)."""
 
     ok: bool
     error: Optional[str] = None
+    lost: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,10 @@ class Request:
     verify: str = "size"  # "size" | "checksum"
     paths: Optional[str] = None  # "bind" | "env"; None: site default (paths.py)
     handoff: Optional[str] = None  # "off": never read another job's RAM disk
+    #: "shared": one file system every node of the job sees (served over the
+    #: network); "per-node": each compute node its own (an image); None:
+    #: per-node for a job on one node, shared for one on several
+    fs: Optional[str] = None
 
     @property
     def wants_rsa(self):
@@ -225,6 +229,12 @@ class Record:
     mount_path: Optional[str] = None  # where the compute nodes attach(ed) it
     handoff: Optional[Handoff] = None  # inputs from another job's RAM disk
     consumers: tuple = ()  # jobs still to read this job's outputs from its RAM disk
+    #: the RAM disk is a file-system image its one compute node mounts
+    #: (decided at admission; the holder reports in ``volume`` what it built)
+    image: bool = False
+    #: the compute node lost with the image mounted: the stage-out breaks its
+    #: hold and checks the image before reading it
+    reclaim: Optional[str] = None
     history: tuple = field(default=())  # Transition values, oldest first
 
     @property
@@ -269,6 +279,15 @@ class Record:
         ):
             return self.ramdisk
         return f"{self.limits.mount_root.rstrip('/')}/{self.ramdisk.rsplit('/', 1)[-1]}"
+
+    @property
+    def image_attached(self):
+        """The job's compute node holds its RAM disk's image (mounted, read-write)."""
+        return (
+            self.mount is Mount.ATTACHED
+            and self.volume is not None
+            and self.volume.get("image") is not None
+        )
 
     def job_area(self, name):
         return None if self.ramdisk is None else f"{self.job_ramdisk}/{name}"
@@ -323,6 +342,10 @@ class Record:
             d["handoff"] = self.handoff.to_dict()
         if self.consumers:
             d["consumers"] = list(self.consumers)
+        if self.image:
+            d["image"] = True
+        if self.reclaim is not None:
+            d["reclaim"] = self.reclaim
         return d
 
     @classmethod
@@ -365,5 +388,7 @@ class Record:
             mount_path=d.get("mount_path"),
             handoff=Handoff.from_dict(d.get("handoff")),
             consumers=tuple(d.get("consumers", ())),
+            image=d.get("image", False),
+            reclaim=d.get("reclaim"),
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

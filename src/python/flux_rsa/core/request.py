@@ -48,6 +48,11 @@ KEYS = {
         '"off" (never read data_in from the RAM disk of the job that wrote it; '
         "wait until its outputs are home)"
     ),
+    "fs": (
+        '"per-node" (each compute node mounts a file system of its own, at memory '
+        'speed: the default for a job on one node) or "shared" (one file system '
+        "every node of the job sees, over the network: the default on several nodes)"
+    ),
 }
 
 _PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH, "pattern": "^/"}
@@ -75,6 +80,7 @@ SCHEMA = {
         "verify": {"enum": ["size", "checksum"]},
         "paths": {"enum": ["bind", "env"]},
         "handoff": {"enum": ["off"]},
+        "fs": {"enum": ["shared", "per-node"]},
     },
 }
 

@@ -9,9 +9,18 @@ import math
 from flux_rsa.core import actions as A
 from flux_rsa.core import handoff, outputs
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import BOUNDED, RAMDISK_UP, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import (
+    BOUNDED,
+    RAMDISK_UP,
+    JobState,
+    Measure,
+    Mount,
+    Offer,
+    RsaState,
+)
 
 S = RsaState
+J = JobState
 
 
 def _set(rec, **changes):
@@ -58,7 +67,9 @@ def request(rec, ev):
 def ask_capacity(rec, ev):
     """Ask the pool for the current reservation (again, after a restart)."""
     return rec, [
-        A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)
+        A.RequestCapacity(
+            rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid, image=rec.image
+        )
     ]
 
 
@@ -134,14 +145,19 @@ def detach(rec, ev):
 
 
 def detached(rec, ev):
+    """Detached, or not: a node lost with the image mounted is named for the
+    stage-out to break its hold (and check the image first); one that is
+    up but could not let go keeps it, and the stage-out refuses it."""
     if ev.ok:
         return _set(rec, mount=Mount.NONE, mount_path=None), []
+    reclaim = ev.lost[0] if ev.lost and rec.volume and rec.volume.get("image") else None
     return (
         _set(
             rec,
             mount=Mount.NONE,
             mount_path=None,
             error=f"detaching the RAM disk: {ev.error}",
+            reclaim=reclaim or rec.reclaim,
         ),
         [],
     )
@@ -149,23 +165,30 @@ def detached(rec, ev):
 
 def lost(rec, ev):
     """The holder died under us: its RAM disk (and anything on it) is gone.
-    Outputs on it are lost (said loudly); otherwise a new reservation is
-    tried, up to stage-retries times, before the job uses its directories."""
+    A job running on it is told at once (an exception naming why: its
+    files there are gone); outputs on it are lost (said loudly);
+    otherwise a new reservation is tried, up to stage-retries times,
+    before the job uses its directories."""
     error = ev.error or "the RAM-disk holder ended unexpectedly"
     if rec.stage_dir is not None:  # a stage on the lost RAM disk: forget it
         rec, stop = abandon_stage(rec, ev)
         lost_rec, acts = lost(rec, ev)
         return lost_rec, stop + acts
+    told = []
+    if rec.job_state is J.RUNNING and rec.env is not None and rec.env.on_ramdisk:
+        note = f"its RAM disk is gone, and what it read and wrote there: {error}"
+        told = [A.RaiseException(rec.jobid, type="rsa", note=note)]
     if outputs.at_risk(rec):
         error = f"RAM disk lost before its outputs were staged out: {error}"
         return _set(rec, error=error, failed=True, output_home=False), [
-            A.PostEvent(rec.jobid, "error", {"error": error})
+            A.PostEvent(rec.jobid, "error", {"error": error}),
+            *told,
         ]
     attempts = rec.attempts + 1
     failed = attempts > rec.limits.stage_retries
     if failed:
         error = f"{error} ({attempts} times: the job uses its directories directly)"
-    return _set(rec, error=error, failed=failed, attempts=attempts), []
+    return _set(rec, error=error, failed=failed, attempts=attempts), told
 
 
 def reset(rec, ev):
@@ -179,7 +202,7 @@ def reset(rec, ev):
 # --- staging ---------------------------------------------------------------
 
 
-def _stage(rec, direction, src, dst, method):
+def _stage(rec, direction, src, dst, method, reclaim=None):
     seq = rec.stage_seq + 1
     rec = _set(rec, stage_seq=seq, stage_dir=direction, progress=None)
     return rec, [
@@ -194,6 +217,7 @@ def _stage(rec, direction, src, dst, method):
             verify=rec.request.verify,
             nodes=rec.nodes,
             size=rec.need,
+            reclaim=reclaim,
         )
     ]
 
@@ -208,7 +232,9 @@ def stage_in(rec, ev):
 
 def stage_out(rec, ev):
     req = rec.request
-    return _stage(rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out)
+    return _stage(
+        rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out, rec.reclaim
+    )
 
 
 def stop_stage(rec, ev):
@@ -388,13 +414,17 @@ def released(rec, ev):
 
 
 def purge_input(rec, ev):
+    """Drop the inputs: on the RSA node, or on the compute node that holds
+    the RAM disk's image now (only it may write it)."""
+    on_compute = rec.image_attached
     return rec, [
         A.PurgeInput(
             rec.jobid,
-            path=rec.area(IN_AREA),
+            path=rec.job_area(IN_AREA) if on_compute else rec.area(IN_AREA),
             data_in=rec.request.data_in,
             userid=rec.userid,
             nodes=rec.nodes,
+            ranks=rec.ranks if on_compute else (),
         )
     ]
 

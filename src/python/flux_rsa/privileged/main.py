@@ -86,9 +86,14 @@ def task_facts(environ, imp):
     """``environ`` with what only the running task knows, for a hold: its
     rank in the holder job, the job's nodes (a RAM disk over several nodes)
     and (through the IMP, which passes no Flux variables on) its node's
-    name as the pool knows it."""
+    name as the pool knows it; that name also for a store and a stage."""
     env = dict(environ)
-    if env.get(f"{PREFIX}OP") != "hold":
+    op = env.get(f"{PREFIX}OP")
+    if op in ("store", "stage"):
+        if imp and f"{PREFIX}HOST" not in env:
+            env[f"{PREFIX}HOST"] = holder.node_name()
+        return env
+    if op != "hold":
         return env
     rank = env.get("FLUX_TASK_RANK")
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:

@@ -15,6 +15,7 @@ Provider command's site scripts run as root too; ``run`` is given the ones
 the caller may run (``trust.scripts``: the site's, checked).
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,10 +23,9 @@ import sys
 import tempfile
 
 from flux_rsa.privileged import request
-from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
-from flux_rsa.ramdisk.holder import hold
+from flux_rsa.ramdisk import disks, layout, mounts, registry, signals, sysmount
+from flux_rsa.ramdisk.holder import hold, node_name
 from flux_rsa.ramdisk.layout import ProviderError
-from flux_rsa.ramdisk.providers import command
 from flux_rsa.ramdisk.providers.base import Task
 from flux_rsa.ramdisk.purge import purge
 from flux_rsa.ramdisk.sweep import sweep
@@ -53,6 +53,7 @@ def _hold(r):
         fs_host=r.get("FS_HOST", "{host}"),
         host=r.get("HOST"),
         adopt=r.get("ADOPT"),
+        image=r.get("IMAGE", False),
     )
     return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 
@@ -66,14 +67,14 @@ def _attach(r):
     try:
         os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
         provider.attach(mountpoint, r["RANK"], r.values)
-    except (OSError, gluster.GlusterError, ProviderError) as exc:
+    except (OSError, ProviderError) as exc:
         return _fail(f"attach {mountpoint}: {exc}")
     try:
         layout.check_ramdisk(mountpoint, r["NAME"], r["OWNER"])
     except layout.RamdiskError as exc:
         try:
             mounts.detach(mountpoint, r["RANK"])
-        except (OSError, gluster.GlusterError, ProviderError):
+        except (OSError, ProviderError):
             pass
         return _fail(f"attach: {exc}")
     return 0
@@ -83,17 +84,32 @@ def _detach(r):
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
     try:
         mounts.detach(mountpoint, r["RANK"])
-    except (OSError, gluster.GlusterError, ProviderError) as exc:
+    except (OSError, ProviderError) as exc:
         return _fail(f"detach {mountpoint}: {exc}")
     return 0
 
 
 def _purge(r):
+    """Drop the staged inputs: on the RSA node, or where the job's compute
+    node holds the RAM disk's image (ROOT is then its mount root)."""
+    ramdisk = os.path.dirname(r["PATH"])
     try:
-        purge(r["PATH"], r.get("LINK"))
-    except layout.RamdiskError as exc:
+        sysmount.private_namespace()  # an image mounted for this alone
+        with _opened(ramdisk, write=True, what="the switch's purge"):
+            purge(r["PATH"], r.get("LINK"))
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
         return _fail(str(exc))
     return 0
+
+
+def _opened(ramdisk, write, what, reclaim=None, jobid=None):
+    """The RAM disk ``ramdisk`` on this node, mounted for a stage if it is
+    an image (its provider's ``opened``); nothing to do for a RAM disk
+    without a marker (the checks that follow say what is wrong)."""
+    marker = layout.read_marker(ramdisk)
+    if marker is None:
+        return contextlib.nullcontext()
+    return disks.provider_of(marker).opened(ramdisk, write, what, reclaim, jobid)
 
 
 def _discard(r):
@@ -137,33 +153,59 @@ def stage_argv(r):
 def _stage(r):
     """Check the RAM-disk side is the RAM disk (its marker on top: never a
     directory a lost mount left behind), switch to the owner, run the
-    stager.  A RAM disk spanning nodes must be whole before and after:
-    with a brick down the stager would copy the files it can see and call
-    it done.  Where the client that wrote files shows them stale (a
-    sharded GlusterFS volume), a copy in writes through a client of its
-    own, unverified, then runs again through the RAM disk's own client,
-    which finds every complete file and verifies it: the RAM disk's
-    client (the stage-out's, the admin's) never wrote them, so it shows
-    them as they are."""
-    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
-    if producer and r.get("PRODUCER_SERVERS") is not None:
-        return _from_producer_elsewhere(r, producer)
-    return _stage_here(r, producer)
-
-
-def _stage_here(r, producer):
-    """``_stage`` with the producer's RAM disk (the hand-off), if any, at
-    ``producer`` on this node."""
+    stager.  Every stage runs in a mount namespace of its own: a RAM disk
+    that is an image is mounted there for it alone (read-write when it
+    writes), never while a compute node holds it.  A RAM disk spanning
+    nodes must be whole before and after: with a part down the stager
+    would copy the files it can see and call it done.  Where the client
+    that wrote files shows them stale (a sharded GlusterFS volume), a copy
+    in writes through a client of its own, unverified, then runs again
+    through the RAM disk's own client, which finds every complete file and
+    verifies it: the RAM disk's client (the stage-out's, the admin's)
+    never wrote them, so it shows them as they are."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
+    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
+    what = f"the stage-{r['DIRECTION']} of job {os.path.basename(ramdisk)}"
+    try:
+        sysmount.private_namespace()
+        with contextlib.ExitStack() as stack:
+            write = r["DIRECTION"] == "in" or r["MODE"] == "script"
+            stack.enter_context(
+                _opened(ramdisk, write, what, r.get("RECLAIM"), _jobid(ramdisk))
+            )
+            replica = r.get("REPLICA")
+            if replica is not None:
+                stack.enter_context(_opened(os.path.dirname(replica), False, what))
+            if producer and r.get("PRODUCER_SERVERS") is not None:
+                there = stack.enter_context(_producer_elsewhere(r, producer, ramdisk))
+                src = there + r["SRC"][len(producer) :]
+                r, producer = request.Request(r.op, dict(r.values, SRC=src)), there
+            elif producer:
+                stack.enter_context(_opened(producer, False, what))
+            return _stage_here(r, producer, ramdisk)
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+
+
+def _jobid(ramdisk):
+    jobid, _ = layout.ids_from_name(os.path.basename(ramdisk))
+    return jobid
+
+
+def _stage_here(r, producer, ramdisk):
+    """``_stage`` once every RAM disk it reads or writes is there: the
+    producer's (the hand-off), if any, at ``producer``."""
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+
     try:
         if producer:  # another RAM disk of the same owner (the hand-off)
             layout.check_ramdisk(producer, os.path.basename(producer), r["OWNER"])
         marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
         provider = registry.get(marker.get("provider"))
-        expected = provider.expected_bytes(ramdisk)
     except (layout.RamdiskError, registry.UnknownProvider) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
@@ -176,15 +218,13 @@ def _stage_here(r, producer):
     ):
         verify = argv.index("--verify")
         unverified = argv[: verify + 1] + ["none"] + argv[verify + 2 :]
-        code = _forked(
-            lambda: _through_fresh_client(provider, r, ramdisk, expected, unverified)
-        )
+        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, unverified))
         if code != 0:
             return code
-    return _stager(r, ramdisk, expected, argv)
+    return _forked(lambda: _stager(r, provider, ramdisk, argv))
 
 
-def _stager(r, ramdisk, expected, argv):
+def _stager(r, provider, ramdisk, argv):
     """Become the owner for good and run the stager with ``argv``."""
     from flux_rsa.stage import cli, identity
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
@@ -195,27 +235,30 @@ def _stager(r, ramdisk, expected, argv):
         print(exc.line(), file=sys.stderr, flush=True)
         return exc.code
     try:
-        gluster.check_whole(ramdisk, expected)
+        provider.check_whole(ramdisk)
         code = cli.main(argv)
-        gluster.check_whole(ramdisk, expected)
-    except (OSError, gluster.GlusterError) as exc:
+        provider.check_whole(ramdisk)
+    except (OSError, ProviderError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     return code
 
 
-def _from_producer_elsewhere(r, producer):
-    """A stage-in from the owner's RAM disk on another RSA node (the
-    hand-off): in a mount namespace of this process alone, mount its
-    volume read-only (as its compute nodes did), stage from there, unmount.
-    Its marker is checked through that mount like a local one's."""
-    from flux_rsa.ramdisk import volfiles
-    from flux_rsa.stage.errors import EXIT_FAILED, PROG
-
+@contextlib.contextmanager
+def _producer_elsewhere(r, producer, ramdisk):
+    """The owner's RAM disk ``producer`` on another RSA node (the
+    hand-off), mounted read-only in this namespace as its provider reaches
+    it (its volume, or its image in that node's store); yields where.  Its
+    marker is then checked as a local one's."""
     name = os.path.basename(producer)
-    volume = volfiles.Volume(
-        name, r["PRODUCER_SERVERS"], r["PRODUCER_USER"], r["PRODUCER_SECRET"]
-    )
+    values = {
+        "SERVERS": r["PRODUCER_SERVERS"],
+        "USER": r["PRODUCER_USER"],
+        "SECRET": r["PRODUCER_SECRET"],
+        "IMAGE": r.get("PRODUCER_IMAGE"),
+        "HOST": r.get("HOST") or node_name(),
+        "WHAT": f"the hand-off's stage-in of job {os.path.basename(ramdisk)}",
+    }
     top = tempfile.mkdtemp(prefix="rsa-handoff-")
     mountpoint = os.path.join(top, name)
     try:
@@ -223,29 +266,20 @@ def _from_producer_elsewhere(r, producer):
         os.mkdir(mountpoint)
         workdir = os.path.join(top, "client")
         os.mkdir(workdir, 0o700)
-        sysmount.private_namespace()
-        gluster.mount(volume, mountpoint, workdir, read_only=True)
-    except (OSError, gluster.GlusterError) as exc:
-        print(
-            f"{PROG}: cannot mount job {name}'s RAM disk from "
-            f"{','.join(volume.servers)}: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-        shutil.rmtree(top, ignore_errors=True)
-        return EXIT_FAILED
-    try:
-        here = dict(r.values, SRC=mountpoint + r["SRC"][len(producer) :])
-        return _forked(lambda: _stage_here(request.Request(r.op, here), mountpoint))
-    finally:
+        provider = disks.provider_of(layout.read_marker(ramdisk) or {})
         try:
-            gluster.unmount(mountpoint)
-        except OSError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+            with provider.remote(values, mountpoint, workdir):
+                yield mountpoint
+        except ProviderError as exc:
+            raise ProviderError(
+                f"cannot mount job {name}'s RAM disk from "
+                f"{','.join(values['SERVERS'])}: {exc}"
+            ) from None
+    finally:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _through_fresh_client(provider, r, ramdisk, expected, argv):
+def _through_fresh_client(provider, r, ramdisk, argv):
     """In a mount namespace of this process alone, mount a new client of
     the RAM disk over it, run the stager there as the owner, unmount."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
@@ -254,7 +288,7 @@ def _through_fresh_client(provider, r, ramdisk, expected, argv):
     try:
         sysmount.private_namespace()
         workdir = provider.mount_fresh(ramdisk)
-    except (OSError, gluster.GlusterError) as exc:
+    except (OSError, ProviderError) as exc:
         print(
             f"{PROG}: cannot mount a client of its own for the stage-in: {exc}",
             file=sys.stderr,
@@ -262,7 +296,7 @@ def _through_fresh_client(provider, r, ramdisk, expected, argv):
         )
         return EXIT_FAILED
     try:
-        return _forked(lambda: _stager(r, ramdisk, expected, argv))
+        return _forked(lambda: _stager(r, provider, ramdisk, argv))
     finally:
         sysmount.umount(ramdisk)
         shutil.rmtree(workdir)
@@ -304,6 +338,48 @@ def _check(r):
     return 0
 
 
+def _store(r):
+    """Serve this RSA node's image store until told to stop (a signal, as a
+    holder is); then stop serving it, keeping it only for the images left
+    in it (kept ones)."""
+    signals.block()
+    provider = registry.get(r["PROVIDER"])
+    host = r.get("HOST") or node_name()
+    try:
+        marker = provider.serve_store(
+            r["ROOT"],
+            host,
+            r["SIZE"],
+            r["PORT"],
+            r["SECRET"],
+            r.get("FS_HOST", "{host}"),
+        )
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        return _fail(str(exc))
+    print(
+        json.dumps({"event": "store", "host": host, "server": marker["server"]}),
+        flush=True,
+    )
+    signals.wait()
+    try:
+        left = provider.close_store(r["ROOT"], host)
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        return _fail(f"cannot stop the image store of {host}: {exc}")
+    print(json.dumps({"event": "store-closed", "host": host, "kept": left}), flush=True)
+    return 0
+
+
+def _leave(r):
+    """Unmount this compute node's clients of the RSA nodes' stores that no
+    attached image uses."""
+    try:
+        left, in_use = registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        return _fail(f"cannot leave the image stores: {exc}")
+    print(json.dumps({"event": "left", "left": left, "in_use": in_use}), flush=True)
+    return 0
+
+
 RUN = {
     "hold": _hold,
     "purge": _purge,
@@ -314,11 +390,16 @@ RUN = {
     "check": _check,
     "attach": _attach,
     "detach": _detach,
+    "store": _store,
+    "leave": _leave,
 }
 
 
 def run(request, scripts=None):
     """Carry out ``request``, with ``scripts`` ({step: path}) the site
     scripts of provider command it may run; return its exit status."""
-    command.configure(scripts or {})
+    if scripts:
+        from flux_rsa.ramdisk.providers import command
+
+        command.configure(scripts)
     return RUN[request.op](request)

@@ -30,7 +30,6 @@ import importlib.util
 import json
 import os
 
-from flux_rsa.core.request import BadRequest, parse_request
 from flux_rsa.privileged import trust
 from flux_rsa.privileged.request import PREFIX, Refused, producer_area, stage_mode
 
@@ -54,6 +53,11 @@ def check(request, payload, signer):
         raise Refused(
             f"{PREFIX}J does not hold a jobspec (signed payload is not one)"
         ) from None
+    from flux_rsa.core.request import (  # jsonschema: when needed
+        BadRequest,
+        parse_request,
+    )
+
     try:
         asked = parse_request(attrs)
     except BadRequest as exc:

@@ -16,6 +16,7 @@ a server stopped at a pool restart is started again over the same brick
 when a new holder adopts the RAM disk.
 """
 
+import contextlib
 import errno
 import os
 import shutil
@@ -25,7 +26,7 @@ import time
 import uuid
 
 from flux_rsa.ramdisk import mounts, signals, sysmount, volfiles
-from flux_rsa.ramdisk.layout import starttime
+from flux_rsa.ramdisk.layout import ProviderError, starttime
 
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: a brick or a mount must come up within this many seconds
@@ -37,7 +38,7 @@ FUSE = "fuse.glusterfs"
 HANDLES = ".glusterfs"
 
 
-class GlusterError(Exception):
+class GlusterError(ProviderError):
     pass
 
 
@@ -301,6 +302,41 @@ def mount_file(volfile, mountpoint, workdir, name, bricks, read_only=False):
         undo=lambda: unmount(mountpoint),
     )
     return process_record(proc)
+
+
+def mount_login(login, mountpoint, workdir, read_only=False):
+    """Mount the volume a login reaches (``servers``, ``user``, ``secret``,
+    and a ``name`` to show) at ``mountpoint``; return the client's record."""
+    volume = volfiles.Volume(
+        login.get("name", "rsa"),
+        tuple(login["servers"]),
+        login["user"],
+        login["secret"],
+    )
+    return mount(volume, mountpoint, workdir, read_only)
+
+
+def login_of(values):
+    """The login in request ``values`` (SERVERS, USER, SECRET)."""
+    return {
+        "servers": list(values["SERVERS"]),
+        "user": values["USER"],
+        "secret": values["SECRET"],
+    }
+
+
+@contextlib.contextmanager
+def readonly(values, mountpoint, workdir):
+    """The volume request ``values`` reach, mounted read-only at
+    ``mountpoint`` (its client's files in ``workdir``) while in the context."""
+    try:
+        mount_login(login_of(values), mountpoint, workdir, read_only=True)
+    except (OSError, GlusterError) as exc:
+        raise ProviderError(str(exc)) from None
+    try:
+        yield mountpoint
+    finally:
+        unmount(mountpoint)
 
 
 def attach(mountpoint, rank, values, provider):

@@ -43,19 +43,22 @@ def _refs_update(workdir, rank, add):
 def attach(mountpoint, rank, how, mount):
     """Make the RAM disk reachable at ``mountpoint`` for job rank ``rank``
     (idempotent): the first rank on this node calls ``mount(workdir)``;
-    ``how`` (a dict with ``provider``) is kept for ``detach``.  When the
-    mount fails and no other rank uses it, nothing of it is left."""
+    ``how`` (a dict with ``provider``), with what ``mount`` returned (a
+    dict, or None), is kept for ``detach``.  When the mount fails and no
+    other rank uses it, nothing of it is left."""
     workdir = _workdir(mountpoint)
     with _locked(workdir, create=True):
         if not _read_json(os.path.join(workdir, "ranks"), []):
             os.makedirs(mountpoint, mode=0o755, exist_ok=True)
             write_private(os.path.join(workdir, "how"), json.dumps(how))
             try:
-                mount(workdir)
+                done = mount(workdir)
             except BaseException:
                 _remove(mountpoint)
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
+            if done:
+                write_private(os.path.join(workdir, "how"), json.dumps({**how, **done}))
         _refs_update(workdir, rank, add=True)
 
 

@@ -42,7 +42,7 @@ class Executor:
             A.CancelHolder: self.pool_action,
             A.StartStage: self.pool_action,
             A.StopStage: self.pool_action,
-            A.PurgeInput: self.pool_action,
+            A.PurgeInput: self.purge,
             A.Measure: self.pool_action,
             A.ReplyStart: self.reply_start,
             A.StartTimer: self.start_timer,
@@ -71,6 +71,14 @@ class Executor:
             self.log.error(f"rsa: job {action.jobid}: {type(action).__name__}: {exc}")
 
     # --- the pool ---
+
+    def purge(self, a):
+        """The switch's purge: where the job's compute node holds an image
+        (only it writes it then), else in the pool."""
+        if a.ranks:
+            self.mounts.purge(a, a.path.rsplit("/", 2)[0])
+        else:
+            self.pool_action(a)
 
     def pool_action(self, a):
         method, payload = wire.request(a)

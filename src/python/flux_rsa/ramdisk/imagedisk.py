@@ -1,0 +1,204 @@
+"""A RAM disk that is a file-system image, from its making to its end.
+
+On its RSA node (HOST) the RAM disk ``ROOT/NAME`` is a directory holding
+only its marker (kind ``image``, the image's path); the files are in the
+image, ``ROOT/.store-HOST/images/NAME.img`` (``store``), made by the holder
+(``build``) and removed with the RAM disk (``remove``).  Kept through a
+pool restart, it stays in the store; an adopting holder grows it if need
+be (``grow``).
+
+Where the image is mounted, and by whom, one writer at a time, ever:
+
+* a stage (stage-in, stage-out, the hand-off's read of a producer's
+  outputs, the switch's purge once the job is gone) mounts it at
+  ``ROOT/NAME`` in a mount namespace of its own for as long as it runs
+  (``opened``): read-write when it writes, read-only when it only reads;
+* the job's compute node mounts it read-write at ``MOUNT_ROOT/NAME``
+  (``attach``) from before the job starts until after it ended
+  (``detach``), through the store's client that node keeps
+  (``store.Transports``).
+
+Who has it mounted is in its ``.use`` directory beside it (``image.Use``,
+which both sides see); a stage refuses an image a compute node still
+holds, and a compute node one a stage still writes.  The marker on top,
+inside the image, says which RAM disk it is and whose, as a tmpfs's does.
+
+How the store is served and reached is the provider's; nothing here names
+a network engine.
+"""
+
+import json
+import os
+
+from flux_rsa.ramdisk import image, layout, store, sysmount
+
+KIND = "image"
+#: a compute node keeps at most this much written data of an image in its
+#: memory; the rest goes to the RSA node while the job runs, so that its
+#: end (the unmount) has at most this much left to write
+DIRTY_LIMIT = 64 << 20
+
+
+def is_image(marker):
+    return marker is not None and marker.get("kind") == KIND
+
+
+def image_path(marker):
+    return marker["image"]
+
+
+# --- on the RSA node ------------------------------------------------------------------
+
+
+def build(path, marker, size):
+    """Make the image RAM disk ``path`` (its ``marker`` names the image):
+    the directory and its marker, the image with the marker on top and the
+    owner's areas.  On failure nothing is left; RamdiskError says why."""
+    file = image_path(marker)
+    try:
+        os.mkdir(path, 0o755)
+        layout.write_marker(path, marker)
+        remove_image(file)  # a dead holder's leftover of the same name
+        image.make(file, size, marker["name"])
+        sysmount.in_private_namespace(lambda: _fill(file, path, marker))
+    except (OSError, image.ImageError) as exc:
+        try:
+            remove(path, marker)
+            layout.remove(path)
+        except (OSError, image.ImageError):
+            pass
+        raise layout.RamdiskError(f"cannot build {path}: {exc}") from None
+    return path
+
+
+def _fill(file, path, marker):
+    image.mount(file, path)
+    layout.mark_on_top(path, marker)
+    layout.make_areas(path, marker)
+    image.unmount(path)
+
+
+def remove(path, marker):
+    """Give the image of the RAM disk at ``path`` back (the caller removes
+    the directory)."""
+    remove_image(image_path(marker))
+
+
+def remove_image(file):
+    """Remove an image file and its use entries."""
+    image.Use(file, None).remove()
+    try:
+        os.unlink(file)
+    except FileNotFoundError:
+        pass
+
+
+def grow(path, size):
+    """Grow the image of the RAM disk at ``path`` to ``size`` bytes."""
+    marker = layout.read_marker(path)
+    image.grow(image_path(marker), size)
+
+
+def served_by(path):
+    """The store login of the image RAM disk at ``path`` on its node."""
+    marker = layout.read_marker(path)
+    return store.login(store.serving(os.path.dirname(path), marker["host"]))
+
+
+class opened:
+    """Mount the image of the RAM disk ``ramdisk`` at ``ramdisk`` itself,
+    for a stage on its RSA node (``host``: the node its marker names), in
+    the caller's own mount namespace (``sysmount.private_namespace`` first): read-write when it
+    ``write``s, else read-only.  A stage never mounts an image a compute
+    node holds, except one whose node was lost (``reclaim``: that node's
+    name), and an image not unmounted cleanly is checked and repaired
+    before anything reads it.  Nothing happens for a RAM disk that is not
+    an image.  ``what`` says who we are, in the use entry."""
+
+    def __init__(self, ramdisk, write, what, reclaim=None, jobid=None, host=None):
+        self.ramdisk = ramdisk
+        self.marker = layout.read_marker(ramdisk)
+        # (a stage runs on the image's own node, which its marker names)
+        self.host = host or (self.marker or {}).get("host")
+        self.write = write
+        self.what = what
+        self.reclaim = reclaim
+        self.jobid = jobid
+        self.use = self.name = None
+        self.repaired = None  # what e2fsck said, when it had to repair it
+
+    def __enter__(self):
+        if not is_image(self.marker) or self.marker.get("mounted"):
+            return self  # not an image, or mounted here already (a compute node)
+        file = image_path(self.marker)
+        if not os.path.exists(file):
+            raise image.ImageError(
+                f"{self.ramdisk}: its image {file} is gone (the RSA node's store was "
+                "lost: a reboot?)"
+            )
+        self.use = image.Use(file, self.host)
+        if self.reclaim is not None:
+            self.use.reclaim(self.reclaim)
+        why = image.unclean(file)
+        write = self.write or why is not None
+        who = image.me(self.host, what=self.what, jobid=self.jobid)
+        self.name = self.use.take(write, who)
+        try:
+            if why is not None:
+                said = image.check(file)
+                self.repaired = f"{why}; e2fsck -p: {said or 'clean'}"
+            image.mount(file, self.ramdisk, read_only=not self.write)
+        except BaseException:
+            self.use.give(self.name)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.use is None:
+            return
+        try:
+            image.unmount(self.ramdisk)
+        finally:
+            self.use.give(self.name)
+
+
+# --- on a compute node -----------------------------------------------------------------
+
+
+def attach(transports, values, mountpoint, host, rank):
+    """Mount the image the attach ``values`` name (``IMAGE`` in the store
+    whose login they carry) at ``mountpoint``, as the one writer; returns
+    how it was done, for ``detach``."""
+    login = {
+        "servers": list(values["SERVERS"]),
+        "user": values["USER"],
+        "secret": values["SECRET"],
+    }
+    file = os.path.join(transports.join(login), values["IMAGE"])
+    use = image.Use(file, host)
+    who = image.me(
+        host, what="the compute node", rank=rank, jobid=values.get("JOBID"), mount=True
+    )
+    name = use.take(True, who)
+    try:
+        if image.unclean(file):
+            raise image.ImageError(
+                f"{file} was not unmounted cleanly where it was last used: the stage "
+                "that reads it next checks it first"
+            )
+        device = image.mount(file, mountpoint, dirty=DIRTY_LIMIT)
+    except BaseException:
+        use.give(name)
+        raise
+    return {"image": file, "use": name, "device": device, "host": host}
+
+
+def detach(mountpoint, how):
+    """Unmount the image ``how`` says was attached at ``mountpoint`` (all
+    it still held in memory written back first) and stop being its user;
+    prints how long the unmount took."""
+    seconds = 0.0
+    if sysmount.mounted(mountpoint):
+        seconds = image.unmount(mountpoint)
+    image.Use(how["image"], how.get("host")).give(how["use"])
+    print(json.dumps({"event": "detached", "unmount": round(seconds, 3)}), flush=True)
