@@ -54,10 +54,12 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "times": {
-                "description": "when each rsa-state was entered (seconds after submit)",
+                "description": "when each rsa-state was entered (seconds after submit), "
+                "and how long the compute node's attach and detach took",
                 "format": (
                     "{id.f58:>12} {rsa_state:<11} {t.REQUESTED:>7} {t.BOOTED:>7} {t.STAGING_IN:>7} "
-                    "{t.READY:>7} {t.INUSE_IN:>7} {t.STAGING_OUT:>7} {t.DESTROYED:>7}"
+                    "{t.READY:>7} {t.INUSE_IN:>7} {t.STAGING_OUT:>7} {t.DESTROYED:>7} "
+                    "{attach:>7} {detach:>7}"
                 ),
             },
         },
@@ -106,6 +108,8 @@ class StatusFormat(flux.util.OutputFormat):
         "nodes": "RSANODES",
         "capacity": "CAPACITY",
         "progress": "PROGRESS",
+        "attach": "ATTACH",
+        "detach": "DETACH",
         "percent": "PCT",
         "done": "DONE",
         "size": "SIZE",
@@ -199,6 +203,8 @@ class RsaJob:
         self.done = Size(p.get("bytes_done", 0))
         self.size = Size(p.get("bytes_total", 0))
         self.bytes_rate = p.get("rate", 0) or 0
+        self.attach = Seconds(self.record.mount_seconds("attach"))
+        self.detach = Seconds(self.record.mount_seconds("detach"))
 
     @property
     def final(self):
@@ -239,6 +245,10 @@ class RsaJob:
     @property
     def note(self):
         rec = self.rec
+        if rec.get("mount") == "detaching":
+            # the job ended: its compute node writes back what it still
+            # holds of the RAM disk, then lets go (the stage-out waits)
+            return "detaching: the compute node writes back its data"
         if rec["rsa_state"] == "INELIGIBLE":
             return rec.get("reason") or ""
         if rec["rsa_state"] == "KEPT":
@@ -264,6 +274,16 @@ class RsaJob:
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
             return "scratch RAM disk"
         return rec.get("error") or ""
+
+
+class Seconds:
+    """A duration in seconds for a field ("-" when unknown)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __format__(self, spec):
+        return format("-" if self.value is None else f"{self.value:.3f}s", spec)
 
 
 def attached(rec, hosts):

@@ -235,6 +235,8 @@ class Record:
     #: the compute node lost with the image mounted: the stage-out breaks its
     #: hold and checks the image before reading it
     reclaim: Optional[str] = None
+    #: the compute side's steps: {"attach"|"detach": (start, end or None)}
+    mount_times: dict = field(default_factory=dict)
     history: tuple = field(default=())  # Transition values, oldest first
 
     @property
@@ -288,6 +290,12 @@ class Record:
             and self.volume is not None
             and self.volume.get("image") is not None
         )
+
+    def mount_seconds(self, step):
+        """How long the compute side's ``step`` ("attach" or "detach") took,
+        or None when it has not ended."""
+        start, end = self.mount_times.get(step, (None, None))
+        return None if start is None or end is None else end - start
 
     def job_area(self, name):
         return None if self.ramdisk is None else f"{self.job_ramdisk}/{name}"
@@ -346,6 +354,8 @@ class Record:
             d["image"] = True
         if self.reclaim is not None:
             d["reclaim"] = self.reclaim
+        if self.mount_times:
+            d["mount_times"] = {k: list(v) for k, v in self.mount_times.items()}
         return d
 
     @classmethod
@@ -390,5 +400,6 @@ class Record:
             consumers=tuple(d.get("consumers", ())),
             image=d.get("image", False),
             reclaim=d.get("reclaim"),
+            mount_times={k: tuple(v) for k, v in (d.get("mount_times") or {}).items()},
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

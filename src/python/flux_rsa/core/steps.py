@@ -117,20 +117,31 @@ def forget_holder(rec, ev):
 # --- the RAM disk on the compute nodes -----------------------------------------
 
 
+def _timed(rec, step, t, end=False):
+    """``mount_times`` with ``step`` started at ``t`` (or ended, ``end``)."""
+    times = dict(rec.mount_times)
+    times[step] = (times.get(step, (t, None))[0], t) if end else (t, None)
+    return times
+
+
 def attach(rec, ev):
     root, _, name = rec.job_ramdisk.rpartition("/")
-    return _set(rec, mount=Mount.ATTACHING, mount_path=rec.job_ramdisk), [
-        A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)
-    ]
+    return _set(
+        rec,
+        mount=Mount.ATTACHING,
+        mount_path=rec.job_ramdisk,
+        mount_times=_timed(rec, "attach", ev.t),
+    ), [A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)]
 
 
 def attached(rec, ev):
     """Attached everywhere, or nowhere: the job then uses its directories
     and the note says which node failed."""
+    times = _timed(rec, "attach", ev.t, end=True)
     if ev.ok:
-        return _set(rec, mount=Mount.ATTACHED), []
+        return _set(rec, mount=Mount.ATTACHED, mount_times=times), []
     error = f"the RAM disk could not be attached where the job runs ({ev.error}): it uses its directories"
-    return _set(rec, mount=Mount.FAILED, error=error), [
+    return _set(rec, mount=Mount.FAILED, error=error, mount_times=times), [
         A.PostEvent(rec.jobid, "error", {"error": error})
     ]
 
@@ -139,7 +150,8 @@ def detach(rec, ev):
     """The RAM disk may be gone already (its holder lost): the compute nodes
     still let go of their mount."""
     root, _, name = rec.mount_path.rpartition("/")
-    return _set(rec, mount=Mount.DETACHING), [
+    times = _timed(rec, "detach", ev.t)
+    return _set(rec, mount=Mount.DETACHING, mount_times=times), [
         A.Detach(rec.jobid, ranks=rec.ranks, root=root, name=name)
     ]
 
@@ -148,8 +160,9 @@ def detached(rec, ev):
     """Detached, or not: a node lost with the image mounted is named for the
     stage-out to break its hold (and check the image first); one that is
     up but could not let go keeps it, and the stage-out refuses it."""
+    times = _timed(rec, "detach", ev.t, end=True)
     if ev.ok:
-        return _set(rec, mount=Mount.NONE, mount_path=None), []
+        return _set(rec, mount=Mount.NONE, mount_path=None, mount_times=times), []
     reclaim = ev.lost[0] if ev.lost and rec.volume and rec.volume.get("image") else None
     return (
         _set(
@@ -158,6 +171,7 @@ def detached(rec, ev):
             mount_path=None,
             error=f"detaching the RAM disk: {ev.error}",
             reclaim=reclaim or rec.reclaim,
+            mount_times=times,
         ),
         [],
     )
