@@ -231,12 +231,18 @@ rsa_pool() {
 }
 
 # RAM disks (and their bricks) present under the test ramdisk root, RAM
-# disks attached under its mount root, and anything mounted under either,
-# on every node
+# disks attached under its mount root, anything mounted under either, on
+# every node, images still in an RSA node's store, and loop devices over
+# an image.  The pool's image stores and the compute nodes' clients of
+# them are the pool's own, there for as long as it runs: not listed.
 rsa_ramdisks() {
 	rsa_on_nodes sh -c '
-		find "$1/ramdisk" "$1/mnt" -mindepth 1 -maxdepth 1 -name "*.*" 2>/dev/null
-		findmnt -n -l -o TARGET | grep -F -e "$1/ramdisk/" -e "$1/mnt/"
+		find "$1/ramdisk" "$1/mnt" -mindepth 1 -maxdepth 1 -name "*.*" \
+			! -name ".store-*" ! -name ".stores" 2>/dev/null
+		find "$1"/ramdisk/.store-*/images -mindepth 1 -maxdepth 1 -name "*.img*" 2>/dev/null
+		findmnt -n -l -o TARGET | grep -F -e "$1/ramdisk/" -e "$1/mnt/" |
+			grep -v -e "/\.store-[^/]*\$" -e "/\.stores/[^/]*\$"
+		cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -F "$1/"
 		true' rsa-ramdisks "$RSA_INSTANCE_TMP"
 }
 

@@ -156,9 +156,22 @@ def attach_first(rec):
 
 
 def attach_now(rec):
-    """Its answer is due and needs the RAM disk attached: attach it."""
+    """Its answer is due and needs the RAM disk attached: attach it (an
+    image only once no stage works on it: one writer at a time; a job that
+    starts during its stage-in waits until the stage has stopped)."""
     due = (rec.rsa_state is S.READY and pending(rec)) or answerable(rec)
-    return due and rec.mount is Mount.NONE and attach_first(rec)
+    return (
+        due
+        and rec.mount is Mount.NONE
+        and attach_first(rec)
+        and not stage_on_image(rec)
+    )
+
+
+def stage_on_image(rec):
+    """A stage still works on the RAM disk, and it is an image."""
+    image = rec.volume is not None and rec.volume.get("image") is not None
+    return image and rec.stage_dir is not None
 
 
 def ready_answer(rec):

@@ -91,9 +91,10 @@ def journal_bytes(size):
 
 
 def file_size(capacity):
-    """The size of the image file of a reservation of ``capacity`` bytes:
-    the capacity for files, an inode per block, the journal, and 1/64 (at
-    least 2 MiB) for the block groups' bitmaps and descriptors."""
+    """About the size of the image file of a reservation of ``capacity``
+    bytes (``make`` fits it exactly): the capacity for files, an inode per
+    block, the journal, and 1/64 (at least 2 MiB) for the block groups'
+    bitmaps and descriptors."""
     inodes = capacity // BLOCK * INODE_SIZE
     return capacity + inodes + journal_bytes(capacity) + max(capacity // 64, 2 << 20)
 
@@ -125,39 +126,74 @@ def mkfs_argv(path, capacity, label):
 
 def make(path, capacity, label):
     """A new image at ``path`` (root's, 0600: only root may open it,
-    wherever it is served) holding an empty ext4 file system with room for
-    ``capacity`` bytes of files."""
+    wherever it is served) holding an empty ext4 file system of exactly
+    ``capacity`` bytes for files (what ``df`` shows as its size, as for a
+    tmpfs of that size): made once, then again on a file as much larger or
+    smaller as ext4's own share of the first turned out to be."""
     if capacity < 2 << 20:
         raise ImageError(
             f"{path}: an image for {capacity} bytes is too small (2 MiB at least)"
         )
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.ftruncate(fd, file_size(capacity))
-        finally:
-            os.close(fd)
+        os.close(fd)
     except OSError as exc:
         raise ImageError(f"cannot make the image {path}: {exc.strerror}") from None
+    try:
+        _fit(path, capacity, lambda: _mkfs(path, capacity, label))
+    except BaseException:
+        os.unlink(path)
+        raise
+
+
+def _mkfs(path, capacity, label):
     done = _run(
         mkfs_argv(path, capacity, label), f"cannot make a file system in {path}"
     )
     if done.returncode != 0:
-        os.unlink(path)
         raise ImageError(f"cannot make a file system in {path}: {_said(done)}")
+
+
+def _fit(path, capacity, build):
+    """Size the file at ``path`` and ``build()`` the file system in it until
+    it holds exactly ``capacity`` bytes of blocks for files."""
+    blocks = file_size(capacity) // BLOCK
+    want = capacity // BLOCK
+    for _ in range(4):
+        os.truncate(path, blocks * BLOCK)
+        build()
+        total, overhead = _blocks(path)
+        if total - overhead == want or overhead == 0:
+            return
+        blocks += want - (total - overhead)
+
+
+def _blocks(path):
+    """(blocks in all, blocks ext4 keeps for itself) of the image at ``path``."""
+    with open(path, "rb") as f:
+        f.seek(_SUPER)
+        sb = f.read(1024)
+    lo, hi = (
+        struct.unpack_from("<I", sb, 0x04)[0],
+        struct.unpack_from("<I", sb, 0x150)[0],
+    )
+    return hi << 32 | lo, struct.unpack_from("<I", sb, 0x248)[0]
 
 
 def grow(path, capacity):
     """Grow the (unmounted) image at ``path`` to hold ``capacity`` bytes of
     files (an adopted reservation larger than the kept one)."""
-    size = file_size(capacity)
-    if os.stat(path).st_size >= size:
+    total, overhead = _blocks(path)
+    if (total - overhead) * BLOCK >= capacity:
         return
     check(path, force=True)
-    os.truncate(path, size)
-    done = _run(["resize2fs", path], f"cannot grow {path}")
-    if done.returncode != 0:
-        raise ImageError(f"cannot grow {path} for {capacity} bytes: {_said(done)}")
+
+    def resize():
+        done = _run(["resize2fs", path], f"cannot grow {path}")
+        if done.returncode != 0:
+            raise ImageError(f"cannot grow {path} for {capacity} bytes: {_said(done)}")
+
+    _fit(path, capacity, resize)
 
 
 # --- its state ---------------------------------------------------------------------

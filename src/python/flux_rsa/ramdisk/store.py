@@ -108,15 +108,19 @@ def images(store):
     return sorted(e[: -len(SUFFIX)] for e in entries if e.endswith(SUFFIX))
 
 
-def open_store(root, host, size, port, secret, fs_host, serve):
+def open_store(root, host, size, port, secret, fs_host, serve, stop):
     """Make (or take up again) the store of this node, ``size`` bytes, and
     serve it with ``serve(directory, workdir, login)`` (the provider's; it
     returns the server's process record).  A store left by an earlier pool
-    keeps its port and secret, so that clients mounted before carry on.
+    keeps its secret when it is served on the same port, so that clients
+    mounted before carry on; a server of it still running (its pool was
+    killed, not stopped) is stopped first with ``stop(store, marker)``.
     Returns its marker."""
     store = path_of(root, host)
     os.makedirs(root, mode=0o755, exist_ok=True)
     old = read(store) if sysmount.mounted(store, "tmpfs") else None
+    if old is None and os.path.isdir(store):
+        stop(store, {})  # (a server of a store whose tmpfs is gone)
     if old is not None and layout.holder_alive(old):
         raise layout.RamdiskError(
             f"the image store {store} is already served by process {old['pid']}"
@@ -130,6 +134,7 @@ def open_store(root, host, size, port, secret, fs_host, serve):
                 sysmount.mount_tmpfs(store, size, mode=0o700, source=SOURCE)
             os.makedirs(images_dir(store), mode=0o700, exist_ok=True)
         else:
+            stop(store, old)
             if old.get("port") == port:  # clients mounted before reach it again
                 secret = old["secret"]
             if size > old.get("size", 0):

@@ -203,6 +203,9 @@ class Tmpfs(Provider):
     # --- the image store -----------------------------------------------------------
 
     def serve_store(self, root, host, size, port, secret, fs_host):
+        def stop(path, marker):
+            gluster.stop_all([marker.get("process")], path)
+
         def serve(directory, workdir, login):
             volume = volfiles.Volume(
                 login["name"], tuple(login["servers"]), login["user"], login["secret"]
@@ -212,7 +215,7 @@ class Tmpfs(Provider):
             except gluster.GlusterError as exc:
                 raise ProviderError(str(exc)) from None
 
-        return store.open_store(root, host, size, port, secret, fs_host, serve)
+        return store.open_store(root, host, size, port, secret, fs_host, serve, stop)
 
     def close_store(self, root, host):
         def stop(path, marker):
