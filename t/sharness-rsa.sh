@@ -164,14 +164,50 @@ rsa_on_nodes() {
 	done | sort -u
 }
 
-# rsa_on_ramdisk JOB COMMAND...: COMMAND on the RSA node where job JOB's
-# RAM disk is (its first one): nodes share no mount table, so the RAM
-# disk's path means something there only
+# rsa_on_ramdisk JOB COMMAND...: COMMAND where job JOB's RAM disk is (its
+# first RSA node): nodes share no mount table, so the RAM disk's path means
+# something there only.  A RAM disk that is an image is read where it is
+# mounted: on the compute node that holds it now (the one writer; its path
+# there given for the RSA node's in COMMAND), else on its RSA node, where
+# every image nobody writes is mounted read-only for COMMAND alone
+# (flux_rsa.ramdisk look)
 rsa_on_ramdisk() {
-	_or_node=$(rsa_field nodes "$1" | cut -d, -f1) &&
-	test -n "$_or_node" &&
-	shift &&
-	rsa_on_node "$(flux hostlist -F "$_or_node" instance)" "$@"
+	_or_where=$(flux rsa status -a -o json "$1" | flux python -c "
+import json, sys
+r = json.load(sys.stdin)[0]
+image = (r.get(\"volume\") or {}).get(\"image\")
+where = \"compute\" if image and r.get(\"mount\") == \"attached\" else \"image\" if image else \"rsa\"
+print(where, (r.get(\"nodes\") or [\"-\"])[0], (r.get(\"ranks\") or [\"-\"])[0],
+      r.get(\"ramdisk\") or \"-\", r.get(\"mount_path\") or \"-\")
+") &&
+	set -- $_or_where "$@" &&
+	_or_kind=$1 _or_node=$2 _or_rank=$3 _or_path=$4 _or_mount=$5 &&
+	shift 5 &&
+	test "$_or_node" != - &&
+	case $_or_kind in
+	compute)
+		rsa_on_node "$_or_rank" /usr/bin/python3 -c "
+import os, sys
+old, new = sys.argv[1:3]
+argv = [a.replace(old, new) for a in sys.argv[3:]]
+os.execvp(argv[0], argv)" "$_or_path" "$_or_mount" "$@" ;;
+	image)
+		rsa_on_node "$(flux hostlist -F "$_or_node" instance)" \
+			env PYTHONPATH="$RSA_SRCDIR/src/python" /usr/bin/python3 -m flux_rsa.ramdisk \
+			look "${_or_path%/*}" -- "$@" 2>/dev/null ;;
+	*)
+		rsa_on_node "$(flux hostlist -F "$_or_node" instance)" "$@" ;;
+	esac
+}
+
+# rsa_job_fstype JOB: the file system job JOB's RAM disk is, as its compute
+# nodes see it: ext4 (an image), fuse.glusterfs (served) or tmpfs (seen
+# where the site shows it)
+rsa_job_fstype() {
+	flux rsa status -a -o json "$1" | flux python -c "
+import json, sys
+v = json.load(sys.stdin)[0].get(\"volume\") or {}
+print(\"ext4\" if v.get(\"image\") else \"fuse.glusterfs\" if v.get(\"servers\") else \"tmpfs\")"
 }
 
 # rsa_same_tree_on JOB A B: as rsa_same_tree, on job JOB's RSA node

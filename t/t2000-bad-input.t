@@ -311,7 +311,7 @@ test_expect_success 'no job exists but the RSA pool (launches of it)' '
 '
 test_expect_success 'nothing ran in the RSA pool: no holder, no stage job, nothing reserved' '
 	rsa_pool flux jobs -a -u all -n -o "{name}" >pool.jobs &&
-	test_must_fail grep -v -x rsa-sweep pool.jobs &&
+	test_must_fail grep -v -x -e rsa-sweep -e "rsa-store-.*" pool.jobs &&
 	flux rsa pool -o json >pool.json &&
 	flux python -c "
 import json
