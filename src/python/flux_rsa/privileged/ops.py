@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -169,6 +170,10 @@ def _stage(r):
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
     what = f"the stage-{r['DIRECTION']} of job {os.path.basename(ramdisk)}"
+    # a stop (the stage canceled) ends the stager and unwinds what this
+    # stage mounted and holds, instead of leaving an image in use
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stopped)
     try:
         sysmount.private_namespace()
         with contextlib.ExitStack() as stack:
@@ -189,6 +194,27 @@ def _stage(r):
     except (OSError, ProviderError, layout.RamdiskError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
+    except Stopped as exc:
+        print(f"{PROG}: stopped by signal {exc.args[0]}", file=sys.stderr, flush=True)
+        return 128 + exc.args[0]
+
+
+class Stopped(BaseException):
+    """A stop signal came: unwind (the stager first, then the mounts)."""
+
+
+#: the stager a stage forked (its process group), killed when it is stopped
+_children = set()
+
+
+def _stopped(signum, frame):
+    for pid in list(_children):
+        for kill in (os.killpg, os.kill):  # (its group may not be made yet)
+            try:
+                kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    raise Stopped(signum)
 
 
 def _jobid(ramdisk):
@@ -311,12 +337,32 @@ def _forked(fn):
     if pid == 0:
         code = 1
         try:
+            os.setpgid(0, 0)  # it and what it starts: killed together when stopped
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
             code = fn()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    _children.add(pid)
+    try:
+        while True:
+            try:
+                return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            except InterruptedError:
+                continue
+    finally:
+        _children.discard(pid)
+        _reap(pid)
+
+
+def _reap(pid):
+    """Wait for a child killed while we were told to stop."""
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _measure(r):

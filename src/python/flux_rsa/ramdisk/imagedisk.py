@@ -29,6 +29,7 @@ a network engine.
 
 import json
 import os
+import time
 
 from flux_rsa.ramdisk import image, layout, store, sysmount
 
@@ -37,6 +38,8 @@ KIND = "image"
 #: memory; the rest goes to the RSA node while the job runs, so that its
 #: end (the unmount) has at most this much left to write
 DIRTY_LIMIT = 64 << 20
+#: a compute node's attach waits at most this long for a stage to let go
+STOPPING_STAGE = 10.0
 
 
 def is_image(marker):
@@ -179,7 +182,7 @@ def attach(transports, values, mountpoint, host, rank):
     who = image.me(
         host, what="the compute node", rank=rank, jobid=values.get("JOBID"), mount=True
     )
-    name = use.take(True, who)
+    name = _take(use, who)
     try:
         if image.unclean(file):
             raise image.ImageError(
@@ -191,6 +194,20 @@ def attach(transports, values, mountpoint, host, rank):
         use.give(name)
         raise
     return {"image": file, "use": name, "device": device, "host": host}
+
+
+def _take(use, who):
+    """Become the image's writer; a stage still there (one being stopped:
+    the job started before its stage-in ended) is waited for a while."""
+    deadline = time.monotonic() + STOPPING_STAGE
+    while True:
+        try:
+            return use.take(True, who)
+        except image.Busy:
+            holder = use.writer() or {}
+            if holder.get("mount") or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def detach(mountpoint, how):

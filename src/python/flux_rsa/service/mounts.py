@@ -46,8 +46,15 @@ class Mounts:
         self.base_env = {**subjob_environment(os.environ), "PYTHONPATH": _python_path()}
         self._joined_ranks = None  # read from the KVS on first use
         self._hosts = None
+        self.closed = False  # the pool stopped for good: nothing is attached any more
 
     def attach(self, a):
+        if self.closed:
+            self.deliver(
+                a.jobid,
+                E.Attached(time.time(), False, "the RSA pool has stopped (shutdown)"),
+            )
+            return
         fields = attach_fields(a.volume)
         image = a.volume.get("image") is not None
         if image:
@@ -128,6 +135,7 @@ class Mounts:
         """Unmount every store client the ranks that joined one keep (the
         pool stops for good); ``done()`` once they all answered."""
         ranks = sorted(self.joined)
+        self.closed = True
 
         def left(failed, ok_ranks):
             for why in failed:
