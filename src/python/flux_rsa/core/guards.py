@@ -168,6 +168,18 @@ def attach_now(rec):
     )
 
 
+def stage_before_attach(rec):
+    """Its answer is due and needs the RAM disk attached, but it is an image
+    a stage-in still writes: stop the stage first (one writer at a time;
+    the job, started before its inputs were staged, reads data_in)."""
+    return (
+        answerable(rec)
+        and rec.mount is Mount.NONE
+        and attach_first(rec)
+        and stage_on_image(rec)
+    )
+
+
 def stage_on_image(rec):
     """A stage still works on the RAM disk, and it is an image."""
     image = rec.volume is not None and rec.volume.get("image") is not None

@@ -256,6 +256,9 @@ PASS_ROWS = [
     PassRow(RUN, states(S.INELIGIBLE), g.pending, SAME, (do.reply,)),
     # ... on a RAM disk its compute nodes attach: attach first
     PassRow(RUN, ANY, g.attach_now, SAME, (do.attach,)),
+    PassRow(
+        RUN, states(S.STAGING_IN), g.stage_before_attach, S.STOPPING, (do.stop_stage,)
+    ),
     PassRow(RUN, states(S.READY), g.ready_answer, SAME, (do.reply,)),
     PassRow(RUN, ANY, g.answer, SAME, (do.reply,)),
     # -- a running job uses what it was g.given (Figure 3.4) --

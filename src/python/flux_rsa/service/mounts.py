@@ -47,6 +47,8 @@ class Mounts:
         self._joined_ranks = None  # read from the KVS on first use
         self._hosts = None
         self.closed = False  # the pool stopped for good: nothing is attached any more
+        self.attaching = 0  # attaches of images under way
+        self.leaving = None  # leave(done) waiting for them
 
     def attach(self, a):
         if self.closed:
@@ -59,6 +61,10 @@ class Mounts:
         image = a.volume.get("image") is not None
         if image:
             fields = {**fields, "jobid": a.jobid}
+            # (joined before it runs: a failed attach may still leave the
+            # store's client mounted there, for a later job or for `leave`)
+            self._joined(a.ranks)
+            self.attaching += 1
 
         def values(rank):
             extra = {"host": self._host(rank)} if image else {}
@@ -73,14 +79,16 @@ class Mounts:
             )
 
         def done(failed, ok_ranks):
+            if image:
+                self.attaching -= 1
             if failed:
                 if ok_ranks:  # nothing may stay attached: the job uses its directories
                     undo(ok_ranks)
                 self.deliver(a.jobid, E.Attached(time.time(), False, "; ".join(failed)))
             else:
-                if image:
-                    self._joined(a.ranks)
                 self.deliver(a.jobid, E.Attached(time.time(), True))
+            if image and not self.attaching and self.leaving is not None:
+                self.leave(self.leaving)
 
         # a rank that attached after it was given up (TIMEOUT) detaches too
         self._run("attach", a.ranks, values, done, late=lambda rank: undo([rank]))
@@ -134,8 +142,12 @@ class Mounts:
     def leave(self, done):
         """Unmount every store client the ranks that joined one keep (the
         pool stops for good); ``done()`` once they all answered."""
-        ranks = sorted(self.joined)
         self.closed = True
+        if self.attaching:  # (each may mount a store's client yet)
+            self.leaving = done
+            return
+        self.leaving = None
+        ranks = sorted(self.joined)
 
         def left(failed, ok_ranks):
             for why in failed:
