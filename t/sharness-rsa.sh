@@ -202,12 +202,15 @@ os.execvp(argv[0], argv)" "$_or_path" "$_or_mount" "$@" ;;
 
 # rsa_job_fstype JOB: the file system job JOB's RAM disk is, as its compute
 # nodes see it: ext4 (an image), fuse.glusterfs (served) or tmpfs (seen
-# where the site shows it)
+# where the site shows it: [rsa] attach = "site")
 rsa_job_fstype() {
-	flux rsa status -a -o json "$1" | flux python -c "
-import json, sys
-v = json.load(sys.stdin)[0].get(\"volume\") or {}
-print(\"ext4\" if v.get(\"image\") else \"fuse.glusterfs\" if v.get(\"servers\") else \"tmpfs\")"
+	if test "$(rsa_field image "$1")" = True; then
+		echo ext4
+	elif test "$(flux config get rsa.attach 2>/dev/null)" = '"site"'; then
+		echo tmpfs
+	else
+		echo fuse.glusterfs
+	fi
 }
 
 # rsa_same_tree_on JOB A B: as rsa_same_tree, on job JOB's RSA node
