@@ -368,6 +368,12 @@ for t, job_state, state in json.load(sys.stdin)[0]["history"]:
 '
 }
 
+# rsa_crash_node RANK: node RANK goes down as a host does (rsa-nodes crash:
+# every process in it killed, what it mounted let go without writing back)
+rsa_crash_node() {
+	"$RSA_SRCDIR"/t/rsa-nodes crash "$RSA_INSTANCE_NODES" "$1"
+}
+
 # rsa_crash_rank RANK: the broker of RANK and everything under it die at
 # once (kill -9), as when its node is lost (an instance started with
 # --survive-lost-nodes goes on)

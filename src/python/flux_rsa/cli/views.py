@@ -270,7 +270,8 @@ class RsaJob:
                 return f"inputs from {handoff['name']}'s RAM disk, when staged"
             return f"inputs from data_in once {handoff['name']}'s outputs are home"
         if rec.get("output_home"):
-            return "output home"
+            lost = rec.get("reclaim") and rec.get("error")
+            return f"output home; {rec['error']}" if lost else "output home"
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
             return "scratch RAM disk"
         return rec.get("error") or ""

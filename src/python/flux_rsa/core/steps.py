@@ -282,9 +282,16 @@ def staged_in(rec, ev):
 
 
 def home(rec, ev):
-    return _set(rec, output_home=True, error=None, attempts=0, retry_pending=False), [
-        A.PostEvent(rec.jobid, "staged-out", {"data_out": rec.request.data_out})
-    ]
+    error = None
+    if rec.reclaim is not None:
+        error = (
+            f"{rec.reclaim} was lost with the job's image mounted: the image was checked "
+            "(e2fsck) before the outputs were staged out"
+        )
+    return (
+        _set(rec, output_home=True, error=error, attempts=0, retry_pending=False),
+        [A.PostEvent(rec.jobid, "staged-out", {"data_out": rec.request.data_out})],
+    )
 
 
 def held(rec, ev):
