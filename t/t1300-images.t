@@ -89,9 +89,17 @@ test_expect_success 'nothing is left of it: no image, no loop device, no mount' 
 test_expect_success 'the switch drops the inputs inside the image: room for outputs' '
 	mkdir in2 out2 &&
 	head -c 10M /dev/urandom >in2/big &&
+	cat >switch.sh <<-\EOF &&
+	#!/bin/sh
+	# 10M of inputs in 16M: 12M of outputs fit once the inputs are dropped
+	flux rsa release-input &&
+	n=0 && while ! test -L "$RSA_RAMDISK/in" && test $n -lt 600; do sleep 0.1; n=$((n + 1)); done &&
+	head -c 12M /dev/zero >"$RSA_DATA_OUT/result"
+	EOF
+	chmod +x switch.sh &&
 	sw=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in2" --setattr=rsa.data_out="$PWD/out2" \
 		--setattr=rsa.capacity=16M --setattr=rsa.on_late=wait --setattr=rsa.paths=env \
-		sh -c "flux rsa release-input && head -c 12M /dev/zero >\$RSA_DATA_OUT/result") &&
+		./switch.sh) &&
 	flux rsa wait -t 120 $sw &&
 	test "$(stat -c %s out2/result)" = $((12 * 1024 * 1024)) &&
 	flux job eventlog $sw | grep rsa-input-released
@@ -113,7 +121,7 @@ test_expect_success 'nothing is left; the pool'"'"'s shutdown takes the stores a
 	rsa_at_rest $sw && rsa_at_rest $sh3 &&
 	rsa_nothing_left &&
 	flux rsa pool --shutdown &&
-	rsa_on_nodes findmnt -n -l -o TARGET >mounts &&
+	rsa_on_nodes findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/" >mounts;
 	test_must_fail grep -e "/\.store-" -e "/\.stores/" mounts &&
 	rsa_on_nodes sh -c "ls -d \"$RSA_INSTANCE_TMP\"/ramdisk/.store-* \"$RSA_INSTANCE_TMP\"/mnt/.stores 2>/dev/null; true" >left &&
 	test_must_be_empty left

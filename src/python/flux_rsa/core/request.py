@@ -285,6 +285,7 @@ def parse_request(attrs):
         verify=get("verify", "size"),
         paths=get("paths"),
         handoff=get("handoff"),
+        fs=get("fs"),
     )
     _check_needs(attrs, request)
     if request.paths == "bind":
@@ -312,6 +313,11 @@ NEEDS = {
     ),
     "paths": ("any", ("data_in", "data_out"), "they are the paths it is about"),
     "handoff": ("all", ("data_in",), "it says where data_in's contents may come from"),
+    "fs": (
+        "any",
+        ("data_in", "data_out", "capacity"),
+        "it says what file system the job's RAM disk is",
+    ),
 }
 
 
