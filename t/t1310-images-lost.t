@@ -30,7 +30,7 @@ cat >job.sh <<'EOF2'
 #!/bin/sh
 seq 1 100000 >"$1/synced" && sync "$1/synced" &&
 echo ready >"$1/.ready-mark" && sync &&
-touch "$2"
+echo ready >"$2"
 while :; do echo more >>"$1/unsynced"; sleep 0.2; done
 EOF2
 chmod +x job.sh
