@@ -217,5 +217,9 @@ def detach(mountpoint, how):
     seconds = 0.0
     if sysmount.mounted(mountpoint):
         seconds = image.unmount(mountpoint)
-    image.Use(how["image"], how.get("host")).give(how["use"])
+    try:
+        image.Use(how["image"], how.get("host")).give(how["use"])
+    except OSError as exc:
+        # its RSA node (or the way to it) is gone, and the image with it
+        print(f"{how['image']}: its use entry stays ({exc.strerror})", flush=True)
     print(json.dumps({"event": "detached", "unmount": round(seconds, 3)}), flush=True)
