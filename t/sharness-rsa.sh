@@ -180,6 +180,7 @@ where = \"compute\" if image and r.get(\"mount\") == \"attached\" else \"image\"
 print(where, (r.get(\"nodes\") or [\"-\"])[0], (r.get(\"ranks\") or [\"-\"])[0],
       r.get(\"ramdisk\") or \"-\", r.get(\"mount_path\") or \"-\")
 ") &&
+	shift &&
 	set -- $_or_where "$@" &&
 	_or_kind=$1 _or_node=$2 _or_rank=$3 _or_path=$4 _or_mount=$5 &&
 	shift 5 &&

@@ -85,6 +85,8 @@ def _detach(r):
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
     try:
         mounts.detach(mountpoint, r["RANK"])
+        if r.get("LEAVE") and r.get("PROVIDER"):
+            registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
     except (OSError, ProviderError) as exc:
         return _fail(f"detach {mountpoint}: {exc}")
     return 0

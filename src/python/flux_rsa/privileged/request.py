@@ -141,7 +141,9 @@ OPS = {
     ),
     "detach": Spec(
         {"ROOT": exact_path, "NAME": name, "RANK": number},
-        {"HOST": host},
+        # LEAVE: the pool stopped for good: leave its stores too (PROVIDER's
+        # clients of them) once no image uses them
+        {"HOST": host, "LEAVE": flag, "PROVIDER": one_of(PROVIDERS)},
         scripts=("detach",),
         what="unmount the job's RAM disk at ROOT/NAME on this compute node",
     ),

@@ -107,10 +107,15 @@ class Mounts:
                 ),
             )
 
+        # once the pool stopped for good, a compute node leaves the stores
+        # as soon as its last image is gone (jobs canceled at shutdown)
+        leave = self._leave_values() if self.closed else {}
         self._run(
             "detach",
             a.ranks,
-            lambda r: dict(root=a.root, name=a.name, rank=r, host=self._host(r)),
+            lambda r: dict(
+                root=a.root, name=a.name, rank=r, host=self._host(r), **leave
+            ),
             done,
             lost=lost,
         )
@@ -156,10 +161,19 @@ class Mounts:
             self._save_joined()
             done()
 
-        policy = self.policy()
-        root = policy.mount_root or policy.ramdisk_root
-        provider = policy.caps.one_node or policy.provider
+        root = self._mount_root()
+        provider = self._leave_values()["provider"]
         self._run("leave", ranks, lambda r: dict(root=root, provider=provider), left)
+
+    def _mount_root(self):
+        policy = self.policy()
+        return policy.mount_root or policy.ramdisk_root
+
+    def _leave_values(self):
+        """The variables that make an operation on a compute node leave the
+        stores (the provider whose clients they are)."""
+        policy = self.policy()
+        return {"leave": True, "provider": policy.caps.one_node or policy.provider}
 
     def _joined(self, ranks):
         if not set(ranks) <= self.joined:
