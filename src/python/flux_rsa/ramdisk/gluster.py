@@ -326,11 +326,11 @@ def login_of(values):
 
 
 @contextlib.contextmanager
-def readonly(values, mountpoint, workdir):
-    """The volume request ``values`` reach, mounted read-only at
+def mounted_for(values, mountpoint, workdir, read_only=True):
+    """The volume request ``values`` reach, mounted (``read_only``) at
     ``mountpoint`` (its client's files in ``workdir``) while in the context."""
     try:
-        mount_login(login_of(values), mountpoint, workdir, read_only=True)
+        mount_login(login_of(values), mountpoint, workdir, read_only=read_only)
     except (OSError, GlusterError) as exc:
         raise ProviderError(str(exc)) from None
     try:

@@ -205,7 +205,7 @@ class GlusterFS(Provider):
             raise ProviderError(str(exc)) from None
 
     def remote(self, values, mountpoint, workdir):
-        return gluster.readonly(values, mountpoint, workdir)
+        return gluster.mounted_for(values, mountpoint, workdir)
 
     def sees_own_writes_late(self, ramdisk):
         """A volume of several bricks is sharded, and GlusterFS 10.3's shard

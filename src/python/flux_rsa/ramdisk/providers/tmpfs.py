@@ -197,7 +197,7 @@ class Tmpfs(Provider):
 
     def remote(self, values, mountpoint, workdir):
         if values.get("IMAGE") is None:
-            return gluster.readonly(values, mountpoint, workdir)
+            return gluster.mounted_for(values, mountpoint, workdir)
         return _remote_image(values, mountpoint, workdir)
 
     # --- the image store -----------------------------------------------------------
@@ -243,11 +243,12 @@ class Tmpfs(Provider):
 
 @contextlib.contextmanager
 def _remote_image(values, mountpoint, workdir):
-    """The image in another node's store: a client of that store (read-only,
-    in this namespace only), then the image read-only over it, as a reader."""
+    """The image in another node's store: a client of that store (in this
+    namespace only: it writes only the reader's use entry), then the image
+    read-only over it, as a reader."""
     client = os.path.join(workdir, "store")
     os.mkdir(client, 0o700)
-    with gluster.readonly(values, client, workdir):
+    with gluster.mounted_for(values, client, workdir, read_only=False):
         file = os.path.join(client, values["IMAGE"])
         use = image.Use(file, values.get("HOST"))
         name = use.take(False, image.me(values.get("HOST"), what=values.get("WHAT")))
