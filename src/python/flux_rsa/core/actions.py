@@ -24,7 +24,7 @@ class RequestCapacity(Action):
     need: int
     userid: int
     prefer: tuple = ()  # hosts holding a staged copy of data_in (set by the service: core.reuse)
-    image: bool = False  # a file-system image, for a job on one compute node
+    images: int = 0  # file-system images, one per compute node (0: none)
 
 
 @dataclass(frozen=True)

@@ -327,8 +327,13 @@ class Policy:
 
     def image_for(self, request, one_node):
         """Is the RAM disk of a job with ``request``, which runs on one
-        compute node (``one_node``) or maybe several, an image?"""
-        return self.images and one_node and request.fs != "shared"
+        compute node (``one_node``) or maybe several, made of images (one
+        per compute node)?  A job on one node gets one unless it asks for a
+        shared file system; a job on several only when it asks for
+        per-node ones (rsa.fs=per-node, checked at submit to give -N)."""
+        if not self.images or request.fs == "shared":
+            return False
+        return one_node or request.fs == "per-node"
 
     @property
     def scripts(self):

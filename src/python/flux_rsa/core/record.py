@@ -283,6 +283,12 @@ class Record:
         return f"{self.limits.mount_root.rstrip('/')}/{self.ramdisk.rsplit('/', 1)[-1]}"
 
     @property
+    def images(self):
+        """How many images its RAM disk is to be made of (one per compute
+        node; 0: it is no image)."""
+        return self.nnodes if self.image else 0
+
+    @property
     def image_attached(self):
         """The job's compute node holds its RAM disk's image (mounted, read-write)."""
         return (

@@ -295,6 +295,30 @@ def parse_request(attrs):
     return request
 
 
+def per_node_problem(request, nodes):
+    """Why ``request`` cannot have a file system on each of its ``nodes``
+    compute nodes (None: the job's node count is not fixed), or None.  One
+    node is always fine; on several, each node's image is staged by
+    copies: one data_in copied into each, every node's outputs merged into
+    one data_out (an archive or a script would see one node's files)."""
+    if request.fs != "per-node" or nodes == 1:
+        return None
+    if nodes is None:
+        return (
+            "rsa.fs: per-node gives each compute node a file system of its own, so the "
+            "job must say how many nodes it runs on (flux submit -N NODES)"
+        )
+    for key in ("stage_in", "stage_out"):
+        method = getattr(request, key)
+        if method is not None:
+            return (
+                f"rsa.{key}: {show(method)} cannot stage a job on {nodes} nodes with "
+                "rsa.fs=per-node (each node's file system is staged by copies: leave "
+                f"rsa.{key} unset, or use rsa.fs=shared)"
+            )
+    return None
+
+
 #: keys that only mean something beside others: (ALL or ANY, the keys, why).
 #: A key set without them is refused: never silently ignored.
 NEEDS = {

@@ -30,6 +30,8 @@ def has_inputs(rec):
     if rec.volume is not None and rec.volume.get("image") is not None:
         if rec.rsa_state not in AFTER_END or rec.mount is not Mount.NONE:
             return False
+        if len(rec.volume.get("images") or ()) > 1:
+            return False  # (a copy in each node's image: the stage-in reads data_in)
     if rec.rsa_state in INPUTS_PRESENT:
         return True
     if rec.rsa_state in AFTER_END:

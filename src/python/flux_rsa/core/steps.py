@@ -68,7 +68,7 @@ def ask_capacity(rec, ev):
     """Ask the pool for the current reservation (again, after a restart)."""
     return rec, [
         A.RequestCapacity(
-            rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid, image=rec.image
+            rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid, images=rec.images
         )
     ]
 
@@ -163,7 +163,8 @@ def detached(rec, ev):
     times = _timed(rec, "detach", ev.t, end=True)
     if ev.ok:
         return _set(rec, mount=Mount.NONE, mount_path=None, mount_times=times), []
-    reclaim = ev.lost[0] if ev.lost and rec.volume and rec.volume.get("image") else None
+    image = rec.volume and rec.volume.get("image")
+    reclaim = ",".join(ev.lost) if ev.lost and image else None
     return (
         _set(
             rec,

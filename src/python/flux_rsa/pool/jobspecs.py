@@ -147,11 +147,12 @@ def holder_task(
     adopt=None,
     port=None,
     secret=None,
-    image=False,
+    images=0,
 ):
     """``size``: bytes on each node.  A RAM disk served to compute nodes
-    (a ``port`` given) also gets its volume's secret and address; a
-    one-node ``image`` lives in its node's store (served by the store)."""
+    (a ``port`` given) also gets its volume's secret and address; one of
+    ``images`` (one per compute node) lives in its node's store (served
+    by the store)."""
     serving = {"port": port}
     if secret is not None:
         serving.update(secret=secret, fs_host=policy.fs_host)
@@ -165,7 +166,7 @@ def holder_task(
         jobid=jobid,
         gen=gen,
         adopt=adopt,
-        image=image or None,
+        image=images or None,
         **serving,
     )
 
@@ -185,7 +186,7 @@ def holder(
     rank=None,
     port=None,
     secret=None,
-    image=False,
+    images=0,
 ):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
     first node's builds the RAM disk; the others hold capacity, or their
@@ -210,7 +211,7 @@ def holder(
         adopt,
         port,
         secret,
-        image and nodes == 1,
+        images if nodes == 1 else 0,
     )
     jobspec = _jobspec(
         task,

@@ -123,8 +123,9 @@ FIELDS = {
         "adopt": Optional((str, type(None)), None),
         # hosts holding a staged copy of the job's data_in: place it there if it fits
         "prefer": Optional(list, []),
-        # a job on one compute node: a one-node RAM disk is an image in its node's store
-        "image": Optional(bool, False),
+        # file-system images in the RSA node's store, one per compute node of
+        # the job (0: none); only for a reservation that fits one RSA node
+        "images": Optional(int, 0),
     },
     CANCEL: {"jobid": int, "gen": int},
     STAGE: {

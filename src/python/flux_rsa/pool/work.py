@@ -155,14 +155,14 @@ class Work:
             return self._adopting_holder(p)
         self.kept.refuse_over(*key)
         nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
-        image = p["image"] and nodes == 1 and self.policy.images
-        port, secret = (None, None) if image else self._serving(key, nodes)
+        images = p["images"] if nodes == 1 and self.policy.images else 0
+        port, secret = (None, None) if images else self._serving(key, nodes)
         js = self._holder_jobspec(
             p,
             rank=self._preferred_rank(p),
             port=port,
             secret=secret,
-            image=image,
+            images=images,
         )
         return Holder(self.holder_ctx, js, *key, port=port, secret=secret)
 

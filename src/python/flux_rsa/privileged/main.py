@@ -60,7 +60,6 @@ def imp_main(conf_dir, environ=None):
         req = request.parse(environ, int(caller))
         signed.verify(req)  # as the job owner only what the owner signed
         trust.check(req, conf_dir)
-        trust.owner_areas(req)
         scripts = trust.scripts(req, conf_dir)  # the site's, never the caller's
     except Refused as exc:
         return _refuse(str(exc))

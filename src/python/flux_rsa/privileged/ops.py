@@ -23,7 +23,8 @@ import signal
 import sys
 import tempfile
 
-from flux_rsa.privileged import request
+from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.privileged import request, trust
 from flux_rsa.ramdisk import disks, layout, mounts, registry, signals, sysmount
 from flux_rsa.ramdisk.holder import hold, node_name
 from flux_rsa.ramdisk.layout import ProviderError
@@ -54,7 +55,7 @@ def _hold(r):
         fs_host=r.get("FS_HOST", "{host}"),
         host=r.get("HOST"),
         adopt=r.get("ADOPT"),
-        image=r.get("IMAGE", False),
+        image=r.get("IMAGE", 0),
     )
     return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 
@@ -93,26 +94,37 @@ def _detach(r):
 
 
 def _purge(r):
-    """Drop the staged inputs: on the RSA node, or where the job's compute
-    node holds the RAM disk's image (ROOT is then its mount root)."""
+    """Drop the staged inputs: on the RSA node (from each of its images),
+    or where the job's compute node holds its image (ROOT is then its mount
+    root)."""
     ramdisk = os.path.dirname(r["PATH"])
     try:
         sysmount.private_namespace()  # an image mounted for this alone
-        with _opened(ramdisk, write=True, what="the switch's purge"):
-            purge(r["PATH"], r.get("LINK"))
+        for index in range(max(1, _images(ramdisk))):
+            with _opened(ramdisk, write=True, what="the switch's purge", index=index):
+                purge(r["PATH"], r.get("LINK"))
     except (OSError, ProviderError, layout.RamdiskError) as exc:
         return _fail(str(exc))
     return 0
 
 
-def _opened(ramdisk, write, what, reclaim=None, jobid=None):
-    """The RAM disk ``ramdisk`` on this node, mounted for a stage if it is
-    an image (its provider's ``opened``); nothing to do for a RAM disk
-    without a marker (the checks that follow say what is wrong)."""
+def _opened(ramdisk, write, what, reclaim=(), jobid=None, index=0, at=None):
+    """The RAM disk ``ramdisk`` on this node (at ``at``), mounted for a
+    stage if it is an image (its provider's ``opened``: image ``index``);
+    nothing to do for a RAM disk without a marker (the checks that follow
+    say what is wrong)."""
     marker = layout.read_marker(ramdisk)
     if marker is None:
         return contextlib.nullcontext()
-    return disks.provider_of(marker).opened(ramdisk, write, what, reclaim, jobid)
+    return disks.provider_of(marker).opened(
+        ramdisk, write, what, reclaim, jobid, index=index, at=at
+    )
+
+
+def _images(ramdisk):
+    """How many images the RAM disk ``ramdisk`` is made of here (0: none)."""
+    marker = layout.read_marker(ramdisk)
+    return 0 if marker is None else disks.provider_of(marker).images(ramdisk)
 
 
 def _discard(r):
@@ -178,10 +190,12 @@ def _stage(r):
         signal.signal(sig, _stopped)
     try:
         sysmount.private_namespace()
+        if _images(ramdisk) > 1:
+            return _per_node(r, ramdisk, what)
         with contextlib.ExitStack() as stack:
             write = r["DIRECTION"] == "in" or r["MODE"] == "script"
             stack.enter_context(
-                _opened(ramdisk, write, what, r.get("RECLAIM"), _jobid(ramdisk))
+                _opened(ramdisk, write, what, r.get("RECLAIM", ()), _jobid(ramdisk))
             )
             replica = r.get("REPLICA")
             if replica is not None:
@@ -219,6 +233,84 @@ def _stopped(signum, frame):
     raise Stopped(signum)
 
 
+def _per_node(r, ramdisk, what):
+    """A stage of a RAM disk made of one image per compute node of its job
+    (``rsa.fs=per-node``), copies only.  In: data_in into the first image,
+    then from it into each of the others (memory to memory).  Out: every
+    image read-only side by side, nothing copied if a name is in more than
+    one (never a silent pick: ``stage.merge``), then each one's outputs
+    into data_out in turn."""
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+
+    if r["MODE"] != "copy":
+        print(
+            f"{PROG}: {ramdisk}: a RAM disk with an image per compute node is staged "
+            f"by copies only (not {r['MODE']})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_FAILED
+    count, jobid = _images(ramdisk), _jobid(ramdisk)
+    reclaim = r.get("RECLAIM", ())
+    top = tempfile.mkdtemp(prefix="rsa-images-")
+    try:
+        os.chmod(top, 0o711)  # the owner reaches the mounts, nothing else
+        if r["DIRECTION"] == "in":
+            with _opened(ramdisk, True, what, reclaim, jobid):
+                code = _stage_here(r, None, ramdisk)
+            for index in range(1, count):
+                if code != 0:
+                    break
+                first = os.path.join(top, "0")
+                os.makedirs(first, exist_ok=True)
+                with _opened(ramdisk, False, what, reclaim, jobid, 0, first), _opened(
+                    ramdisk, True, what, reclaim, jobid, index
+                ):
+                    here = dict(r.values, SRC=os.path.join(first, IN_AREA))
+                    code = _stage_here(request.Request(r.op, here), None, ramdisk)
+            return code
+        with contextlib.ExitStack() as stack:
+            trees = []
+            for index in range(count):
+                at = os.path.join(top, str(index))
+                os.mkdir(at)
+                stack.enter_context(
+                    _opened(ramdisk, False, what, reclaim, jobid, index, at)
+                )
+                layout.check_ramdisk(at, os.path.basename(ramdisk), r["OWNER"])
+                trees.append(os.path.join(at, OUT_AREA))
+            code = _forked(lambda: _merge_check(r, trees))
+            for tree in trees:
+                if code != 0:
+                    break
+                at = os.path.dirname(tree)
+                code = _forked(
+                    lambda: _stager(
+                        request.Request(r.op, dict(r.values, SRC=tree)),
+                        disks.provider_of(layout.read_marker(ramdisk)),
+                        at,
+                        stage_argv(request.Request(r.op, dict(r.values, SRC=tree))),
+                    )
+                )
+            return code
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _merge_check(r, trees):
+    """As the owner: refuse outputs whose names clash between nodes."""
+    from flux_rsa.stage import identity, merge
+    from flux_rsa.stage.errors import StageError
+
+    try:
+        identity.become(r["OWNER"])
+        merge.check(trees)
+    except StageError as exc:
+        print(exc.line(), file=sys.stderr, flush=True)
+        return exc.code
+    return 0
+
+
 def _jobid(ramdisk):
     jobid, _ = layout.ids_from_name(os.path.basename(ramdisk))
     return jobid
@@ -234,7 +326,9 @@ def _stage_here(r, producer, ramdisk):
             layout.check_ramdisk(producer, os.path.basename(producer), r["OWNER"])
         marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
         provider = registry.get(marker.get("provider"))
-    except (layout.RamdiskError, registry.UnknownProvider) as exc:
+        # (here, not before: an image's areas exist once it is mounted)
+        trust.owner_areas(r)
+    except (layout.RamdiskError, registry.UnknownProvider, request.Refused) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     argv = stage_argv(r)

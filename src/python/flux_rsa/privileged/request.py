@@ -104,8 +104,9 @@ OPS = {
             "PORT": positive,
             "SECRET": secret,
             "FS_HOST": fs_host,
-            # a one-node RAM disk made as a file-system image in the node's store
-            "IMAGE": flag,
+            # a one-node RAM disk made of file-system images in the node's
+            # store, one per compute node of the job
+            "IMAGE": number,
         },
         for_owner=True,
         scripts=("create", "destroy"),
@@ -187,9 +188,9 @@ OPS = {
             "PRODUCER_IMAGE": name,
             # the job's signed request: through the IMP, what binds the rest to its owner
             "J": job_request,
-            # the compute node that was lost with the RAM disk's image mounted:
-            # its hold on the image is broken, the image checked, then read
-            "RECLAIM": host,
+            # the compute nodes lost with the RAM disk's images mounted: their
+            # holds on them are broken, the images checked, then read
+            "RECLAIM": hosts,
             # this RSA node's name (who reads an image, for everyone to see)
             "HOST": host,
         },

@@ -46,24 +46,43 @@ def is_image(marker):
     return marker is not None and marker.get("kind") == KIND
 
 
-def image_path(marker):
-    return marker["image"]
+def image_path(marker, index=0):
+    """The file of image ``index`` of the RAM disk ``marker`` describes."""
+    return image_paths(marker)[index]
+
+
+def image_paths(marker):
+    """Every image of the RAM disk ``marker`` describes: one, or one per
+    compute node of a job on several (``rsa.fs=per-node``)."""
+    return marker.get("images") or [marker["image"]]
+
+
+def image_names(name, count):
+    """The names of the images of RAM disk ``name``: NAME, or NAME-0 ...
+    NAME-(count-1) for one per compute node of a job on several."""
+    return [name] if count <= 1 else [f"{name}-{i}" for i in range(count)]
+
+
+def ramdisk_of(image_name):
+    """The RAM disk an image name belongs to (NAME-I: NAME)."""
+    return image_name.rsplit("-", 1)[0] if "-" in image_name else image_name
 
 
 # --- on the RSA node ------------------------------------------------------------------
 
 
 def build(path, marker, size):
-    """Make the image RAM disk ``path`` (its ``marker`` names the image):
-    the directory and its marker, the image with the marker on top and the
-    owner's areas.  On failure nothing is left; RamdiskError says why."""
-    file = image_path(marker)
+    """Make the image RAM disk ``path`` (its ``marker`` names its images,
+    each of ``size`` bytes): the directory and its marker, each image with
+    the marker on top and the owner's areas.  On failure nothing is left;
+    RamdiskError says why."""
     try:
         os.mkdir(path, 0o755)
         layout.write_marker(path, marker)
-        remove_image(file)  # a dead holder's leftover of the same name
-        image.make(file, size, marker["name"])
-        sysmount.in_private_namespace(lambda: _fill(file, path, marker))
+        for file in image_paths(marker):
+            remove_image(file)  # a dead holder's leftover of the same name
+            image.make(file, size, marker["name"])
+            sysmount.in_private_namespace(lambda: _fill(file, path, marker))
     except (OSError, image.ImageError) as exc:
         try:
             remove(path, marker)
@@ -82,9 +101,10 @@ def _fill(file, path, marker):
 
 
 def remove(path, marker):
-    """Give the image of the RAM disk at ``path`` back (the caller removes
+    """Give the images of the RAM disk at ``path`` back (the caller removes
     the directory)."""
-    remove_image(image_path(marker))
+    for file in image_paths(marker):
+        remove_image(file)
 
 
 def remove_image(file):
@@ -97,9 +117,11 @@ def remove_image(file):
 
 
 def grow(path, size):
-    """Grow the image of the RAM disk at ``path`` to ``size`` bytes."""
+    """Grow the images of the RAM disk at ``path`` to share ``size`` bytes."""
     marker = layout.read_marker(path)
-    image.grow(image_path(marker), size)
+    files = image_paths(marker)
+    for file in files:
+        image.grow(file, size // len(files))
 
 
 def served_by(path):
@@ -109,17 +131,22 @@ def served_by(path):
 
 
 class opened:
-    """Mount the image of the RAM disk ``ramdisk`` at ``ramdisk`` itself,
-    for a stage on its RSA node (``host``: the node its marker names), in
-    the caller's own mount namespace (``sysmount.private_namespace`` first): read-write when it
-    ``write``s, else read-only.  A stage never mounts an image a compute
-    node holds, except one whose node was lost (``reclaim``: that node's
-    name), and an image not unmounted cleanly is checked and repaired
+    """Mount image ``index`` of the RAM disk ``ramdisk`` at ``at`` (by
+    default ``ramdisk`` itself), for a stage on its RSA node (``host``: the
+    node its marker names), in the caller's own mount namespace
+    (``sysmount.private_namespace`` first): read-write when it ``write``s,
+    else read-only.  A stage never mounts an image a compute node holds,
+    except one whose node was lost (``reclaim``: the names of those
+    nodes), and an image not unmounted cleanly is checked and repaired
     before anything reads it.  Nothing happens for a RAM disk that is not
     an image.  ``what`` says who we are, in the use entry."""
 
-    def __init__(self, ramdisk, write, what, reclaim=None, jobid=None, host=None):
+    def __init__(
+        self, ramdisk, write, what, reclaim=(), jobid=None, host=None, index=0, at=None
+    ):
         self.ramdisk = ramdisk
+        self.at = at or ramdisk
+        self.index = index
         self.marker = layout.read_marker(ramdisk)
         # (a stage runs on the image's own node, which its marker names)
         self.host = host or (self.marker or {}).get("host")
@@ -133,15 +160,15 @@ class opened:
     def __enter__(self):
         if not is_image(self.marker) or self.marker.get("mounted"):
             return self  # not an image, or mounted here already (a compute node)
-        file = image_path(self.marker)
+        file = image_path(self.marker, self.index)
         if not os.path.exists(file):
             raise image.ImageError(
                 f"{self.ramdisk}: its image {file} is gone (the RSA node's store was "
                 "lost: a reboot?)"
             )
         self.use = image.Use(file, self.host)
-        if self.reclaim is not None:
-            self.use.reclaim(self.reclaim)
+        for host in self.reclaim or ():
+            self.use.reclaim(host)
         why = image.unclean(file)
         write = self.write or why is not None
         who = image.me(self.host, what=self.what, jobid=self.jobid)
@@ -150,7 +177,7 @@ class opened:
             if why is not None:
                 said = image.check(file)
                 self.repaired = f"{why}; e2fsck -p: {said or 'clean'}"
-            image.mount(file, self.ramdisk, read_only=not self.write)
+            image.mount(file, self.at, read_only=not self.write)
         except BaseException:
             self.use.give(self.name)
             raise
@@ -160,9 +187,18 @@ class opened:
         if self.use is None:
             return
         try:
-            image.unmount(self.ramdisk)
+            image.unmount(self.at)
         finally:
             self.use.give(self.name)
+
+
+def count(ramdisk):
+    """How many images the RAM disk ``ramdisk`` (on its RSA node) has (0:
+    it is no image, or it is one mounted here already)."""
+    marker = layout.read_marker(ramdisk)
+    if not is_image(marker) or marker.get("mounted"):
+        return 0
+    return len(image_paths(marker))
 
 
 # --- on a compute node -----------------------------------------------------------------

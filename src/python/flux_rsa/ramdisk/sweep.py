@@ -129,7 +129,8 @@ def _orphan_images(root, entries, say):
         if not entry.name.startswith(store.PREFIX):
             continue
         for name in store.images(entry.path):
-            if layout.read_marker(os.path.join(root, name)) is not None:
+            owner = imagedisk.ramdisk_of(name)
+            if layout.read_marker(os.path.join(root, owner)) is not None:
                 continue
             try:
                 imagedisk.remove_image(store.image_of(entry.path, name))

@@ -65,6 +65,16 @@ def count_nodes(jobspec):
         return 1
 
 
+def fixed_nodes(jobspec):
+    """Does the jobspec say how many nodes it runs on (node resources at its
+    top), or run on one for sure?"""
+    try:
+        top = (jobspec.get("resources") or [{}])[0]
+    except (AttributeError, IndexError, TypeError):
+        return False
+    return (isinstance(top, dict) and top.get("type") == "node") or one_node(jobspec)
+
+
 def one_node(jobspec):
     """Does the jobspec surely run on one node: it asks for one node, or
     for one slot and no node (a slot lies on one node)?"""

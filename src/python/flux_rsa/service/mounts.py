@@ -59,6 +59,8 @@ class Mounts:
             return
         fields = attach_fields(a.volume)
         image = a.volume.get("image") is not None
+        # one image per compute node (rsa.fs=per-node): rank i mounts image i
+        per_rank = dict(zip(a.ranks, a.volume.get("images") or ()))
         if image:
             fields = {**fields, "jobid": a.jobid}
             # (joined before it runs: a failed attach may still leave the
@@ -68,6 +70,8 @@ class Mounts:
 
         def values(rank):
             extra = {"host": self._host(rank)} if image else {}
+            if rank in per_rank:
+                extra["image"] = per_rank[rank]
             return dict(root=a.root, name=a.name, rank=rank, **fields, **extra)
 
         def undo(ranks):
@@ -121,8 +125,8 @@ class Mounts:
         )
 
     def purge(self, a, root):
-        """The switch's purge of an image's inputs, on the compute node that
-        holds it (``a.ranks``: the job's one node), under its mount root."""
+        """The switch's purge of an image's inputs, on the compute nodes that
+        hold the job's images (``a.ranks``), under their mount root."""
 
         def done(failed, ok_ranks):
             if failed:
@@ -132,7 +136,7 @@ class Mounts:
 
         self._run(
             "purge",
-            a.ranks[:1],
+            a.ranks,
             lambda r: dict(root=root, path=a.path, link=a.data_in),
             done,
         )
@@ -314,7 +318,7 @@ def attach_fields(volume):
     return {
         key: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
         for key, value in volume.items()
-        if key not in ("name", "same_path")
+        if key not in ("name", "same_path", "images")
     }
 
 

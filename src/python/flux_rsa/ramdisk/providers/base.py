@@ -50,7 +50,7 @@ class Task:
     fs_host: str = "{host}"
     host: Optional[str] = None  # this node's name in the pool (for a kept marker)
     adopt: Optional[str] = None  # the kept RAM disk to take over
-    image: bool = False  # a file-system image (a job on one compute node)
+    image: int = 0  # file-system images, one per compute node of the job (0: none)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -150,12 +150,19 @@ class Provider:
         """Raise ProviderError unless every part of the RAM disk mounted at
         ``ramdisk`` answers (checked before and after every stage)."""
 
-    def opened(self, ramdisk, write, what, reclaim=None, jobid=None):
+    def opened(self, ramdisk, write, what, reclaim=(), jobid=None, index=0, at=None):
         """A context in which a stage on this RSA node finds the RAM disk
-        ``ramdisk`` there, in the caller's own mount namespace: an image is
-        mounted for it (``imagedisk.opened``), anything else is there
-        already."""
-        return imagedisk.opened(ramdisk, write, what, reclaim, jobid)
+        ``ramdisk`` there (or at ``at``), in the caller's own mount
+        namespace: its image ``index`` is mounted for it
+        (``imagedisk.opened``), anything else is there already."""
+        return imagedisk.opened(
+            ramdisk, write, what, reclaim, jobid, index=index, at=at
+        )
+
+    def images(self, ramdisk):
+        """How many images a stage on this RSA node finds the RAM disk
+        ``ramdisk`` made of (0: it is no image, or mounted here already)."""
+        return imagedisk.count(ramdisk)
 
     def remote(self, values, mountpoint, workdir):
         """A context in which the RAM disk of another RSA node that

@@ -70,8 +70,10 @@ class Tmpfs(Provider):
             return None
         path = task.path
         if task.image:
-            file = store.image_of(store.path_of(task.root, task.host), task.disk_name)
+            home = store.path_of(task.root, task.host)
             store.serving(task.root, task.host)
+            names = imagedisk.image_names(task.disk_name, task.image)
+            files = [store.image_of(home, name) for name in names]
             marker = layout.new_marker(
                 task.disk_name,
                 self.name,
@@ -79,10 +81,12 @@ class Tmpfs(Provider):
                 task.owner,
                 *task.ids(),
                 kind=imagedisk.KIND,
-                image=file,
+                image=files[0],
                 host=task.host,
+                **({"images": files} if len(files) > 1 else {}),
             )
-            return imagedisk.build(path, marker, task.size)
+            # (the reservation shared evenly by the job's compute nodes)
+            return imagedisk.build(path, marker, task.size // len(files))
         marker = layout.new_marker(
             task.disk_name, self.name, task.size, task.owner, *task.ids()
         )
@@ -114,13 +118,14 @@ class Tmpfs(Provider):
             ) from None
 
     def volume(self, task, path):
-        if imagedisk.is_image(layout.read_marker(path)):
+        marker = layout.read_marker(path)
+        if imagedisk.is_image(marker):
+            names = [os.path.basename(f) for f in imagedisk.image_paths(marker)]
             return {
                 "provider": self.name,
                 "owner": task.owner,
-                "image": os.path.basename(
-                    imagedisk.image_path(layout.read_marker(path))
-                ),
+                "image": names[0],
+                **({"images": names} if len(names) > 1 else {}),
                 "store": True,
                 **imagedisk.served_by(path),
             }
