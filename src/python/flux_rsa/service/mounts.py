@@ -72,7 +72,7 @@ class Mounts:
             extra = {"host": self._host(rank)} if image else {}
             if rank in per_rank:
                 extra["image"] = per_rank[rank]
-            return dict(root=a.root, name=a.name, rank=rank, **fields, **extra)
+            return dict(root=a.root, name=a.name, rank=rank, **{**fields, **extra})
 
         def undo(ranks):
             self._run(
