@@ -211,17 +211,22 @@ class RsaModule(BrokerModule):
                     msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
                 )
 
-        try:
-            keep = self.service.keep_list()
-            if keep:
-                self.log.info(
-                    f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
+        def stop():
+            try:
+                keep = self.service.keep_list()
+                if keep:
+                    self.log.info(
+                        f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
+                    )
+                launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
+            except OSError as exc:
+                self.handle.respond_error(
+                    msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
                 )
-            launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
-        except OSError as exc:
-            self.handle.respond_error(
-                msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
-            )
+
+        # images still mounted by jobs' compute nodes are written back first
+        attached = [r for r in self.service.records.values() if r.image_attached]
+        self.service.mounts.flush(attached, stop)
 
     @request_handler("drain")
     def drain(self, msg):

@@ -89,11 +89,14 @@ class Attached(Event):
 class Detached(Event):
     """The RAM disk was detached from the job's compute nodes (``error``: a
     node where it could not be; ``lost``: those of them that are lost, whose
-    hold on an image only a stage may break)."""
+    hold on an image only a stage may break; ``left``: those that let go,
+    whose hold a stage may break if it is still written there: the store
+    could not be reached to remove it)."""
 
     ok: bool
     error: Optional[str] = None
     lost: tuple = ()
+    left: tuple = ()
 
 
 @dataclass(frozen=True)

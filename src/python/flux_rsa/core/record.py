@@ -232,9 +232,12 @@ class Record:
     #: the RAM disk is a file-system image its one compute node mounts
     #: (decided at admission; the holder reports in ``volume`` what it built)
     image: bool = False
-    #: the compute node lost with the image mounted: the stage-out breaks its
-    #: hold and checks the image before reading it
+    #: the compute nodes lost with the image mounted: the stage-out breaks
+    #: their hold and checks the image before reading it
     reclaim: Optional[str] = None
+    #: the compute nodes that let go of the images (unmounted them): a hold
+    #: of theirs still written is stale, and the stage-out breaks it
+    let_go: tuple = ()
     #: the compute side's steps: {"attach"|"detach": (start, end or None)}
     mount_times: dict = field(default_factory=dict)
     history: tuple = field(default=())  # Transition values, oldest first
@@ -360,6 +363,8 @@ class Record:
             d["image"] = True
         if self.reclaim is not None:
             d["reclaim"] = self.reclaim
+        if self.let_go:
+            d["let_go"] = list(self.let_go)
         if self.mount_times:
             d["mount_times"] = {k: list(v) for k, v in self.mount_times.items()}
         return d
@@ -406,6 +411,7 @@ class Record:
             consumers=tuple(d.get("consumers", ())),
             image=d.get("image", False),
             reclaim=d.get("reclaim"),
+            let_go=tuple(d.get("let_go", ())),
             mount_times={k: tuple(v) for k, v in (d.get("mount_times") or {}).items()},
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

@@ -161,9 +161,15 @@ def detached(rec, ev):
     stage-out to break its hold (and check the image first); one that is
     up but could not let go keeps it, and the stage-out refuses it."""
     times = _timed(rec, "detach", ev.t, end=True)
-    if ev.ok:
-        return _set(rec, mount=Mount.NONE, mount_path=None, mount_times=times), []
     image = rec.volume and rec.volume.get("image")
+    let_go = tuple(ev.left) if image else ()
+    if ev.ok:
+        return (
+            _set(
+                rec, mount=Mount.NONE, mount_path=None, mount_times=times, let_go=let_go
+            ),
+            [],
+        )
     reclaim = ",".join(ev.lost) if ev.lost and image else None
     return (
         _set(
@@ -172,6 +178,7 @@ def detached(rec, ev):
             mount_path=None,
             error=f"detaching the RAM disk: {ev.error}",
             reclaim=reclaim or rec.reclaim,
+            let_go=let_go,
             mount_times=times,
         ),
         [],
@@ -246,10 +253,12 @@ def stage_in(rec, ev):
 
 
 def stage_out(rec, ev):
+    """The outputs home; an image's holds by compute nodes that were lost,
+    or that let go of it, are broken first (``reclaim``)."""
     req = rec.request
-    return _stage(
-        rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out, rec.reclaim
-    )
+    hosts = [h for h in (rec.reclaim or "").split(",") if h] + list(rec.let_go)
+    reclaim = ",".join(dict.fromkeys(hosts)) or None
+    return _stage(rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out, reclaim)
 
 
 def stop_stage(rec, ev):

@@ -480,6 +480,18 @@ def _check(r):
     return 0
 
 
+def _flush(r):
+    """Write back what this compute node still holds of the job's image (its
+    store is about to stop: the instance shuts down while the job runs)."""
+    mountpoint = os.path.join(r["ROOT"], r["NAME"])
+    try:
+        if sysmount.mounted(mountpoint):
+            sysmount.syncfs(mountpoint)
+    except OSError as exc:
+        return _fail(f"flush {mountpoint}: {exc}")
+    return 0
+
+
 def _store(r):
     """Serve this RSA node's image store until told to stop (a signal, as a
     holder is); then stop serving it, keeping it only for the images left
@@ -534,6 +546,7 @@ RUN = {
     "detach": _detach,
     "store": _store,
     "leave": _leave,
+    "flush": _flush,
 }
 
 

@@ -209,6 +209,10 @@ OPS = {
         what="answer, to show the IMP runs this entry point (and the site's scripts "
         "are fit to run)",
     ),
+    "flush": Spec(
+        {"ROOT": exact_path, "NAME": name},
+        what="write back what this compute node holds of the job's image at ROOT/NAME",
+    ),
     "store": Spec(
         {
             "ROOT": exact_path,

@@ -129,7 +129,7 @@ def site_table(conf_dir):
 
 
 #: operations on compute nodes act under [rsa] mount-root (default: ramdisk-root)
-ON_COMPUTE_NODES = ("attach", "detach", "leave")
+ON_COMPUTE_NODES = ("attach", "detach", "leave", "flush")
 #: operations that act on RSA nodes or, for an image a compute node holds, there
 ON_EITHER = ("purge",)
 

@@ -120,6 +120,15 @@ def umount_now(path):
     _check(_libc().umount2(os.fsencode(path), 0), "umount", path)
 
 
+def syncfs(path):
+    """Write back everything of the file system mounted at ``path``."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _check(_libc().syncfs(fd), "syncfs", path)
+    finally:
+        os.close(fd)
+
+
 def umount_all(path):
     """Unmount everything stacked at ``path``."""
     while mounted(path):

@@ -108,6 +108,7 @@ class Mounts:
                     not failed,
                     "; ".join(failed) or None,
                     tuple(self._host(r) for r in lost),
+                    tuple(self._host(r) for r in ok_ranks),
                 ),
             )
 
@@ -147,6 +148,28 @@ class Mounts:
         if self._joined_ranks is None:
             self._joined_ranks = set(_load_joined(self.h))
         return self._joined_ranks
+
+    def flush(self, jobs, done):
+        """Have the compute nodes write back what they hold of the images
+        of ``jobs`` (records, with an image attached) before their stores
+        stop; ``done()`` once they all answered (TIMEOUT at most)."""
+        pending = {rec.jobid: rec for rec in jobs}
+
+        def flushed(jobid):
+            pending.pop(jobid, None)
+            if not pending:
+                done()
+
+        if not pending:
+            done()
+        for rec in jobs:
+            root, _, name = rec.mount_path.rpartition("/")
+            self._run(
+                "flush",
+                rec.ranks,
+                lambda r, root=root, name=name: dict(root=root, name=name),
+                lambda failed, ok, jobid=rec.jobid: flushed(jobid),
+            )
 
     def leave(self, done):
         """Unmount every store client the ranks that joined one keep (the
