@@ -270,7 +270,6 @@ class Policy:
             holder_timeout=self.holder_timeout,
             headroom=self.headroom,
             granule=self.granule,
-            cap=0 if self.spans else self.node_bytes,
             mount_root=self.mount_root,
             handoff_keep=self.handoff_keep,
         )
@@ -333,15 +332,14 @@ class Policy:
 
     def need(self, nnodes, request):
         """Bytes of RAM disk to reserve, in whole granules (at least one).
-        A provider that cannot span RSA nodes is charged at most one node's
-        worth: a job cannot use more (rsa.capacity above it is refused at
-        submit)."""
+        A default (no rsa.capacity) larger than the pool can hold is
+        clamped when the pool is known (the on-deck pass's TooBig;
+        rsa.capacity above it is refused at submit)."""
         if request.capacity is not None:
             want = request.capacity
         else:
             want = nnodes * self.node_capacity / self.proportion
-        need = max(1, math.ceil(want / self.granule)) * self.granule
-        return need if self.spans else min(need, self.node_bytes)
+        return max(1, math.ceil(want / self.granule)) * self.granule
 
     def layout(self, need, nodes):
         """(RSA nodes, granules charged on each) of a reservation of

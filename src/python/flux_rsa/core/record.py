@@ -122,9 +122,6 @@ class Limits:
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
     headroom: float = 0.0  # >0: the reservation is data_in's size times this
     granule: int = 4 * 2**20  # reservations are whole granules
-    cap: int = (
-        0  # >0: the most one reservation may hold (a provider that cannot span nodes)
-    )
     mount_root: str = (
         ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
     )
@@ -191,6 +188,7 @@ class Record:
     nnodes: int
     request: Request
     need: int = 0  # bytes of RAM disk to reserve
+    clamped: int = 0  # >0: the default need, larger than the whole pool holds
     measure: Measure = Measure.NONE  # sizing the reservation from data_in
     input_bytes: Optional[int] = None  # measured size of data_in
     job_state: JobState = JobState.PENDING
@@ -323,6 +321,8 @@ class Record:
             d["handoff"] = self.handoff.to_dict()
         if self.consumers:
             d["consumers"] = list(self.consumers)
+        if self.clamped:  # (a default clamped to the pool, only when it was)
+            d["clamped"] = self.clamped
         return d
 
     @classmethod
@@ -333,6 +333,7 @@ class Record:
             nnodes=d["nnodes"],
             request=Request.from_dict(d["request"]),
             need=d.get("need", 0),
+            clamped=d.get("clamped", 0),
             measure=Measure(d.get("measure", "")),
             input_bytes=d.get("input_bytes"),
             job_state=JobState(d["job_state"]),

@@ -82,8 +82,6 @@ def sized(rec, ev):
         return _set(rec, measure=Measure.NONE, error=error), []
     granule = rec.limits.granule
     need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
-    if rec.limits.cap:
-        need = min(need, rec.limits.cap)
     return _set(rec, measure=Measure.NONE, need=need, input_bytes=ev.nbytes), []
 
 
@@ -270,6 +268,22 @@ def too_big(rec, ev):
         "(ask for less with rsa.capacity)"
     )
     return _set(rec, failed=True, error=error), []
+
+
+def clamp(rec, ev):
+    """A default reservation (the site's proportion or headroom rule, no
+    rsa.capacity) larger than the pool can ever hold: reserve the most it
+    can, and say so."""
+    from flux_rsa.core.units import format_size
+
+    note = (
+        f"the default reservation of {format_size(rec.need)} is more than the RSA "
+        f"pool can hold: reserving {format_size(ev.largest)}, the most it can "
+        "(choose a size with rsa.capacity)"
+    )
+    return _set(rec, need=ev.largest, clamped=rec.clamped or rec.need), [
+        A.PostEvent(rec.jobid, "error", {"error": note})
+    ]
 
 
 def manual_retry(rec, ev):

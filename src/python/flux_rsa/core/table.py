@@ -198,7 +198,11 @@ EVENT_ROWS = {
     E.Retry: [
         Row(states(S.HELD), g.always, S.STAGING_OUT, (do.manual_retry, do.stage_out))
     ],
-    E.TooBig: [Row(ANY, g.always, SAME, (do.too_big,))],
+    # more than the whole pool: a default shrinks to fit, a size asked for fails
+    E.TooBig: [
+        Row(ANY, g.default_size, SAME, (do.clamp,)),
+        Row(ANY, g.always, SAME, (do.too_big,)),
+    ],
     E.Withdrawn: [
         Row(ANY, g.withdrawing, SAME, (off.withdrawn,)),
         Row(ANY, g.always, SAME, ()),
