@@ -36,10 +36,12 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "long": {
-                "description": "default plus owner, paths, what the job saw at them, restages, where attached",
+                "description": "default plus owner, what the pool charges, paths, what the job saw "
+                "at them, restages, where attached",
                 "format": (
                     "{id.f58:>12} {user:<8.8} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
-                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {paths} {attached} {note}"
+                    "{charged:>8} {progress:>18} {restages:>3} {data_in} -> {data_out} {paths} "
+                    "{attached} {note}"
                 ),
             },
             "paths": {
@@ -105,6 +107,7 @@ class StatusFormat(flux.util.OutputFormat):
         "rsa_state": "RSASTATE",
         "nodes": "RSANODES",
         "capacity": "CAPACITY",
+        "charged": "CHARGED",
         "progress": "PROGRESS",
         "percent": "PCT",
         "done": "DONE",
@@ -181,9 +184,13 @@ class RsaJob:
         self.job_state = rec["job_state"]
         self.rsa_state = rec["rsa_state"]
         self.nodes = flux.hostlist.Hostlist(rec.get("nodes") or []).encode() or "-"
-        self.capacity = Size(rec.get("granted") or rec.get("need") or 0)
-        self.restages = rec.get("restages", 0)
         req = rec.get("request", {})
+        # what was asked (rsa.capacity, else the site's default as reserved)
+        # and what the pool charges for it (with a spanning RAM disk's
+        # headroom: doc/pool.md "A full brick"; 0 while nothing is held)
+        self.capacity = Size(self.record.request.capacity or rec.get("need") or 0)
+        self.charged = Size(rec.get("granted") or 0)
+        self.restages = rec.get("restages", 0)
         self.data_in = req.get("data_in") or "-"
         self.data_out = req.get("data_out") or "-"
         self.ramdisk = rec.get("ramdisk") or "-"
@@ -238,6 +245,18 @@ class RsaJob:
 
     @property
     def note(self):
+        """What to know about the job, and its default reservation clamped."""
+        note = self._note()
+        clamped = self.rec.get("clamped")
+        if not clamped:
+            return note
+        clamp = (
+            f"default {format_size(clamped)} clamped to {format_size(self.rec['need'])}, "
+            "the most the RSA pool holds"
+        )
+        return f"{note}; {clamp}" if note else clamp
+
+    def _note(self):
         rec = self.rec
         if rec["rsa_state"] == "INELIGIBLE":
             return rec.get("reason") or ""
