@@ -86,6 +86,7 @@ def test_an_old_record_loads_with_its_sub_machines_as_enums_and_saves_unchanged(
         # and those dropped since gone (cap: a default reservation larger
         # than the pool is clamped by the on-deck pass, saying so)
         saved["limits"].setdefault("handoff_keep", Limits().handoff_keep)
+        saved["limits"].setdefault("script_quiet", Limits().script_quiet)
         del saved["limits"]["cap"]
         assert rec.to_dict() == saved
         assert json.loads(json.dumps(rec.to_dict())) == saved

@@ -237,11 +237,7 @@ class RsaJob:
     def eta(self):
         if not self.bytes_rate or not self.size:
             return "-"
-        return str(
-            datetime.timedelta(
-                seconds=math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate))
-            )
-        )
+        return duration(math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate)))
 
     @property
     def note(self):
@@ -260,6 +256,15 @@ class RsaJob:
         rec = self.rec
         if rec["rsa_state"] == "INELIGIBLE":
             return rec.get("reason") or ""
+        quiet = self.record.quiet_script()
+        if quiet is not None:
+            script, seconds = quiet
+            way = "stage-in" if self.record.stage_dir == "in" else "stage-out"
+            return (
+                f"{way} script {script} has printed nothing and written nothing for "
+                f"{duration(seconds)} (the stage ends at [rsa] stage-timeout, "
+                f"{duration(self.record.limits.stage_timeout)})"
+            )
         if rec["rsa_state"] == "KEPT":
             readers = ", ".join(JobID(c).f58 for c in rec.get("consumers", ()))
             until = time.strftime(
@@ -283,6 +288,11 @@ class RsaJob:
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
             return "scratch RAM disk"
         return rec.get("error") or ""
+
+
+def duration(seconds):
+    """Seconds as `flux rsa status` shows them (0:12:05)."""
+    return str(datetime.timedelta(seconds=int(seconds)))
 
 
 def attached(rec, hosts):

@@ -154,6 +154,7 @@ SCHEMA = {
         "start-timeout": DURATION,
         "max-hold": DURATION,
         "handoff-keep": DURATION,
+        "script-quiet": DURATION,
     },
 }
 
@@ -218,6 +219,7 @@ class Policy:
     start_timeout: float = 60.0  # read by the jobtap plugin (not the service)
     max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
     handoff_keep: float = 600.0  # a producer's RAM disk kept for its readers, once home
+    script_quiet: float = 300.0  # a stage script this long quiet is said to be (status)
 
     @classmethod
     def from_config(cls, table, imp="", userns=True):
@@ -272,6 +274,7 @@ class Policy:
             granule=self.granule,
             mount_root=self.mount_root,
             handoff_keep=self.handoff_keep,
+            script_quiet=self.script_quiet,
         )
 
     def ineligible(self, nnodes, request):

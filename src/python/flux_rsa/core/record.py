@@ -105,6 +105,7 @@ class Progress:
     files_done: int = 0
     files_total: int = 0
     rate: float = 0.0
+    quiet: float = 0.0  # s a stage script printed nothing, its destination not grown
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -126,6 +127,7 @@ class Limits:
         ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
     )
     handoff_keep: float = 600.0  # a producer's RAM disk kept after its outputs are home
+    script_quiet: float = 300.0  # a stage script quiet this long is said to be (status)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -270,6 +272,19 @@ class Record:
 
     def job_area(self, name):
         return None if self.ramdisk is None else f"{self.job_ramdisk}/{name}"
+
+    def quiet_script(self):
+        """A stage script running quiet for ``[rsa] script-quiet`` or more
+        (nothing printed, its destination not grown): (its path, seconds
+        quiet), else None."""
+        if self.stage_dir is None or self.progress is None:
+            return None
+        script = (
+            self.request.stage_in if self.stage_dir == "in" else self.request.stage_out
+        )
+        if script in (None, "tar") or self.progress.quiet < self.limits.script_quiet:
+            return None
+        return script, self.progress.quiet
 
     def times(self):
         """First time each rsa-state was entered: {state name: t}."""

@@ -238,6 +238,7 @@ def stage_task(via, policy, request, workers=0):
         producer_user=producer.get("user"),
         producer_secret=producer.get("secret"),
         j=request.get("j"),
+        jobid=request["jobid"] if mode == "script" else None,
     )
 
 

@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 
-from flux_rsa.privileged import request
+from flux_rsa.privileged import request, signed
 from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
 from flux_rsa.ramdisk.holder import hold
 from flux_rsa.ramdisk.layout import ProviderError
@@ -185,8 +185,9 @@ def _stage_here(r, producer):
 
 
 def _stager(r, ramdisk, expected, argv):
-    """Become the owner for good and run the stager with ``argv``."""
-    from flux_rsa.stage import cli, identity
+    """Become the owner for good and run the stager with ``argv`` (a stage
+    script in the job's own environment: ``stage.script.environment``)."""
+    from flux_rsa.stage import cli, identity, script
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
 
     try:
@@ -194,9 +195,13 @@ def _stager(r, ramdisk, expected, argv):
     except StageError as exc:
         print(exc.line(), file=sys.stderr, flush=True)
         return exc.code
+    env = None
+    if r["MODE"] == "script":
+        submitted = signed.environment(r.get("J"))
+        env = script.environment(submitted, r.get("JOBID"), ramdisk, r["DIRECTION"])
     try:
         gluster.check_whole(ramdisk, expected)
-        code = cli.main(argv)
+        code = cli.main(argv, script_env=env)
         gluster.check_whole(ramdisk, expected)
     except (OSError, gluster.GlusterError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)

@@ -175,7 +175,10 @@ OPS = {
             "PRODUCER_USER": name,
             "PRODUCER_SECRET": secret,
             # the job's signed request: through the IMP, what binds the rest to its owner
+            # (and a stage script's environment: the job's own, as J carries it)
             "J": job_request,
+            # a stage script's FLUX_JOB_ID
+            "JOBID": number,
         },
         for_owner=True,
         what="copy between a RAM disk area and a data directory, as the job owner",
