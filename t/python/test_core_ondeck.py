@@ -251,3 +251,21 @@ def test_a_provider_that_cannot_span_nodes_clamps_a_default_to_one_node():
     events = plan(queue(1), recs, NODES, tmpfs, now=1.0)
     rec, _ = process(recs[1], events[0][1])
     assert (rec.need, rec.clamped) == (64 * MB, 128 * MB)
+
+
+def test_a_default_bigger_than_the_known_pool_is_clamped_when_the_job_comes():
+    """Once the service knows the pool (pool_nodes), a job that may start
+    before it is ever on deck (held at start, or nodes free) is clamped as
+    it is admitted, and says so; a measured size too, once measured."""
+    from flux_rsa.core import events as Ev
+    from flux_rsa.core import settle
+
+    known = dataclasses.replace(POLICY, span_fill=0.95, pool_nodes=2)
+    rec = admit(1, 1000, 2, parse_request({"data_in": "/in"}), known, 0.0)
+    rec, actions = settle(rec, Ev.Event(0.0))
+    assert (rec.need, rec.clamped, rec.rsa_state) == (64 * MB, 128 * MB, S.INITIAL)
+    assert [a.name for a in actions] == ["error"]
+    asked = admit(
+        2, 1000, 2, parse_request({"data_in": "/in", "capacity": "8M"}), known, 0
+    )
+    assert settle(asked, Ev.Event(0.0)) == (asked, [])

@@ -205,6 +205,9 @@ class Policy:
     command_spans: bool = True  # provider command: may one RAM disk span RSA nodes?
     privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
     imp: str = ""  # the instance's [exec] imp (not an [rsa] key)
+    pool_nodes: int = (
+        0  # RSA nodes of the pool, as the service last heard (not a key; 0: not yet)
+    )
     ramdisk_root: str = "/var/lib/flux-rsa"
     node_property: str = "rsa"  # config key: property
     queue: str = ""  # the queue the pool is submitted to ("": the default queue)
@@ -272,6 +275,7 @@ class Policy:
             holder_timeout=self.holder_timeout,
             headroom=self.headroom,
             granule=self.granule,
+            most=self.largest(self.pool_nodes) if self.pool_nodes else 0,
             mount_root=self.mount_root,
             handoff_keep=self.handoff_keep,
             script_quiet=self.script_quiet,
@@ -336,8 +340,9 @@ class Policy:
     def need(self, nnodes, request):
         """Bytes of RAM disk to reserve, in whole granules (at least one).
         A default (no rsa.capacity) larger than the pool can hold is
-        clamped when the pool is known (the on-deck pass's TooBig;
-        rsa.capacity above it is refused at submit)."""
+        clamped by the core (``Limits.most``, or the on-deck pass's TooBig
+        when the pool was not known yet); rsa.capacity above it is refused
+        at submit."""
         if request.capacity is not None:
             want = request.capacity
         else:

@@ -123,6 +123,7 @@ class Limits:
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
     headroom: float = 0.0  # >0: the reservation is data_in's size times this
     granule: int = 4 * 2**20  # reservations are whole granules
+    most: int = 0  # the most one reservation can hold in the pool (0: not known)
     mount_root: str = (
         ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
     )

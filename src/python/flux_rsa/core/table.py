@@ -277,6 +277,14 @@ PASS_ROWS = [
     ),
     # -- sizing from data_in (headroom): measure it first --
     PassRow(PRE_RUN | RUN, states(S.INITIAL), g.measure_wanted, SAME, (do.measure,)),
+    # -- a default the pool can never hold: the most it can --
+    PassRow(
+        PRE_RUN | RUN,
+        states(S.INITIAL),
+        g.more_than_the_pool,
+        SAME,
+        (do.clamp_to_pool,),
+    ),
     # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
     PassRow(
         ONDECK_OR_RUN, states(S.INITIAL), g.advancing_sized, S.REQUESTED, (do.request,)
