@@ -86,9 +86,9 @@ quiet_noted() {
 	grep "^stage-out script $PWD/quiet.sh has printed nothing and written nothing for 0:00:0[2-9] (the stage ends at \[rsa\] stage-timeout, 6:00:00)$" note
 }
 test_expect_success 'a stage-out script quiet for script-quiet: flux rsa status names it, and for how long' '
-	quiet=$(rsa_gate_out quiet) &&
+	silent=$(rsa_gate_out quiet) &&
 	mkdir out3 &&
-	q=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out3" --setattr=rsa.stage_out="$quiet" \
+	q=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out3" --setattr=rsa.stage_out="$silent" \
 		--setattr=rsa.on_late=wait sh -c "seq 1 1000 >\$RSA_DATA_OUT/numbers") &&
 	rsa_wait_state $q STAGING_OUT 60 &&
 	rsa_wait_for 30 "flux rsa status naming the quiet script" quiet_noted $q &&
