@@ -205,9 +205,7 @@ class Policy:
     command_spans: bool = True  # provider command: may one RAM disk span RSA nodes?
     privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
     imp: str = ""  # the instance's [exec] imp (not an [rsa] key)
-    pool_nodes: int = (
-        0  # RSA nodes of the pool, as the service last heard (not a key; 0: not yet)
-    )
+    pool_nodes: int = 0  # the pool's RSA nodes, once known (not an [rsa] key)
     ramdisk_root: str = "/var/lib/flux-rsa"
     node_property: str = "rsa"  # config key: property
     queue: str = ""  # the queue the pool is submitted to ("": the default queue)

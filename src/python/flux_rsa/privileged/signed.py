@@ -28,7 +28,6 @@ flux-security.
 """
 
 import base64
-import binascii
 import importlib.util
 import json
 import os
@@ -149,14 +148,7 @@ def environment(j):
     try:
         payload = base64.b64decode(j.split(".")[1], validate=True)
         env = json.loads(payload)["attributes"]["system"].get("environment")
-    except (
-        AttributeError,
-        IndexError,
-        KeyError,
-        TypeError,
-        ValueError,
-        binascii.Error,
-    ):
+    except (AttributeError, LookupError, TypeError, ValueError):  # binascii.Error too
         return {}
     if not isinstance(env, dict):
         return {}
