@@ -96,6 +96,11 @@ class Size(int):
         return format(format_size(int(self)), spec)
 
 
+def duration(seconds):
+    """Seconds as `flux rsa status` shows them (0:12:05)."""
+    return str(datetime.timedelta(seconds=int(seconds)))
+
+
 class StatusFormat(flux.util.OutputFormat):
     headings = {
         "id": "JOBID",
@@ -288,11 +293,6 @@ class RsaJob:
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
             return "scratch RAM disk"
         return rec.get("error") or ""
-
-
-def duration(seconds):
-    """Seconds as `flux rsa status` shows them (0:12:05)."""
-    return str(datetime.timedelta(seconds=int(seconds)))
 
 
 def attached(rec, hosts):

@@ -333,12 +333,12 @@ class Record:
             "mount_path": self.mount_path,
             "history": [tr.to_list() for tr in self.history],
         }
+        if self.clamped:  # (a default clamped to the pool, only when it was)
+            d["clamped"] = self.clamped
         if self.handoff is not None:  # (the hand-off's, only when there is one)
             d["handoff"] = self.handoff.to_dict()
         if self.consumers:
             d["consumers"] = list(self.consumers)
-        if self.clamped:  # (a default clamped to the pool, only when it was)
-            d["clamped"] = self.clamped
         return d
 
     @classmethod

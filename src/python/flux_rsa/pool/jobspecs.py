@@ -229,6 +229,7 @@ def stage_task(via, policy, request, workers=0):
         dst=request["dst"],
         owner=request["userid"],
         script=method if mode == "script" else None,
+        jobid=request["jobid"] if mode == "script" else None,
         verify=request["verify"],
         workers=workers or None,
         replica=request.get("replica")
@@ -238,7 +239,6 @@ def stage_task(via, policy, request, workers=0):
         producer_user=producer.get("user"),
         producer_secret=producer.get("secret"),
         j=request.get("j"),
-        jobid=request["jobid"] if mode == "script" else None,
     )
 
 

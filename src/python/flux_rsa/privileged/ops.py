@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 
-from flux_rsa.privileged import request, signed
+from flux_rsa.privileged import request
 from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
 from flux_rsa.ramdisk.holder import hold
 from flux_rsa.ramdisk.layout import ProviderError
@@ -185,9 +185,8 @@ def _stage_here(r, producer):
 
 
 def _stager(r, ramdisk, expected, argv):
-    """Become the owner for good and run the stager with ``argv`` (a stage
-    script in the job's own environment: ``stage.script.environment``)."""
-    from flux_rsa.stage import cli, identity, script
+    """Become the owner for good and run the stager with ``argv``."""
+    from flux_rsa.stage import cli, identity
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
 
     try:
@@ -195,13 +194,9 @@ def _stager(r, ramdisk, expected, argv):
     except StageError as exc:
         print(exc.line(), file=sys.stderr, flush=True)
         return exc.code
-    env = None
-    if r["MODE"] == "script":
-        submitted = signed.environment(r.get("J"))
-        env = script.environment(submitted, r.get("JOBID"), ramdisk, r["DIRECTION"])
     try:
         gluster.check_whole(ramdisk, expected)
-        code = cli.main(argv, script_env=env)
+        code = cli.main(argv, script_env=_script_env(r, ramdisk))
         gluster.check_whole(ramdisk, expected)
     except (OSError, gluster.GlusterError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
@@ -300,6 +295,18 @@ def _measure(r):
     except StageError as exc:
         return _fail(f"{r['PATH']}: {exc.cause}", prog=measure.PROG)
     return measure.main([r["PATH"]])
+
+
+def _script_env(r, ramdisk):
+    """A user's stage script's environment: the job's own, as its J carries
+    it (``stage.script.environment``); None for the stager's own modes."""
+    from flux_rsa.privileged import signed
+    from flux_rsa.stage import script
+
+    if r["MODE"] != "script":
+        return None
+    submitted = signed.environment(r.get("J"))
+    return script.environment(submitted, r.get("JOBID"), ramdisk, r["DIRECTION"])
 
 
 def _check(r):

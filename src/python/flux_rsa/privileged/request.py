@@ -169,16 +169,15 @@ OPS = {
             "VERIFY": one_of(VERIFY),
             "WORKERS": number,
             "REPLICA": exact_path,
+            # a stage script's FLUX_JOB_ID (its environment is the job's, from J)
+            "JOBID": number,
             # SRC is another RAM disk of the owner on another RSA node (the
             # hand-off): its volume, mounted read-only for the stage-in
             "PRODUCER_SERVERS": servers,
             "PRODUCER_USER": name,
             "PRODUCER_SECRET": secret,
             # the job's signed request: through the IMP, what binds the rest to its owner
-            # (and a stage script's environment: the job's own, as J carries it)
             "J": job_request,
-            # a stage script's FLUX_JOB_ID
-            "JOBID": number,
         },
         for_owner=True,
         what="copy between a RAM disk area and a data directory, as the job owner",
