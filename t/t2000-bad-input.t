@@ -236,11 +236,11 @@ EOF
 capacity 'zero capacity' 0 <<EOF
 rsa.capacity: 0 is not a usable RAM-disk size ($SIZE)
 EOF
-capacity 'capacity larger than the whole pool' 129M <<EOF
-rsa.capacity: '129M' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)
+capacity 'capacity larger than the whole pool' 169M <<EOF
+rsa.capacity: '169M' is more than the RSA pool can ever hold (at most 168M: 2 RSA node(s) x 128M, less the headroom of a RAM disk over several nodes)
 EOF
 capacity 'absurd capacity' 1P <<EOF
-rsa.capacity: '1P' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)
+rsa.capacity: '1P' is more than the RSA pool can ever hold (at most 168M: 2 RSA node(s) x 128M, less the headroom of a RAM disk over several nodes)
 EOF
 
 # --- durations -------------------------------------------------------------
@@ -324,7 +324,7 @@ assert all(n[\"reserved\"] == 0 and not n[\"holders\"] for n in nodes), nodes
 # --- the control: the same submission done right ----------------------------
 test_expect_success 'a well-formed request of the whole pool goes through' '
 	id=$(flux submit -N1 "--setattr=rsa.data_in=$T/in" "--setattr=rsa.data_out=$T/out" \
-		--setattr=rsa.capacity=128M --setattr=rsa.delay=30d --setattr=rsa.on_late=wait \
+		--setattr=rsa.capacity=168M --setattr=rsa.delay=30d --setattr=rsa.on_late=wait \
 		--setattr=rsa.verify=checksum true) &&
 	flux job wait-event -t 60 $id clean &&
 	flux rsa wait -t 60 $id &&

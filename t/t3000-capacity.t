@@ -1,8 +1,10 @@
 #!/bin/sh
 test_description='RAM-disk capacity is shared, spanned, drained, sized and reused
 
-Two RSA nodes of 64M each.  Reservations take what they ask for: two share
-a node while a third waits; one spans both nodes; one that can never fit is
+Two RSA nodes of 64M each, with span-fill 0 (no headroom: this story is
+about reservations taking exactly what they ask for; t3020 is the
+headroom'"'"'s).  Two share a node while a third waits; one spans both nodes;
+one that can never fit is
 refused at submit.  A drained node takes no new reservation.  `flux rsa
 pool` agrees with what is held.  With headroom a reservation is sized from
 data_in; with reuse a second job of the same owner copies the staged inputs
@@ -12,6 +14,8 @@ of the first instead of data_in, unless data_in changed.'
 
 mkdir -p conf && cat >conf/rsa.toml <<'EOF2'
 [rsa]
+node-capacity = "64M"
+span-fill = 0
 ondeck-depth = 8
 lock-in = false
 headroom = 1.5

@@ -251,7 +251,7 @@ test_expect_success 'nor stage out as the user what the instance owner put on a 
 test_expect_success GLUSTERFS 'A'"'"'s RAM disk over both RSA nodes: bricks and mounts through the IMP, as A'"'"'s' '
 	mu_user_dir $MU_A "$T/$MU_A/out5" &&
 	g=$(mu_as $MU_A flux submit -N2 --setattr=rsa.data_out="$T/$MU_A/out5" \
-		--setattr=rsa.capacity=128M --setattr=rsa.on_late=wait \
+		--setattr=rsa.capacity=160M --setattr=rsa.on_late=wait \
 		sh -c "id -u >\"\$RSA_DATA_OUT/uid.\$FLUX_TASK_RANK\";
 		       findmnt -n -o FSTYPE --mountpoint \"\$RSA_RAMDISK\" >\"\$RSA_DATA_OUT/fstype.\$FLUX_TASK_RANK\";
 		       head -c 8388608 /dev/urandom >\"\$RSA_DATA_OUT/data.\$FLUX_TASK_RANK\"") &&

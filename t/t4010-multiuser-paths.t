@@ -67,7 +67,7 @@ test_expect_success 'setup: the instance, A'"'"'s inputs, a job script using rea
 test_expect_success 'A'"'"'s jobs are staged: one on a one-node RAM disk, one over both RSA nodes' '
 	blocker=$(mu_as $MU_B flux submit -N2 -t 30m sleep inf) &&
 	flux job wait-event -t 60 $blocker start &&
-	two=$(mu_as $A flux submit -N2 -n2 --setattr=rsa.capacity=72M --setattr=rsa.data_in="$T/$A/in2" \
+	two=$(mu_as $A flux submit -N2 -n2 --setattr=rsa.capacity=136M --setattr=rsa.data_in="$T/$A/in2" \
 		--setattr=rsa.data_out="$T/$A/out2" "$T/job.sh" "$T/$A/in2" "$T/$A/out2" "$T/$A/seen2") &&
 	one=$(mu_as $A flux submit -N1 -n1 --setattr=rsa.capacity=8M --setattr=rsa.data_in="$T/$A/in" \
 		--setattr=rsa.data_out="$T/$A/out" "$T/job.sh" "$T/$A/in" "$T/$A/out" "$T/$A/seen") &&

@@ -8,6 +8,7 @@ only routes messages.
     flux module load rsa          (or via modprobe when [rsa] is configured)
 """
 
+import dataclasses
 import errno
 
 from flux.brokermod import BrokerModule, request_handler
@@ -134,10 +135,13 @@ class RsaModule(BrokerModule):
                 else {}
             )
             try:
-                self.service.policy = Policy.from_config(
+                policy = Policy.from_config(
                     conf.get("rsa", {}),
                     imp=conf.get("exec", {}).get("imp", ""),
                     userns=self.userns,
+                )
+                self.service.policy = dataclasses.replace(
+                    policy, pool_nodes=self.service.policy.pool_nodes
                 )
             except BadConfig as exc:
                 raise OSError(errno.EINVAL, str(exc)) from None

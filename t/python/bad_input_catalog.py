@@ -7,7 +7,8 @@ message it is refused with at submit (key, value, what is accepted).
 from flux_rsa.checks import Pool
 from flux_rsa.core import Policy
 
-# a pool of 2 RSA nodes of 64M in 4M granules, as in t/rsa-instance
+# a pool of 2 RSA nodes of 64M in 4M granules, span-fill 0 (no headroom:
+# the sizes below are about the pool's whole, as t2000's are with it)
 POOL = Pool(
     Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs", span_fill=0),
     nodes=2,

@@ -233,7 +233,10 @@ class Pool:
         defaults = dict(
             node_capacity=64 * MiB,
             granule=4 * MiB,
-            span_fill=0,  # as in t/rsa-instance: nodes too small for headroom
+            # span-fill 0: these pools have nodes of 64M, too small for the
+            # headroom of a RAM disk over two (the site's span-fill is run
+            # by the sharness tests, on t/rsa-instance's nodes of 128M)
+            span_fill=0,
             ramdisk_root=self.root,
             pool_cores=8,
             stage_workers=2,

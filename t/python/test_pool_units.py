@@ -53,7 +53,7 @@ SPAN = Policy(
     ramdisk_root="/ram",
     provider="glusterfs",
     fs_host="{host}-ib",
-    span_fill=0,  # as in t/rsa-instance: no headroom
+    span_fill=0,  # no headroom (SPAN95: the site's span-fill)
 )
 # nodes big enough for the headroom of 2 x 64M (core.spread), as in t5000
 SPAN95 = dataclasses.replace(SPAN, node_capacity=112 * MiB, span_fill=0.95)

@@ -171,7 +171,7 @@ class Timeout(Event):
 
 @dataclass(frozen=True)
 class TooBig(Event):
-    """The job needs more RAM disk than the whole pool has."""
+    """The job needs more RAM disk than the whole pool can ever hold."""
 
     largest: int  # bytes the pool can ever give one job
 

@@ -52,6 +52,22 @@ def from_producer(rec, ev):
     return handoff.reads_ramdisk(rec) is not None
 
 
+def default_size(rec, ev):
+    """Its reservation is the site's default (no rsa.capacity): the site
+    may make it smaller."""
+    return rec.request.capacity is None
+
+
+def more_than_the_pool(rec):
+    """Its reservation is the site's default, sized, and more than the
+    pool can ever hold (as known when the job came)."""
+    return (
+        rec.request.capacity is None
+        and rec.measure is Measure.NONE
+        and 0 < rec.limits.most < rec.need
+    )
+
+
 def never_whole(rec):
     """Its inputs will never be whole and it has not been told yet."""
     return not rec.failed and handoff.never_whole(rec) is not None

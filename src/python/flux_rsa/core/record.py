@@ -109,6 +109,7 @@ class Progress:
     files_done: int = 0
     files_total: int = 0
     rate: float = 0.0
+    quiet: float = 0.0  # s a stage script printed nothing, its destination not grown
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -126,13 +127,12 @@ class Limits:
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
     headroom: float = 0.0  # >0: the reservation is data_in's size times this
     granule: int = 4 * 2**20  # reservations are whole granules
-    cap: int = (
-        0  # >0: the most one reservation may hold (a provider that cannot span nodes)
-    )
+    most: int = 0  # the most one reservation can hold in the pool (0: not known)
     mount_root: str = (
         ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
     )
     handoff_keep: float = 600.0  # a producer's RAM disk kept after its outputs are home
+    script_quiet: float = 300.0  # a stage script quiet this long is said to be (status)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -195,6 +195,7 @@ class Record:
     nnodes: int
     request: Request
     need: int = 0  # bytes of RAM disk to reserve
+    clamped: int = 0  # >0: the default need, larger than the whole pool holds
     measure: Measure = Measure.NONE  # sizing the reservation from data_in
     input_bytes: Optional[int] = None  # measured size of data_in
     job_state: JobState = JobState.PENDING
@@ -309,6 +310,19 @@ class Record:
     def job_area(self, name):
         return None if self.ramdisk is None else f"{self.job_ramdisk}/{name}"
 
+    def quiet_script(self):
+        """A stage script running quiet for ``[rsa] script-quiet`` or more
+        (nothing printed, its destination not grown): (its path, seconds
+        quiet), else None."""
+        if self.stage_dir is None or self.progress is None:
+            return None
+        script = (
+            self.request.stage_in if self.stage_dir == "in" else self.request.stage_out
+        )
+        if script in (None, "tar") or self.progress.quiet < self.limits.script_quiet:
+            return None
+        return script, self.progress.quiet
+
     def times(self):
         """First time each rsa-state was entered: {state name: t}."""
         out = {}
@@ -355,6 +369,8 @@ class Record:
             "mount_path": self.mount_path,
             "history": [tr.to_list() for tr in self.history],
         }
+        if self.clamped:  # (a default clamped to the pool, only when it was)
+            d["clamped"] = self.clamped
         if self.handoff is not None:  # (the hand-off's, only when there is one)
             d["handoff"] = self.handoff.to_dict()
         if self.consumers:
@@ -377,6 +393,7 @@ class Record:
             nnodes=d["nnodes"],
             request=Request.from_dict(d["request"]),
             need=d.get("need", 0),
+            clamped=d.get("clamped", 0),
             measure=Measure(d.get("measure", "")),
             input_bytes=d.get("input_bytes"),
             job_state=JobState(d["job_state"]),

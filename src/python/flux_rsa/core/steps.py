@@ -93,9 +93,10 @@ def sized(rec, ev):
         return _set(rec, measure=Measure.NONE, error=error), []
     granule = rec.limits.granule
     need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
-    if rec.limits.cap:
-        need = min(need, rec.limits.cap)
-    return _set(rec, measure=Measure.NONE, need=need, input_bytes=ev.nbytes), []
+    return (
+        _set(rec, measure=Measure.NONE, need=need, input_bytes=ev.nbytes, clamped=0),
+        [],
+    )
 
 
 def cancel_holder(rec, ev):
@@ -327,6 +328,31 @@ def too_big(rec, ev):
         "(ask for less with rsa.capacity)"
     )
     return _set(rec, failed=True, error=error), []
+
+
+def clamp(rec, ev):
+    """A default reservation (the site's proportion or headroom rule, no
+    rsa.capacity) larger than the pool can ever hold (``ev.largest``, as
+    the on-deck pass finds it): reserve the most it can, and say so."""
+    return _clamp(rec, ev.largest)
+
+
+def clamp_to_pool(rec, ev):
+    """The same, with the most the pool held when the job came."""
+    return _clamp(rec, rec.limits.most)
+
+
+def _clamp(rec, most):
+    from flux_rsa.core.units import format_size
+
+    note = (
+        f"the default reservation of {format_size(rec.need)} is more than the RSA "
+        f"pool can hold: reserving {format_size(most)}, the most it can "
+        "(choose a size with rsa.capacity)"
+    )
+    return _set(rec, need=most, clamped=rec.clamped or rec.need), [
+        A.PostEvent(rec.jobid, "error", {"error": note})
+    ]
 
 
 def manual_retry(rec, ev):

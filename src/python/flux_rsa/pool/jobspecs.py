@@ -248,6 +248,7 @@ def stage_task(via, policy, request, workers=0):
         dst=request["dst"],
         owner=request["userid"],
         script=method if mode == "script" else None,
+        jobid=request["jobid"] if mode == "script" else None,
         verify=request["verify"],
         workers=workers or None,
         replica=request.get("replica")

@@ -273,5 +273,5 @@ def notification(name, pool, **fields):
 
 def progress_fields(line):
     """The stager's progress JSON reduced to the fields the core keeps."""
-    keys = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
+    keys = ("bytes_done", "bytes_total", "files_done", "files_total", "rate", "quiet")
     return {k: line.get(k, 0) for k in keys} | {"phase": line.get("phase")}

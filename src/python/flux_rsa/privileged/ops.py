@@ -358,7 +358,7 @@ def _stager(r, provider, ramdisk, argv):
         return exc.code
     try:
         provider.check_whole(ramdisk)
-        code = cli.main(argv)
+        code = cli.main(argv, script_env=_script_env(r, ramdisk))
         provider.check_whole(ramdisk)
     except (OSError, ProviderError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
@@ -471,6 +471,18 @@ def _measure(r):
     except StageError as exc:
         return _fail(f"{r['PATH']}: {exc.cause}", prog=measure.PROG)
     return measure.main([r["PATH"]])
+
+
+def _script_env(r, ramdisk):
+    """A user's stage script's environment: the job's own, as its J carries
+    it (``stage.script.environment``); None for the stager's own modes."""
+    from flux_rsa.privileged import signed
+    from flux_rsa.stage import script
+
+    if r["MODE"] != "script":
+        return None
+    submitted = signed.environment(r.get("J"))
+    return script.environment(submitted, r.get("JOBID"), ramdisk, r["DIRECTION"])
 
 
 def _check(r):

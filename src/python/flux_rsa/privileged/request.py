@@ -179,6 +179,8 @@ OPS = {
             "VERIFY": one_of(VERIFY),
             "WORKERS": number,
             "REPLICA": exact_path,
+            # a stage script's FLUX_JOB_ID (its environment is the job's, from J)
+            "JOBID": number,
             # SRC is another RAM disk of the owner on another RSA node (the
             # hand-off): its volume, mounted read-only for the stage-in
             "PRODUCER_SERVERS": servers,

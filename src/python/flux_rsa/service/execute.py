@@ -29,6 +29,16 @@ class PostState(A.Action):
 SIGNED = (A.StartStage, A.Measure)
 
 
+def needs_j(action, signed):
+    """Does ``action`` carry the job's J: through the IMP (``signed``) when
+    it acts as the owner; always for a stage script, whose environment is
+    the job's own as J holds it (Flux keeps a job's environment there
+    alone)."""
+    if isinstance(action, A.StartStage) and action.method not in (None, "tar"):
+        return True
+    return signed and isinstance(action, SIGNED)
+
+
 class Executor:
     def __init__(self, h, log, pool, timers, active, mounts=None, signed=lambda: False):
         self.h = h
@@ -82,14 +92,14 @@ class Executor:
 
     def pool_action(self, a):
         method, payload = wire.request(a)
-        needs_j = isinstance(a, SIGNED) and self.signed()
+        with_j = needs_j(a, self.signed())
         queue = self.waiting.get(a.jobid)
-        if queue is None and not needs_j:
+        if queue is None and not with_j:
             self.pool.call(method, payload)
             return
         if queue is None:
             queue = self.waiting[a.jobid] = []
-        queue.append((method, payload, needs_j))
+        queue.append((method, payload, with_j))
         if len(queue) == 1:
             self._send_waiting(a.jobid)
 
