@@ -156,16 +156,25 @@ def _mkfs(path, capacity, label):
 
 def _fit(path, capacity, build):
     """Size the file at ``path`` and ``build()`` the file system in it until
-    it holds exactly ``capacity`` bytes of blocks for files."""
-    blocks = file_size(capacity) // BLOCK
+    it holds exactly ``capacity`` bytes of blocks for files; where no size
+    gives exactly that (mke2fs drops a last block group too small to be
+    worth its bookkeeping), the least that gives more."""
     want = capacity // BLOCK
+    blocks = file_size(capacity) // BLOCK
+    best = None  # (excess, blocks) of the closest that holds it all
     for _ in range(4):
         os.truncate(path, blocks * BLOCK)
         build()
         total, overhead = _blocks(path)
-        if total - overhead == want or overhead == 0:
+        have = total - overhead
+        if have == want or overhead == 0:
             return
-        blocks += want - (total - overhead)
+        if have > want and (best is None or have - want < best[0]):
+            best = (have - want, blocks)
+        blocks += want - have
+    if best is not None:
+        os.truncate(path, best[1] * BLOCK)
+        build()
 
 
 def _blocks(path):
