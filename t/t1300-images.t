@@ -3,12 +3,14 @@ test_description='a job on one compute node: its RAM disk is a file-system image
 
 A -N1 job gets its RAM disk as an ext4 image kept in its RSA node'"'"'s store
 and loop-mounted on its compute node: the job sees ext4 at its own data_in
-and data_out, its inputs staged, a reservation of C bytes as C bytes (df),
+and data_out, its inputs staged, a reservation of C bytes as C bytes free (df),
 and creates files in its own kernel; its outputs come home.  While the
 compute node holds the image nobody else mounts it (a look on the RSA node
 is refused, naming the node and the job).  The switch drops the inputs
 inside the image, making room for outputs.  rsa.fs=shared keeps a -N1 job
 on the served file system.  The attach and the detach are timed phases.
+A compute node'"'"'s client of a store that died is mounted again by the
+next attach through it.
 Nothing is left: no image, no loop device, no mount but the pool'"'"'s
 stores and the compute nodes'"'"' clients of them, which the pool'"'"'s
 shutdown removes too.'
@@ -28,7 +30,8 @@ cat >job.sh <<'EOF2'
 out=$1 seen=$2
 findmnt -n -o FSTYPE --mountpoint "$out" >"$seen/out-fstype"
 findmnt -n -o SOURCE --mountpoint "$out" >"$seen/out-source"
-df -B1 --output=size "$RSA_RAMDISK" | tail -1 | tr -d " " >"$seen/size"
+df -B1 --output=avail "$RSA_RAMDISK" | tail -1 | tr -d " " >"$seen/avail"
+du -s -B1 "$RSA_DATA_IN" | cut -f1 >"$seen/inputs"
 mkdir "$out/many" &&
 i=0 && while test $i -lt 2000; do echo "$i" >"$out/many/f$i"; i=$((i + 1)); done &&
 cp "$RSA_DATA_IN/numbers" "$out/numbers.copy" &&
@@ -51,7 +54,10 @@ test_expect_success 'a -N1 job gets an image: ext4 on a loop device at its own d
 	test "$(rsa_field image $id)" = True &&
 	test "$(cat seen/out-fstype)" = ext4 &&
 	grep "^/dev/loop" seen/out-source &&
-	test "$(cat seen/size)" = $((32 * 1024 * 1024))
+	# free for files: the reservation, less the inputs (and a few directories)
+	room=$(($(cat seen/avail) + $(cat seen/inputs))) &&
+	test $room -le $((32 * 1024 * 1024)) &&
+	test $room -gt $((32 * 1024 * 1024 - 65536))
 '
 test_expect_success 'the image is in its RSA node'"'"'s store, reached through the store'"'"'s client' '
 	node=$(rsa_field nodes $id) && name=$(basename $(rsa_field ramdisk $id)) &&
@@ -86,6 +92,24 @@ test_expect_success 'nothing is left of it: no image, no loop device, no mount' 
 	rsa_at_rest $id &&
 	rsa_nothing_left
 '
+test_expect_success 'a store client that died is mounted again by the next attach there' '
+	# every compute node'"'"'s clients die (kill -9: their mounts stay, failing)
+	pkill -9 -f "glusterfs.*$RSA_INSTANCE_TMP/mnt/[.]stores/" &&
+	n=0 && while rsa_on_node $rank stat -f "$transport" >/dev/null 2>&1 && test $n -lt 100; do
+		sleep 0.1; n=$((n + 1)); done &&
+	test_must_fail rsa_on_node $rank stat -f "$transport" 2>dead &&
+	grep "not connected" dead &&
+	mkdir out4 &&
+	host=$(flux jobs -n -o "{nodelist}" $id) &&
+	again=$(flux submit -N1 --requires=host:$host --setattr=rsa.data_out="$PWD/out4" \
+		--setattr=rsa.capacity=16M --setattr=rsa.on_late=wait \
+		sh -c "echo written >\$RSA_DATA_OUT/file") &&
+	flux rsa wait -t 120 $again &&
+	test "$(rsa_field image $again)" = True &&
+	test "$(cat out4/file)" = written &&
+	test "$(rsa_field nodes $again)" = "$node" &&
+	rsa_on_node $rank stat -f "$transport" >/dev/null
+'
 test_expect_success 'the switch drops the inputs inside the image: room for outputs' '
 	mkdir in2 out2 &&
 	head -c 10M /dev/urandom >in2/big &&
@@ -118,7 +142,7 @@ test_expect_success 'a bad rsa.fs is refused at submit, naming the value and the
 	grep "rsa.fs" err && grep "per-node" err && grep "shared" err
 '
 test_expect_success 'nothing is left; the pool'"'"'s shutdown takes the stores and their clients too' '
-	rsa_at_rest $sw && rsa_at_rest $sh3 &&
+	rsa_at_rest $again && rsa_at_rest $sw && rsa_at_rest $sh3 &&
 	rsa_nothing_left &&
 	flux rsa pool --shutdown &&
 	rsa_on_nodes findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/" >mounts;

@@ -22,7 +22,9 @@ files 30 times slower), no blocks kept for root, and the inode tables
 zeroed by punching holes (the file stays sparse: an image takes memory
 only for what is written).  A reservation of C bytes holds C bytes of
 files, as a tmpfs of C bytes does: the image is C bytes for the files and
-room beside them for what ext4 keeps of its own (``file_size``): an inode
+room beside them for what ext4 keeps of its own (``file_size``): the blocks
+it holds back from files for its own delayed allocations (2%, at most
+16 MiB), an inode
 per 4 KiB block (a tmpfs never runs out of inodes; an image that ran out
 before its blocks would refuse small files with space left), the journal,
 and the block groups' bookkeeping.  Like a tmpfs's inodes, that metadata
@@ -47,6 +49,7 @@ from flux_rsa.ramdisk.layout import ProviderError
 
 BLOCK = 4096
 INODE_SIZE = 256  # ext4's default: nanosecond times, extended attributes inline
+FIRST_INODES = 16  # ext4 keeps the first 11 for itself; lost+found takes one
 #: images of this size and more get a journal of 1/JOURNAL_SHARE of it
 JOURNAL_FROM = 512 << 20
 JOURNAL_SHARE = 128
@@ -92,11 +95,24 @@ def journal_bytes(size):
 
 def file_size(capacity):
     """About the size of the image file of a reservation of ``capacity``
-    bytes (``make`` fits it exactly): the capacity for files, an inode per
-    block, the journal, and 1/64 (at least 2 MiB) for the block groups'
-    bitmaps and descriptors."""
+    bytes (``make`` fits it exactly): the capacity for files, what ext4
+    holds back from them, an inode per block, the journal, and 1/64 (at
+    least 2 MiB) for the block groups' bitmaps and descriptors."""
     inodes = capacity // BLOCK * INODE_SIZE
-    return capacity + inodes + journal_bytes(capacity) + max(capacity // 64, 2 << 20)
+    return (
+        capacity
+        + held_back(capacity // BLOCK) * BLOCK
+        + inodes
+        + journal_bytes(capacity)
+        + max(capacity // 64, 2 << 20)
+    )
+
+
+def held_back(blocks):
+    """The blocks a mounted ext4 of ``blocks`` blocks in all keeps from
+    files for its own metadata (the kernel's reserved clusters: 2%, at most
+    4096)."""
+    return min(blocks // 50, 4096)
 
 
 def mkfs_argv(path, capacity, label):
@@ -112,7 +128,8 @@ def mkfs_argv(path, capacity, label):
         "-m",
         "0",
         "-N",
-        str(max(capacity // BLOCK, 1024)),
+        # a file per free block, beside ext4's own first inodes
+        str(max(capacity // BLOCK, 1024) + FIRST_INODES),
         "-I",
         str(INODE_SIZE),
         "-L",
@@ -126,10 +143,10 @@ def mkfs_argv(path, capacity, label):
 
 def make(path, capacity, label):
     """A new image at ``path`` (root's, 0600: only root may open it,
-    wherever it is served) holding an empty ext4 file system of exactly
-    ``capacity`` bytes for files (what ``df`` shows as its size, as for a
-    tmpfs of that size): made once, then again on a file as much larger or
-    smaller as ext4's own share of the first turned out to be."""
+    wherever it is served) holding an empty ext4 file system with exactly
+    ``capacity`` bytes free for files (what ``df`` shows available, as on
+    an empty tmpfs of that size): made once, then again on a file as much
+    larger or smaller as ext4's own share of the first turned out to be."""
     if capacity < 2 << 20:
         raise ImageError(
             f"{path}: an image for {capacity} bytes is too small (2 MiB at least)"
@@ -156,18 +173,17 @@ def _mkfs(path, capacity, label):
 
 def _fit(path, capacity, build):
     """Size the file at ``path`` and ``build()`` the file system in it until
-    it holds exactly ``capacity`` bytes of blocks for files; where no size
-    gives exactly that (mke2fs drops a last block group too small to be
-    worth its bookkeeping), the least that gives more."""
+    exactly ``capacity`` bytes of blocks are free for files once mounted;
+    where no size gives exactly that (mke2fs drops a last block group too
+    small to be worth its bookkeeping), the least that gives more."""
     want = capacity // BLOCK
     blocks = file_size(capacity) // BLOCK
     best = None  # (excess, blocks) of the closest that holds it all
-    for _ in range(4):
+    for _ in range(5):
         os.truncate(path, blocks * BLOCK)
         build()
-        total, overhead = _blocks(path)
-        have = total - overhead
-        if have == want or overhead == 0:
+        have = _available(path)
+        if have == want:
             return
         if have > want and (best is None or have - want < best[0]):
             best = (have - want, blocks)
@@ -177,23 +193,25 @@ def _fit(path, capacity, build):
         build()
 
 
-def _blocks(path):
-    """(blocks in all, blocks ext4 keeps for itself) of the image at ``path``."""
+def _available(path):
+    """The blocks free for files in the image at ``path`` once mounted:
+    its free blocks less those the kernel holds back."""
     with open(path, "rb") as f:
         f.seek(_SUPER)
         sb = f.read(1024)
-    lo, hi = (
-        struct.unpack_from("<I", sb, 0x04)[0],
-        struct.unpack_from("<I", sb, 0x150)[0],
-    )
-    return hi << 32 | lo, struct.unpack_from("<I", sb, 0x248)[0]
+
+    def u64(lo, hi):
+        high = struct.unpack_from("<I", sb, hi)[0]
+        return high << 32 | struct.unpack_from("<I", sb, lo)[0]
+
+    total, free = u64(0x04, 0x150), u64(0x0C, 0x158)
+    return free - held_back(total)
 
 
 def grow(path, capacity):
     """Grow the (unmounted) image at ``path`` to hold ``capacity`` bytes of
     files (an adopted reservation larger than the kept one)."""
-    total, overhead = _blocks(path)
-    if (total - overhead) * BLOCK >= capacity:
+    if _available(path) * BLOCK >= capacity:
         return
     check(path, force=True)
 
@@ -385,8 +403,13 @@ def mount(path, target, read_only=False, direct=False, dirty=None):
 def unmount(target):
     """Unmount the image at ``target``, writing back what its node still
     holds of it first; the seconds that took.  (Never lazily: a writer
-    left behind would write under the next one.)"""
+    left behind would write under the next one.)  Its loop device gets
+    the kernel's own limits back first: whoever takes it next finds it as
+    the kernel made it."""
     t0 = time.monotonic()
+    kind, device = sysmount.top_mount(target)
+    if kind == "ext4" and device.startswith("/dev/loop"):
+        limit_dirty(device, None)
     try:
         sysmount.umount_now(target)
     except OSError as exc:
@@ -399,7 +422,10 @@ def limit_dirty(device, nbytes):
     may wait in this node's memory (None: the kernel's own limits): the
     rest is written back while the job runs, so its end has little left
     to write."""
-    bdi = f"/sys/class/bdi/{_major_minor(device)}"
+    try:
+        bdi = f"/sys/class/bdi/{_major_minor(device)}"
+    except OSError:
+        return  # the device is gone
     settings = (
         [("strict_limit", "0"), ("max_ratio", "100")]
         if nbytes is None

@@ -219,7 +219,7 @@ class Transports:
     def join(self, login):
         """The directory where this node sees the store ``login`` reaches
         (its client mounted now if it was not, or mounted again if the
-        store came back with another login)."""
+        store came back with another login or the client died)."""
         server = login["servers"][0]
         name = server.replace(":", "-").replace("/", "_")
         path = os.path.join(self.dir, name)
@@ -228,9 +228,12 @@ class Transports:
         try:
             want = _identity(login)
             if self.mounted(path):
-                if _read_text(os.path.join(workdir, "identity")) == want:
+                same = _read_text(os.path.join(workdir, "identity")) == want
+                if same and _answers(path):
                     return path
-                self._drop(path, workdir)  # the store changed: its images are gone
+                # the store changed (its images are gone), or the client
+                # died (the images mounted through it failed with it)
+                self._drop(path, workdir)
             os.makedirs(path, mode=0o700, exist_ok=True)
             os.makedirs(workdir, mode=0o700, exist_ok=True)
             self.mount(login, path, workdir)
@@ -275,6 +278,18 @@ class Transports:
         except OSError:
             pass
         return left, kept
+
+
+def _answers(path):
+    """True when the client mounted at ``path`` still answers (a client
+    process that died leaves its mount failing every call)."""
+    try:
+        os.statvfs(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+            return False
+        raise
+    return True
 
 
 def _read_text(path):
