@@ -99,15 +99,23 @@ test_expect_success 'a store client that died is mounted again by the next attac
 		sleep 0.1; n=$((n + 1)); done &&
 	test_must_fail rsa_on_node $rank stat -f "$transport" 2>dead &&
 	grep "not connected" dead &&
-	mkdir out4 &&
+	# two one-core jobs on that node at once, each too big to share an RSA node
+	# with the other: one of them attaches through the dead client
+	mkdir out4 out5 &&
 	host=$(flux jobs -n -o "{nodelist}" $id) &&
-	again=$(flux submit -N1 --requires=host:$host --setattr=rsa.data_out="$PWD/out4" \
-		--setattr=rsa.capacity=16M --setattr=rsa.on_late=wait \
-		sh -c "echo written >\$RSA_DATA_OUT/file") &&
-	flux rsa wait -t 120 $again &&
-	test "$(rsa_field image $again)" = True &&
-	test "$(cat out4/file)" = written &&
-	test "$(rsa_field nodes $again)" = "$node" &&
+	a=$(flux submit -n1 --requires=host:$host --setattr=rsa.data_out="$PWD/out4" \
+		--setattr=rsa.capacity=100M --setattr=rsa.on_late=wait \
+		sh -c "echo written >\$RSA_DATA_OUT/file; while ! test -e \"$PWD/seen/go4\"; do sleep 0.1; done") &&
+	b=$(flux submit -n1 --requires=host:$host --setattr=rsa.data_out="$PWD/out5" \
+		--setattr=rsa.capacity=100M --setattr=rsa.on_late=wait \
+		sh -c "echo written >\$RSA_DATA_OUT/file; while ! test -e \"$PWD/seen/go4\"; do sleep 0.1; done") &&
+	flux job wait-event -t 120 $a start && flux job wait-event -t 120 $b start &&
+	na=$(rsa_field nodes $a) && nb=$(rsa_field nodes $b) &&
+	test -n "$na" && test -n "$nb" && test "$na" != "$nb" &&
+	touch seen/go4 &&
+	flux rsa wait -t 120 $a && flux rsa wait -t 120 $b &&
+	test "$(rsa_field image $a)" = True && test "$(rsa_field image $b)" = True &&
+	test "$(cat out4/file)" = written && test "$(cat out5/file)" = written &&
 	rsa_on_node $rank stat -f "$transport" >/dev/null
 '
 test_expect_success 'the switch drops the inputs inside the image: room for outputs' '
@@ -142,7 +150,7 @@ test_expect_success 'a bad rsa.fs is refused at submit, naming the value and the
 	grep "rsa.fs" err && grep "per-node" err && grep "shared" err
 '
 test_expect_success 'nothing is left; the pool'"'"'s shutdown takes the stores and their clients too' '
-	rsa_at_rest $again && rsa_at_rest $sw && rsa_at_rest $sh3 &&
+	rsa_at_rest $a && rsa_at_rest $b && rsa_at_rest $sw && rsa_at_rest $sh3 &&
 	rsa_nothing_left &&
 	flux rsa pool --shutdown &&
 	rsa_on_nodes findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/" >mounts;
