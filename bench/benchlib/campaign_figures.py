@@ -56,12 +56,30 @@ def collect(inst, args, mode, jobs, ids, t0):
                 default=None,
             )
             row["staged_in"] = bool((rec.get("env") or {}).get("staged_in"))
+            row["attach_s"] = mount_seconds(rec, "attach")
+            row["detach_s"] = mount_seconds(rec, "detach")
+            row["fs"] = fs_of(rec)
             row["rsa"] = {
                 "capacity": rec.get("request", {}).get("capacity") or rec.get("need"),
                 "history": hist,
             }
         per.append(row)
     return summarize(args, mode, per, t0)
+
+
+def mount_seconds(rec, step):
+    """How long the compute side's STEP ("attach", "detach") of the job's
+    RAM disk took, from its record's mount_times, or None."""
+    start, end = ((rec.get("mount_times") or {}).get(step) or (None, None))[:2]
+    return end - start if start is not None and end is not None else None
+
+
+def fs_of(rec):
+    """The file system the RSA job had, as its record says: "image" (one
+    compute node), "per-node" (an image on each of several), "shared"."""
+    if not rec.get("image"):
+        return "shared"
+    return "image" if (rec.get("nnodes") or 1) == 1 else "per-node"
 
 
 def union_seconds(intervals):
@@ -141,6 +159,18 @@ def summarize(args, mode, per, t0):
         s["staged_in_share"] = sum(1 for r in data if r.get("staged_in")) / max(
             1, sum(1 for r in data)
         )
+        attached = [r for r in data if r.get("attach_s") is not None]
+        detached = [r["detach_s"] for r in data if r.get("detach_s") is not None]
+        s["attach_node_s"] = (
+            sum(r["nodes"] * r["attach_s"] for r in attached) if attached else None
+        )
+        s["detach_mean_s"] = statistics.mean(detached) if detached else None
+        s["detach_max_s"] = max(detached) if detached else None
+        s["rsa_fs"] = " ".join(
+            f"{fs} {sum(1 for r in data if r.get('fs') == fs)}"
+            for fs in ("image", "per-node", "shared")
+            if any(r.get("fs") == fs for r in data)
+        )
     s["jobs_detail"] = per
     return s
 
@@ -169,7 +199,10 @@ def print_report(rep):
         ("  beyond a plain job's overhead", "lost_beyond_plain_node_s", ".1f"),
         ("  of which I/O inside the job", "io_in_job_node_s", ".1f"),
         ("  held before start (prolog, RAM disk, inputs)", "held_before_node_s", ".1f"),
+        ("    of which attach node-s (nodes x attach)", "attach_node_s", ".1f"),
         ("  held after end (epilog)", "held_after_node_s", ".1f"),
+        ("RSA detach after the end (nodes free): mean s", "detach_mean_s", ".2f"),
+        ("  max s", "detach_max_s", ".2f"),
         ("a plain job's overhead (median), s", "plain_overhead_s", ".2f"),
         ("compute nodes busy computing", "compute_busy", ".0%"),
         ("other jobs: mean turnaround, s", "other_turnaround_s", ".0f"),
@@ -179,6 +212,7 @@ def print_report(rep):
         ("RSA capacity held / (capacity x time)", "rsa_capacity_use", ".0%"),
         ("RSA: share of time staging", "rsa_staging_share", ".0%"),
         ("RSA: jobs started on staged inputs", "staged_in_share", ".0%"),
+        ("RSA: data jobs' file systems (records)", "rsa_fs", "s"),
     ]
     print(f"{'':<48}" + "".join(f"{TITLES[m]:>24}" for m in modes))
     for label, key, spec in lines:
