@@ -8,7 +8,8 @@ both RSA nodes, charged more than it asked (each node its share and the
 headroom), its outputs not home yet (STAGING_OUT, its stage-out script
 gated).  It keeps that RAM disk through a reload of the rsa module and
 through a restart of the RSA pool (kept, then adopted); job z is then
-running on a one-node RAM disk with its inputs dropped (INUSE_OUT).  The
+running on a one-node RAM disk (an image in its RSA node'"'"'s store) with
+its inputs dropped (INUSE_OUT).  The
 whole instance stops and starts again on the same state directory: both
 RAM disks are adopted, and both jobs'"'"' outputs come home.'
 
@@ -140,8 +141,11 @@ test_expect_success 'between lives: the RAM disks with outputs are still mounted
 	name=$(basename "$(cut -d" " -f4 holds.first)") &&
 	grep "^2: [^ ]* $roots/ramdisk/$name.b0 tmpfs " mounts &&
 	grep "^3: [^ ]* $roots/ramdisk/$name.b1 tmpfs " mounts &&
-	grep "^[23]: [^ ]* $roots/ramdisk/$(cat z.dec).1 tmpfs " mounts &&
-	test $(wc -l <mounts) = 3
+	# z'"'"'s RAM disk, one node'"'"'s, is an image in its RSA node'"'"'s store
+	grep "^[23]: [^ ]* $roots/ramdisk/.store-rsa[01] tmpfs " mounts &&
+	test $(wc -l <mounts) = 3 &&
+	on_nodes sh -c "ls $roots/ramdisk/.store-*/images 2>/dev/null" >images &&
+	grep "^[23]: $(cat z.dec).1.img\$" images
 '
 test_expect_success 'second life, with no configuration of its own: both outputs come home' '
 	cat >life2.sh <<-EOF2 &&
