@@ -297,6 +297,12 @@ class Pool:
         return result, rc
 
     def cleanup(self):
+        # what a pool killed mid-test left mounted (an RSA node's image
+        # store is unmounted by the pool's own end, which a lost pool skips)
+        for path in sorted(mounts_under(self.workdir, stores=True), reverse=True):
+            subprocess.run(["umount", "-l", path], capture_output=True)
+        for record in gluster.processes_in(self.workdir):
+            gluster.stop_process(record)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -126,7 +126,9 @@ def test_one_writer_then_readers_and_never_both(work):
     node = image.Use(path, "node0")
     stage = image.Use(path, "rsa0")
     w = node.take(True, image.me("node0", what="the compute node", rank=0, mount=True))
-    with pytest.raises(image.Busy, match="mounted read-write by the compute node on node0"):
+    with pytest.raises(
+        image.Busy, match="mounted read-write by the compute node on node0"
+    ):
         stage.take(False, image.me("rsa0", what="a stage"))
     with pytest.raises(image.Busy, match="mounted read-write"):
         stage.take(True, image.me("rsa0", what="a stage"))

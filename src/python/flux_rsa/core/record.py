@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
+#: the RAM disk's layout: inputs and outputs live side by side
+from flux_rsa.core.areas import IN_AREA, OUT_AREA  # noqa: F401 (theirs too)
 from flux_rsa.core.states import (
     AT_REST,
     ENDED,
@@ -16,10 +18,6 @@ from flux_rsa.core.states import (
     Offer,
     RsaState,
 )
-
-#: the RAM disk's layout: inputs and outputs live side by side
-IN_AREA = "in"
-OUT_AREA = "out"
 
 
 @dataclass(frozen=True)

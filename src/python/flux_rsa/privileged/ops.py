@@ -18,19 +18,16 @@ the caller may run (``trust.scripts``: the site's, checked).
 import contextlib
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 
-from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.core.areas import IN_AREA, OUT_AREA
 from flux_rsa.privileged import request, trust
 from flux_rsa.ramdisk import disks, layout, mounts, registry, signals, sysmount
-from flux_rsa.ramdisk.holder import hold, node_name
 from flux_rsa.ramdisk.layout import ProviderError
-from flux_rsa.ramdisk.providers.base import Task
-from flux_rsa.ramdisk.purge import purge
-from flux_rsa.ramdisk.sweep import sweep
+
+# What only some operations use is imported in them: an attach, on every
+# compute node of every job, loads no more than it needs.
 
 RAMDISK_PROG = "flux-rsa-ramdisk"
 
@@ -41,6 +38,9 @@ def _fail(message, prog=RAMDISK_PROG):
 
 
 def _hold(r):
+    from flux_rsa.ramdisk.holder import hold
+    from flux_rsa.ramdisk.providers.base import Task
+
     task = Task(
         r["ROOT"],
         r["NAME"],
@@ -97,6 +97,8 @@ def _purge(r):
     """Drop the staged inputs: on the RSA node (from each of its images),
     or where the job's compute node holds its image (ROOT is then its mount
     root)."""
+    from flux_rsa.ramdisk.purge import purge
+
     ramdisk = os.path.dirname(r["PATH"])
     try:
         sysmount.private_namespace()  # an image mounted for this alone
@@ -137,6 +139,8 @@ def _discard(r):
 
 
 def _sweep(r):
+    from flux_rsa.ramdisk.sweep import sweep
+
     failed = sweep(
         r["ROOT"],
         say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
@@ -199,7 +203,13 @@ def _stage(r):
             )
             replica = r.get("REPLICA")
             if replica is not None:
-                stack.enter_context(_opened(os.path.dirname(replica), False, what))
+                try:
+                    stack.enter_context(_opened(os.path.dirname(replica), False, what))
+                except (OSError, ProviderError, layout.RamdiskError) as exc:
+                    # a replica only saves reading data_in: read data_in
+                    print(f"{PROG}: not reusing {replica}: {exc}", file=sys.stderr)
+                    values = {k: v for k, v in r.values.items() if k != "REPLICA"}
+                    r = request.Request(r.op, values)
             if producer and r.get("PRODUCER_SERVERS") is not None:
                 there = stack.enter_context(_producer_elsewhere(r, producer, ramdisk))
                 src = there + r["SRC"][len(producer) :]
@@ -240,6 +250,9 @@ def _per_node(r, ramdisk, what):
     image read-only side by side, nothing copied if a name is in more than
     one (never a silent pick: ``stage.merge``), then each one's outputs
     into data_out in turn."""
+    import shutil
+    import tempfile
+
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
     if r["MODE"] != "copy":
@@ -372,13 +385,18 @@ def _producer_elsewhere(r, producer, ramdisk):
     hand-off), mounted read-only in this namespace as its provider reaches
     it (its volume, or its image in that node's store); yields where.  Its
     marker is then checked as a local one's."""
+    import shutil
+    import tempfile
+
+    from flux_rsa.ramdisk import holder
+
     name = os.path.basename(producer)
     values = {
         "SERVERS": r["PRODUCER_SERVERS"],
         "USER": r["PRODUCER_USER"],
         "SECRET": r["PRODUCER_SECRET"],
         "IMAGE": r.get("PRODUCER_IMAGE"),
-        "HOST": r.get("HOST") or node_name(),
+        "HOST": r.get("HOST") or holder.node_name(),
         "WHAT": f"the hand-off's stage-in of job {os.path.basename(ramdisk)}",
     }
     top = tempfile.mkdtemp(prefix="rsa-handoff-")
@@ -404,6 +422,8 @@ def _producer_elsewhere(r, producer, ramdisk):
 def _through_fresh_client(provider, r, ramdisk, argv):
     """In a mount namespace of this process alone, mount a new client of
     the RAM disk over it, run the stager there as the owner, unmount."""
+    import shutil
+
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
     workdir = None
@@ -508,9 +528,11 @@ def _store(r):
     """Serve this RSA node's image store until told to stop (a signal, as a
     holder is); then stop serving it, keeping it only for the images left
     in it (kept ones)."""
+    from flux_rsa.ramdisk import holder
+
     signals.block()
     provider = registry.get(r["PROVIDER"])
-    host = r.get("HOST") or node_name()
+    host = r.get("HOST") or holder.node_name()
     try:
         marker = provider.serve_store(
             r["ROOT"],

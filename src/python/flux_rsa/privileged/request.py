@@ -23,7 +23,7 @@ script anyway); through ``flux-imp`` they come from the site's root-owned
 import os
 from dataclasses import dataclass, field
 
-from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.core.areas import IN_AREA, OUT_AREA
 from flux_rsa.privileged.values import (
     NAME,
     Refused,

@@ -15,8 +15,6 @@ file that only root can change, in directories only root can change.
 import os
 import stat
 
-import tomllib
-
 from flux_rsa.privileged.request import OPS, PREFIX, Refused, script_var
 
 
@@ -108,6 +106,8 @@ def secure_installed(path, what):
 def site_table(conf_dir):
     """The ``[rsa]`` table of the TOML files in ``conf_dir`` (later files
     win, as Flux reads them), after checking that only root can change them."""
+    import tomllib
+
     secure_path(conf_dir, "configuration directory")
     table = {}
     for entry in sorted(os.listdir(conf_dir)):

@@ -19,11 +19,7 @@ when a new holder adopts the RAM disk.
 import contextlib
 import errno
 import os
-import shutil
-import socket
-import subprocess
 import time
-import uuid
 
 from flux_rsa.ramdisk import mounts, signals, sysmount, volfiles
 from flux_rsa.ramdisk.layout import ProviderError, starttime
@@ -43,6 +39,8 @@ class GlusterError(ProviderError):
 
 
 def program(name):
+    import shutil
+
     found = shutil.which(name, path=os.environ.get("PATH", "") + ":" + SBIN)
     if found is None:
         raise GlusterError(
@@ -70,6 +68,8 @@ def process_record(proc):
 
 
 def _spawn(argv):
+    import subprocess
+
     return subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -190,6 +190,8 @@ def _start(argv, ready, log, exited, late, stopped, undo=None):
 
 def address(server):
     """The address a "host:port" server listens on (its host resolved)."""
+    import socket
+
     host = server.rsplit(":", 1)[0]
     try:
         return socket.gethostbyname(host)
@@ -198,6 +200,8 @@ def address(server):
 
 
 def _listening(host, port):
+    import socket
+
     try:
         with socket.create_connection((host, int(port)), timeout=0.5):
             return True
@@ -444,6 +448,8 @@ def _hexdigits(text):
 
 
 def _is_gfid(name):
+    import uuid
+
     try:
         return str(uuid.UUID(name)) == name
     except ValueError:

@@ -41,7 +41,6 @@ import fcntl
 import json
 import os
 import struct
-import subprocess
 import time
 
 from flux_rsa.ramdisk import sysmount
@@ -64,6 +63,8 @@ class ImageError(ProviderError):
 
 
 def _run(argv, what):
+    import subprocess
+
     try:
         done = subprocess.run(
             argv,

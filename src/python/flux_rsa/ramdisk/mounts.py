@@ -12,7 +12,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 
 from flux_rsa.ramdisk import registry
 from flux_rsa.ramdisk.sysmount import write_private
@@ -46,6 +45,8 @@ def attach(mountpoint, rank, how, mount):
     ``how`` (a dict with ``provider``), with what ``mount`` returned (a
     dict, or None), is kept for ``detach``.  When the mount fails and no
     other rank uses it, nothing of it is left."""
+    import shutil
+
     workdir = _workdir(mountpoint)
     with _locked(workdir, create=True):
         if not _read_json(os.path.join(workdir, "ranks"), []):
@@ -65,6 +66,8 @@ def attach(mountpoint, rank, how, mount):
 def detach(mountpoint, rank):
     """This rank is done with the RAM disk: undo the attach when no rank of
     the job on this node uses it any more, and remove what attach made."""
+    import shutil
+
     workdir = _workdir(mountpoint)
     with _locked(workdir, create=False) as lock:
         if lock is None or _refs_update(workdir, rank, add=False):

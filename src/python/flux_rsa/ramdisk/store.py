@@ -30,7 +30,6 @@ kept images carry on) and the bookkeeping.
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 
@@ -195,6 +194,8 @@ def discard(path):
 
 
 def _identity(login):
+    import hashlib
+
     text = json.dumps([login["servers"], login["user"], login["secret"]])
     return hashlib.sha256(text.encode()).hexdigest()
 
