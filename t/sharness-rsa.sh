@@ -178,12 +178,13 @@ r = json.load(sys.stdin)[0]
 image = (r.get(\"volume\") or {}).get(\"image\")
 where = \"compute\" if image and r.get(\"mount\") == \"attached\" else \"image\" if image else \"rsa\"
 print(where, (r.get(\"nodes\") or [\"-\"])[0], (r.get(\"ranks\") or [\"-\"])[0],
-      r.get(\"ramdisk\") or \"-\", r.get(\"mount_path\") or \"-\")
+      r.get(\"ramdisk\") or \"-\", r.get(\"mount_path\") or \"-\", sep=\"\\n\")
 ") &&
 	shift &&
-	set -- $_or_where "$@" &&
-	_or_kind=$1 _or_node=$2 _or_rank=$3 _or_path=$4 _or_mount=$5 &&
-	shift 5 &&
+	# (a line each: the paths may hold spaces)
+	_or_kind=$(echo "$_or_where" | sed -n 1p) && _or_node=$(echo "$_or_where" | sed -n 2p) &&
+	_or_rank=$(echo "$_or_where" | sed -n 3p) && _or_path=$(echo "$_or_where" | sed -n 4p) &&
+	_or_mount=$(echo "$_or_where" | sed -n 5p) &&
 	test "$_or_node" != - &&
 	case $_or_kind in
 	compute)
@@ -298,10 +299,10 @@ rsa_job_ramdisk() {
 }
 
 # RAM disks attached where jobs run (mounts under the test mount root), on
-# every node
+# every node; not the compute nodes' clients of the image stores (the pool's)
 rsa_attached() {
-	rsa_on_nodes sh -c 'findmnt -n -l -o TARGET | grep -F "$1/mnt/" || true' \
-		rsa-attached "$RSA_INSTANCE_TMP"
+	rsa_on_nodes sh -c 'findmnt -n -l -o TARGET | grep -F "$1/mnt/" |
+		grep -v -F "$1/mnt/.stores/" || true' rsa-attached "$RSA_INSTANCE_TMP"
 }
 
 # wait until file $1 has something in it (at most 60 s): a job's shell
