@@ -212,6 +212,13 @@ def test_through_the_imp_a_task_runs_flux_imp_run_rsa():
     assert variables["RSA_OP"] == "hold"
 
 
+def test_through_the_imp_an_attach_starts_the_imp_itself():
+    via = caller.choose("py", "imp", "/usr/libexec/flux/flux-imp", 1001)
+    argv, variables = via.command("attach", root="/ram", name="1.1", rank=0)
+    assert argv == ["/usr/libexec/flux/flux-imp", "run", "rsa"]
+    assert variables["RSA_OP"] == "attach"
+
+
 COMMAND = Policy(
     node_capacity=64 * MiB,
     granule=4 * MiB,

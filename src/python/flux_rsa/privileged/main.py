@@ -87,6 +87,11 @@ def direct(environ=None):
     return ops.run(req, scripts)
 
 
+#: the operations to which the running task adds facts (``task_facts``);
+#: through the IMP the others start ``flux-imp run rsa`` at once
+TASK_FACTS = frozenset({"store", "stage", "hold"})
+
+
 def task_facts(environ, imp):
     """``environ`` with what only the running task knows, for a hold: its
     rank in the holder job, the job's nodes (a RAM disk over several nodes)
@@ -94,7 +99,7 @@ def task_facts(environ, imp):
     name as the pool knows it; that name also for a store and a stage."""
     env = dict(environ)
     op = env.get(f"{PREFIX}OP")
-    if op not in ("store", "stage", "hold"):
+    if op not in TASK_FACTS:
         return env
     from flux_rsa.ramdisk import holder, registry
 
