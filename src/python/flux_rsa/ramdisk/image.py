@@ -44,7 +44,7 @@ import struct
 import time
 
 from flux_rsa.ramdisk import sysmount
-from flux_rsa.ramdisk.layout import ProviderError
+from flux_rsa.ramdisk.layout import ProviderError, starttime
 
 BLOCK = 4096
 INODE_SIZE = 256  # ext4's default: nanosecond times, extended attributes inline
@@ -464,7 +464,7 @@ def me(host, **fields):
     return {
         "host": host,
         "pid": os.getpid(),
-        "starttime": _starttime(os.getpid()),
+        "starttime": starttime(os.getpid()),
         "boot_id": _boot_id(),
         "at": time.time(),
         **fields,
@@ -474,16 +474,6 @@ def me(host, **fields):
 def _boot_id():
     with open("/proc/sys/kernel/random/boot_id") as f:
         return f.read().strip()
-
-
-def _starttime(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return None if fields[0] == "Z" else int(fields[19])
 
 
 def describe(entry):
@@ -537,7 +527,7 @@ class Use:
             return False
         if entry.get("boot_id") != _boot_id():
             return True
-        return _starttime(entry.get("pid")) != entry.get("starttime")
+        return starttime(entry.get("pid")) != entry.get("starttime")
 
     def take(self, write, who):
         """Become a user (``write``: the writer); Busy naming the one in
