@@ -22,8 +22,9 @@ def collect(inst, args, mode, jobs, ids, t0):
         r = inst.flux("job", "attach", jobid, check=False)
         tasks = [json.loads(s) for s in r.stdout.splitlines() if s.startswith("{")]
         rec = None
+        staged = None
         if mode == "rsa" and j["kind"] != "other":
-            inst.wait_staged(jobid)
+            staged = inst.wait_staged(jobid)
             rec = inst.record(jobid)
         alloc, start = ev.get("alloc"), ev.get("start")
         finish, free = ev.get("finish"), ev.get("free")
@@ -42,6 +43,10 @@ def collect(inst, args, mode, jobs, ids, t0):
             "io_s": sum(t["read_s"] + t["write_s"] for t in tasks),
             "ok": r.returncode == 0 and len(tasks) == j["nodes"],
         }
+        if staged is not None and not staged[0]:
+            # its outputs did not all come home: the job failed, whatever its tasks say
+            row["ok"] = False
+            row["not_home"] = f"{staged[1]} ({(rec or {}).get('rsa_state')})"
         if None in (alloc, start, finish, free):
             row["ok"] = False
         else:
@@ -106,6 +111,7 @@ def summarize(args, mode, per, t0):
         "mode": mode,
         "jobs": len(per),
         "failed": [r["name"] for r in per if not r["ok"]],
+        "not_home": {r["name"]: r["not_home"] for r in per if r.get("not_home")},
         "makespan_s": end - t0,
         "home_s": home - t0,
         "lost_node_s": sum(r["lost"] for r in data),
@@ -248,5 +254,7 @@ def print_report(rep):
             print(
                 f"{TITLES[m]}: jobs that failed: {', '.join(rep['modes'][m]['failed'])}"
             )
+        for name, why in (rep["modes"][m].get("not_home") or {}).items():
+            print(f"{TITLES[m]}: {name}: outputs not home: {why}")
     print()
     print(f"(whole run {rep['wall_s']:.0f} s)")
