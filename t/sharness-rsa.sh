@@ -164,14 +164,55 @@ rsa_on_nodes() {
 	done | sort -u
 }
 
-# rsa_on_ramdisk JOB COMMAND...: COMMAND on the RSA node where job JOB's
-# RAM disk is (its first one): nodes share no mount table, so the RAM
-# disk's path means something there only
+# rsa_on_ramdisk JOB COMMAND...: COMMAND where job JOB's RAM disk is (its
+# first RSA node): nodes share no mount table, so the RAM disk's path means
+# something there only.  A RAM disk that is an image is read where it is
+# mounted: on the compute node that holds it now (the one writer; its path
+# there given for the RSA node's in COMMAND), else on its RSA node, where
+# every image nobody writes is mounted read-only for COMMAND alone
+# (flux_rsa.ramdisk look)
 rsa_on_ramdisk() {
-	_or_node=$(rsa_field nodes "$1" | cut -d, -f1) &&
-	test -n "$_or_node" &&
+	_or_where=$(flux rsa status -a -o json "$1" | flux python -c "
+import json, sys
+r = json.load(sys.stdin)[0]
+image = (r.get(\"volume\") or {}).get(\"image\")
+where = \"compute\" if image and r.get(\"mount\") == \"attached\" else \"image\" if image else \"rsa\"
+print(where, (r.get(\"nodes\") or [\"-\"])[0], (r.get(\"ranks\") or [\"-\"])[0],
+      r.get(\"ramdisk\") or \"-\", r.get(\"mount_path\") or \"-\", sep=\"\\n\")
+") &&
 	shift &&
-	rsa_on_node "$(flux hostlist -F "$_or_node" instance)" "$@"
+	# (a line each: the paths may hold spaces)
+	_or_kind=$(echo "$_or_where" | sed -n 1p) && _or_node=$(echo "$_or_where" | sed -n 2p) &&
+	_or_rank=$(echo "$_or_where" | sed -n 3p) && _or_path=$(echo "$_or_where" | sed -n 4p) &&
+	_or_mount=$(echo "$_or_where" | sed -n 5p) &&
+	test "$_or_node" != - &&
+	case $_or_kind in
+	compute)
+		rsa_on_node "$_or_rank" /usr/bin/python3 -c "
+import os, sys
+old, new = sys.argv[1:3]
+argv = [a.replace(old, new) for a in sys.argv[3:]]
+os.execvp(argv[0], argv)" "$_or_path" "$_or_mount" "$@" ;;
+	image)
+		rsa_on_node "$(flux hostlist -F "$_or_node" instance)" \
+			env PYTHONPATH="$RSA_SRCDIR/src/python" /usr/bin/python3 -m flux_rsa.ramdisk \
+			look "${_or_path%/*}" -- "$@" 2>/dev/null ;;
+	*)
+		rsa_on_node "$(flux hostlist -F "$_or_node" instance)" "$@" ;;
+	esac
+}
+
+# rsa_job_fstype JOB: the file system job JOB's RAM disk is, as its compute
+# nodes see it: ext4 (an image), fuse.glusterfs (served) or tmpfs (seen
+# where the site shows it: [rsa] attach = "site")
+rsa_job_fstype() {
+	if test "$(rsa_field image "$1")" = True; then
+		echo ext4
+	elif test "$(flux config get rsa.attach 2>/dev/null)" = '"site"'; then
+		echo tmpfs
+	else
+		echo fuse.glusterfs
+	fi
 }
 
 # rsa_same_tree_on JOB A B: as rsa_same_tree, on job JOB's RSA node
@@ -231,12 +272,18 @@ rsa_pool() {
 }
 
 # RAM disks (and their bricks) present under the test ramdisk root, RAM
-# disks attached under its mount root, and anything mounted under either,
-# on every node
+# disks attached under its mount root, anything mounted under either, on
+# every node, images still in an RSA node's store, and loop devices over
+# an image.  The pool's image stores and the compute nodes' clients of
+# them are the pool's own, there for as long as it runs: not listed.
 rsa_ramdisks() {
 	rsa_on_nodes sh -c '
-		find "$1/ramdisk" "$1/mnt" -mindepth 1 -maxdepth 1 -name "*.*" 2>/dev/null
-		findmnt -n -l -o TARGET | grep -F -e "$1/ramdisk/" -e "$1/mnt/"
+		find "$1/ramdisk" "$1/mnt" -mindepth 1 -maxdepth 1 -name "*.*" \
+			! -name ".store-*" ! -name ".stores" 2>/dev/null
+		find "$1"/ramdisk/.store-*/images -mindepth 1 -maxdepth 1 -name "*.img*" 2>/dev/null
+		findmnt -n -l -o TARGET | grep -F -e "$1/ramdisk/" -e "$1/mnt/" |
+			grep -v -e "/\.store-[^/]*\$" -e "/\.stores/[^/]*\$"
+		cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -F "$1/"
 		true' rsa-ramdisks "$RSA_INSTANCE_TMP"
 }
 
@@ -252,10 +299,10 @@ rsa_job_ramdisk() {
 }
 
 # RAM disks attached where jobs run (mounts under the test mount root), on
-# every node
+# every node; not the compute nodes' clients of the image stores (the pool's)
 rsa_attached() {
-	rsa_on_nodes sh -c 'findmnt -n -l -o TARGET | grep -F "$1/mnt/" || true' \
-		rsa-attached "$RSA_INSTANCE_TMP"
+	rsa_on_nodes sh -c 'findmnt -n -l -o TARGET | grep -F "$1/mnt/" |
+		grep -v -F "$1/mnt/.stores/" || true' rsa-attached "$RSA_INSTANCE_TMP"
 }
 
 # wait until file $1 has something in it (at most 60 s): a job's shell
@@ -321,6 +368,12 @@ for t, job_state, state in json.load(sys.stdin)[0]["history"]:
         print(state)
     last = state
 '
+}
+
+# rsa_crash_node RANK: node RANK goes down as a host does (rsa-nodes crash:
+# every process in it killed, what it mounted let go without writing back)
+rsa_crash_node() {
+	"$RSA_SRCDIR"/t/rsa-nodes crash "$RSA_INSTANCE_NODES" "$1"
 }
 
 # rsa_crash_rank RANK: the broker of RANK and everything under it die at

@@ -78,7 +78,8 @@ test_expect_success 'cancel in INUSE_OUT (inputs already dropped)' '
 '
 test_expect_success 'cancel in REQUESTED: its holder waits for the RSA nodes, busy in the pool' '
 	b=$(rsa_hold_compute) &&
-	busy=$(rsa_pool flux submit -N2 --exclusive -t 30m sleep inf) &&
+	cores=$(rsa_pool flux resource list -s free -n -o "{ncores}") &&
+	busy=$(rsa_pool flux submit -N2 -n2 -c$((cores / 2)) -t 30m sleep inf) &&
 	rsa_pool flux job wait-event -t 30 $busy start &&
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" true) &&
 	rsa_wait_state $id REQUESTED 60 &&

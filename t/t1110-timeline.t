@@ -80,7 +80,7 @@ for s in steps:
                if r[\"ramdisk\"][0][\"start\"] <= s[\"t\"] < r[\"ramdisk\"][0][\"end\"])
     assert s[\"bytes\"] == held, (s, held)
 assert max(s[\"bytes\"] for s in steps) == 48 << 20 and steps[-1][\"bytes\"] == 0, steps
-assert pic[\"pool_bytes\"] == 128 << 20
+assert pic[\"pool_bytes\"] == 256 << 20  # 2 RSA nodes of 128M
 
 # the blocker ran on both compute nodes, as flux jobs says
 jobid, t_run, t_cleanup = open(\"blocker\").read().split()

@@ -133,7 +133,7 @@ test_expect_success 'the switch after rsa.delay: data_in shows persistent storag
 	sw=$(staged_job -N1 -n1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out3" \
 		--setattr=rsa.delay=1 ./switch.sh "$PWD/in" "$PWD/seen3") &&
 	flux rsa wait -t 120 $sw &&
-	test "$(cat seen3/before)" = fuse.glusterfs &&
+	test "$(cat seen3/before)" = "$(rsa_job_fstype $sw)" &&
 	test "$(cat seen3/after)" = none &&
 	test "$(cat seen3/after-mode)" = 750 &&
 	flux job eventlog $sw | grep "rsa-input-released why=\"delay\""
@@ -156,7 +156,7 @@ test_expect_success 'a job that starts before its inputs are staged sees its rea
 	flux rsa status -a -n -o "{paths}" $late >paths && echo in=real,out=ramdisk >expect &&
 	test_cmp expect paths &&
 	flux rsa wait -t 120 $late &&
-	test "$(cat seen4/in) $(cat seen4/out)" = "none fuse.glusterfs" &&
+	test "$(cat seen4/in) $(cat seen4/out)" = "none $(rsa_job_fstype $late)" &&
 	ls in >expect && test_cmp expect out4/listing
 '
 test_expect_success 'rename and link across the mount boundary fail with EXDEV; mmap, locks, O_DIRECT, holes hold' '

@@ -32,7 +32,7 @@ OUT='an absolute path to a directory to stage out to'
 METHOD='"copy", "tar", or the absolute path of an executable script'
 DELAY='how long the inputs stay after start: seconds or a duration such as "90s", "5m", "2h", at most "30d"'
 SIZE='a RAM-disk size with a unit, such as "512M", "16G" or "2T"; K, M, G, T, P count in powers of 1024'
-KNOWN='known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths, handoff'
+KNOWN='known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths, handoff, fs'
 TABLE='(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)'
 CAN_READ='(must be an existing directory you can read)'
 CAN_WRITE='(must be an existing directory you can write)'
@@ -236,11 +236,11 @@ EOF
 capacity 'zero capacity' 0 <<EOF
 rsa.capacity: 0 is not a usable RAM-disk size ($SIZE)
 EOF
-capacity 'capacity larger than the whole pool' 129M <<EOF
-rsa.capacity: '129M' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)
+capacity 'capacity larger than the whole pool' 169M <<EOF
+rsa.capacity: '169M' is more than the RSA pool can ever hold (at most 168M: 2 RSA node(s) x 128M, less the headroom of a RAM disk over several nodes)
 EOF
 capacity 'absurd capacity' 1P <<EOF
-rsa.capacity: '1P' is more than the RSA pool can ever hold (at most 128M: 2 RSA node(s) x 64M)
+rsa.capacity: '1P' is more than the RSA pool can ever hold (at most 168M: 2 RSA node(s) x 128M, less the headroom of a RAM disk over several nodes)
 EOF
 
 # --- durations -------------------------------------------------------------
@@ -311,7 +311,7 @@ test_expect_success 'no job exists but the RSA pool (launches of it)' '
 '
 test_expect_success 'nothing ran in the RSA pool: no holder, no stage job, nothing reserved' '
 	rsa_pool flux jobs -a -u all -n -o "{name}" >pool.jobs &&
-	test_must_fail grep -v -x rsa-sweep pool.jobs &&
+	test_must_fail grep -v -x -e rsa-sweep -e "rsa-store-.*" pool.jobs &&
 	flux rsa pool -o json >pool.json &&
 	flux python -c "
 import json
@@ -324,7 +324,7 @@ assert all(n[\"reserved\"] == 0 and not n[\"holders\"] for n in nodes), nodes
 # --- the control: the same submission done right ----------------------------
 test_expect_success 'a well-formed request of the whole pool goes through' '
 	id=$(flux submit -N1 "--setattr=rsa.data_in=$T/in" "--setattr=rsa.data_out=$T/out" \
-		--setattr=rsa.capacity=128M --setattr=rsa.delay=30d --setattr=rsa.on_late=wait \
+		--setattr=rsa.capacity=168M --setattr=rsa.delay=30d --setattr=rsa.on_late=wait \
 		--setattr=rsa.verify=checksum true) &&
 	flux job wait-event -t 60 $id clean &&
 	flux rsa wait -t 60 $id &&

@@ -9,7 +9,10 @@ finish within [rsa] stage-timeout, leaves the job on its persistent data_in;
 a stage-out into a data_out that is no longer a directory is HELD with the
 outputs kept on the RAM disk until `flux rsa retry` or `flux rsa release`;
 losing the RSA node under a stage-in makes a new reservation on the other
-one.  After each, nothing is left reserved or mounted.'
+one.  After each, nothing is left reserved or mounted.  The jobs whose
+RAM disks the test looks into on their RSA node while a stage holds them
+ask for rsa.fs=shared; the others get a one-node job'"'"'s image (an
+image'"'"'s lost nodes: t1310).'
 
 . $(dirname $0)/sharness-rsa.sh
 
@@ -29,10 +32,11 @@ wait_for() {
 	rsa_wait_for 60 "$1" test -e "$1"
 }
 # submit_until_go K: an RSA job from in$K to out$K that copies its inputs
-# to its outputs, then runs until $T/go$K exists
+# to its outputs, then runs until $T/go$K exists (on a shared RAM disk,
+# whose files a look on its RSA node sees while a stage runs)
 submit_until_go() {
 	flux submit -N1 --setattr=rsa.data_in="$T/in$1" --setattr=rsa.data_out="$T/out$1" \
-		--setattr=rsa.on_late=wait \
+		--setattr=rsa.on_late=wait --setattr=rsa.fs=shared \
 		sh -c "cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/ && while ! test -e \"$T/go$1\"; do sleep 0.1; done"
 }
 # the pool subjob running (or about to run) a stage of job $1
@@ -99,7 +103,7 @@ test_expect_success 'setup: inputs, outputs, stage scripts' '
 # --- 1. a stage-in killed mid-copy ------------------------------------------
 test_expect_success 'a stage-in killed mid-copy is tried again after a back-off' '
 	id1=$(flux submit -N1 --setattr=rsa.data_in="$T/in1" --setattr=rsa.data_out="$T/out1" \
-		--setattr=rsa.stage_in="$halfin" \
+		--setattr=rsa.stage_in="$halfin" --setattr=rsa.fs=shared \
 		sh -c "echo \"\$RSA_DATA_IN\" >\"$T/where1\" && cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/") &&
 	rsa_wait_state $id1 STAGING_IN 60 &&
 	rd1=$(rsa_field ramdisk $id1) &&
@@ -254,7 +258,7 @@ wait_lost() {
 test_expect_success 'the RSA node under a stage-in is lost: the job ends with all its files' '
 	flux rsa drain rsa0 fault test &&
 	id7=$(flux submit -N1 --setattr=rsa.data_in="$T/in7" --setattr=rsa.data_out="$T/out7" \
-		--setattr=rsa.stage_in="$gate5" \
+		--setattr=rsa.stage_in="$gate5" --setattr=rsa.fs=shared \
 		sh -c "echo \"\$RSA_DATA_IN\" >\"$T/where7\" && cp -a \"\$RSA_DATA_IN\"/. \"\$RSA_DATA_OUT\"/") &&
 	rsa_wait_state $id7 STAGING_IN 60 &&
 	test "$(rsa_field nodes $id7)" = rsa1 &&

@@ -1,21 +1,29 @@
 #!/bin/sh
 test_description='RAM-disk capacity is shared, spanned, drained, sized and reused
 
-Two RSA nodes of 64M each.  Reservations take what they ask for: two share
-a node while a third waits; one spans both nodes; one that can never fit is
+Two RSA nodes of 64M each, with span-fill 0 (no headroom: this story is
+about reservations taking exactly what they ask for; t3020 is the
+headroom'"'"'s).  Two share a node while a third waits; one spans both nodes;
+one that can never fit is
 refused at submit.  A drained node takes no new reservation.  `flux rsa
 pool` agrees with what is held.  With headroom a reservation is sized from
 data_in; with reuse a second job of the same owner copies the staged inputs
-of the first instead of data_in, unless data_in changed.'
+of the first instead of data_in, unless data_in changed: from a shared RAM
+disk while its job waits, from an image (a one-node job'"'"'s) once its job
+ended (until then the job may start, and be its one writer, any moment)
+and no stage-out script holds it.'
 
 . $(dirname $0)/sharness-rsa.sh
 
 mkdir -p conf && cat >conf/rsa.toml <<'EOF2'
 [rsa]
+node-capacity = "64M"
+span-fill = 0
 ondeck-depth = 8
 lock-in = false
 headroom = 1.5
 reuse = true
+stage-retries = 0
 EOF2
 test_under_rsa_instance --config "$PWD/conf"
 
@@ -111,7 +119,7 @@ test_expect_success 'a request larger than the whole pool is refused at submit, 
 '
 test_expect_success 'headroom: a job without rsa.capacity reserves data_in x 1.5' '
 	size=$(du -sb --apparent-size big | cut -f1) &&
-	h=$(submit h --setattr=rsa.data_in="$PWD/big") &&
+	h=$(submit h --setattr=rsa.data_in="$PWD/big" --setattr=rsa.fs=shared) &&
 	rsa_wait_state $h READY 60 &&
 	want=$(( (size * 3 / 2 + 4 * M - 1) / (4 * M) * 4 * M )) &&
 	test "$(field $h "r[\"need\"]")" = $want &&
@@ -119,7 +127,7 @@ test_expect_success 'headroom: a job without rsa.capacity reserves data_in x 1.5
 	rsa_same_tree_on $h "$PWD/big" "$(field $h "r[\"ramdisk\"]")/in"
 '
 test_expect_success 'reuse: a second job on the same data_in copies the staged inputs, on the same node' '
-	r2=$(submit r2 --setattr=rsa.data_in="$PWD/big") &&
+	r2=$(submit r2 --setattr=rsa.data_in="$PWD/big" --setattr=rsa.fs=shared) &&
 	rsa_wait_state $r2 READY 60 &&
 	test "$(field $r2 "r[\"nodes\"]")" = "$(field $h "r[\"nodes\"]")" &&
 	test "$(field $r2 "r[\"reused\"]")" = "$(field $h "r[\"ramdisk\"]")/in" &&
@@ -129,7 +137,7 @@ test_expect_success 'reuse: a second job on the same data_in copies the staged i
 '
 test_expect_success 'reuse: once data_in changed, the next job reads data_in itself' '
 	echo changed >big/tree/sub/numbers &&
-	r3=$(submit r3 --setattr=rsa.data_in="$PWD/big") &&
+	r3=$(submit r3 --setattr=rsa.data_in="$PWD/big" --setattr=rsa.fs=shared) &&
 	rsa_wait_state $r3 READY 60 &&
 	test "$(field $r3 "r[\"reused\"]")" = None &&
 	rsa_same_tree_on $r3 "$PWD/big" "$(field $r3 "r[\"ramdisk\"]")/in"
@@ -144,4 +152,38 @@ test_expect_success 'nothing leaks: every reservation ends and the pool is empty
 import json, sys
 assert json.load(sys.stdin)[\"restages\"] == 0"
 '
+test_expect_success 'no reuse from an image a stage-out script holds: the next job reads data_in' '
+	gate=$(rsa_gate_out gate) &&
+	i1=$(submit i1 --setattr=rsa.data_in="$PWD/big" --setattr=rsa.on_late=wait \
+		--setattr=rsa.stage_out="$gate") &&
+	rsa_wait_state $i1 STAGING_OUT 60 &&
+	test "$(field $i1 "r[\"image\"]")" = True &&
+	i2=$(submit i2 --setattr=rsa.data_in="$PWD/big" --setattr=rsa.on_late=wait) &&
+	rsa_wait_state $i2 DESTROYED 60 &&
+	test "$(field $i2 "r[\"reused\"]")" = None &&
+	flux job eventlog $i2 >eventlog-i2 &&
+	grep "rsa-ready.*staged_in=true" eventlog-i2 &&
+	! grep ABORTED eventlog-i2 &&
+	flux job status $i2 &&
+	rsa_open gate &&
+	rsa_wait_state $i1 DESTROYED 60 &&
+	test -z "$(rsa_ramdisks)"
+'
+test_expect_success 'reuse from an image: once its job ended, while its outputs wait to go home (HELD)' '
+	printf "#!/bin/sh\necho \"\$2: not today\" >&2; exit 1\n" >refuse.sh && chmod +x refuse.sh &&
+	i3=$(submit i3 --setattr=rsa.data_in="$PWD/big" --setattr=rsa.on_late=wait \
+		--setattr=rsa.stage_out="$PWD/refuse.sh") &&
+	rsa_wait_state $i3 HELD 60 &&
+	test "$(field $i3 "r[\"image\"]")" = True &&
+	i4=$(submit i4 --setattr=rsa.data_in="$PWD/big" --setattr=rsa.on_late=wait) &&
+	rsa_wait_state $i4 DESTROYED 60 &&
+	test "$(field $i4 "r[\"image\"]")" = True &&
+	test "$(field $i4 "r[\"reused\"]")" = "$(field $i3 "r[\"ramdisk\"]")/in" &&
+	flux job eventlog $i4 | grep "rsa-staged-in.*reused" &&
+	flux job status $i4 &&
+	flux rsa release $i3 &&
+	rsa_wait_state $i3 DESTROYED 60 &&
+	test -z "$(rsa_ramdisks)"
+'
+
 test_done

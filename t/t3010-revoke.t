@@ -1,7 +1,7 @@
 #!/bin/sh
 test_description='a demoted job keeps its data until the capacity is needed
 
-Two RSA nodes of 64M, two compute nodes busy, the first two pending jobs
+Two RSA nodes of 128M, two compute nodes busy, the first two pending jobs
 on deck (ondeck-depth 2), no lock-in.  Jobs D1 and D2 hold a whole RSA node
 each.  Pushed back by other jobs, D2 keeps its staged inputs while nobody
 needs the capacity; going back and forth at the edge of the deck it is
@@ -46,9 +46,9 @@ test_expect_success 'setup: the pool is up, inputs, both compute nodes busy' '
 '
 test_expect_success 'D1 and D2 hold a whole RSA node each, staged' '
 	d1=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out1" \
-		--setattr=rsa.capacity=64M ./job.sh) &&
+		--setattr=rsa.capacity=128M ./job.sh) &&
 	d2=$(flux submit -N1 --setattr=rsa.on_late=wait --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out2" \
-		--setattr=rsa.capacity=64M ./job.sh) &&
+		--setattr=rsa.capacity=128M ./job.sh) &&
 	rsa_wait_state $d1 READY 60 &&
 	rsa_wait_state $d2 READY 60
 '
@@ -79,7 +79,7 @@ test_expect_success 'back and forth at the edge of the deck three times: never s
 '
 test_expect_success 'an urgent RSA job needs a node: the latest-starting holder (D2) gives it back' '
 	u=$(flux submit -N1 --urgency=20 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/outu" \
-		--setattr=rsa.capacity=64M ./job.sh) &&
+		--setattr=rsa.capacity=128M ./job.sh) &&
 	rsa_wait_state $u READY 60 &&
 	test "$(rsa_state $d1)" = READY &&
 	case "$(rsa_state $d2)" in INITIAL|DESTROYED) ;; *) false ;; esac &&

@@ -3,9 +3,10 @@ test_description='a real multi-user instance: the broker is not root, flux-rsa u
 
 The brokers run as an unprivileged user made for the test, the instance
 owner.  Two more test users submit munge-signed jobs with runuser; the jobs
-run as them through a setuid flux-imp.  RAM disks are tmpfs mounts made and
-staged through `flux-imp run rsa` and the entry point, which acts as root
-only under the RAM-disk root and reads and writes users'"'"' data only as
+run as them through a setuid flux-imp.  RAM disks are tmpfs mounts (a
+one-node job'"'"'s an ext4 image in one, its compute node'"'"'s to mount)
+made, attached and staged through `flux-imp run rsa` and the entry point,
+which acts as root only under the RAM-disk root and reads and writes users'"'"' data only as
 their owner.  No process started by the instance owner holds uid 0 but
 flux-imp and the entry point.'
 
@@ -35,9 +36,11 @@ stage-retries = 0
 EOF
 chmod 644 conf/rsa.toml
 
-# the instance's RAM disks still mounted, on any node
+# the instance's RAM disks still mounted, on any node (not the RSA nodes'
+# image stores and the compute nodes' clients of them: the pool's own)
 mounted() {
-	rsa_on_nodes findmnt -n -l -o TARGET | grep -F -e "$ROOTDIR/" -e "$MOUNTDIR/"
+	rsa_on_nodes findmnt -n -l -o TARGET | grep -F -e "$ROOTDIR/" -e "$MOUNTDIR/" |
+		grep -v -e "^$ROOTDIR/\.store-[^/]*\$" -e "^$MOUNTDIR/\.stores/[^/]*\$"
 }
 # fstype JOB PATH: the file system at PATH on job JOB's RSA node
 fstype() {
@@ -47,8 +50,12 @@ fstype() {
 # runs (one RSA node or several), unless the nodes share one mount table
 job_fstype=tmpfs
 test_have_prereq GLUSTERFS && job_fstype=fuse.glusterfs
+# the entry points running, but the RSA nodes' image stores (the pool's,
+# for as long as it runs)
 entry_points() {
-	pgrep -x rsa-imp-run
+	for p in $(pgrep -x rsa-imp-run); do
+		tr "\0" "\n" <"/proc/$p/environ" 2>/dev/null | grep -qx RSA_OP=store || echo $p
+	done
 }
 imp_run() {
 	runuser -u $MU_FLUX -- env -i PATH=/usr/bin:/bin "$@" "$MU_IMP" run rsa
@@ -110,10 +117,12 @@ test_expect_success 'setup: each user has data of their own' '
 	EOF
 	chmod 755 "$T/job.sh"
 '
+# (rsa.fs=shared: the RSA node's tmpfs itself, served; a one-node job's
+# default, an image, is the story of the test after these)
 test_expect_success 'A and B submit munge-signed jobs as themselves' '
-	a=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
+	a=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" --setattr=rsa.fs=shared \
 		--setattr=rsa.data_out="$T/$MU_A/out" --setattr=rsa.on_late=wait "$T/job.sh") &&
-	b=$(mu_as $MU_B flux submit -N1 --setattr=rsa.data_in="$T/$MU_B/in" \
+	b=$(mu_as $MU_B flux submit -N1 --setattr=rsa.data_in="$T/$MU_B/in" --setattr=rsa.fs=shared \
 		--setattr=rsa.data_out="$T/$MU_B/out" --setattr=rsa.on_late=wait "$T/job.sh") &&
 	test "$(flux jobs -n -o {username} $a)" = $MU_A &&
 	test "$(flux jobs -n -o {username} $b)" = $MU_B &&
@@ -173,6 +182,33 @@ test_expect_success 'links A planted were copied as links: B'"'"'s file and /etc
 	test -L $MU_A/out/copy/b-secret && test -L $MU_A/out/copy/etc &&
 	test "$(readlink $MU_A/out/copy/etc)" = /etc &&
 	! grep -rs "b secret" $MU_A/out
+'
+test_expect_success 'A'"'"'s one-node RAM disk is an image: mounted through the IMP, A'"'"'s inside, root'"'"'s outside' '
+	mu_user_dir $MU_A "$T/$MU_A/out7" &&
+	i=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
+		--setattr=rsa.data_out="$T/$MU_A/out7" --setattr=rsa.on_late=wait \
+		sh -c "id -u >\"\$RSA_DATA_OUT/uid\";
+		       findmnt -n -o FSTYPE --target \"\$RSA_DATA_OUT\" >\"\$RSA_DATA_OUT/fstype\";
+		       cp -a \"\$RSA_DATA_IN/.\" \"\$RSA_DATA_OUT/copy\";
+		       while ! test -e \"$T/i7.go\"; do sleep 0.1; done") &&
+	rsa_wait_state $i INUSE_IN 90 &&
+	test "$(rsa_field image $i)" = True &&
+	rank=$(rsa_field ranks $i) && mnt=$(rsa_field mount_path $i) &&
+	test "$(rsa_on_node $rank stat -c %U "$mnt/in") $(rsa_on_node $rank stat -c %U "$mnt/out")" = "$MU_A $MU_A" &&
+	test_must_fail rsa_on_node $rank runuser -u $MU_B -- ls "$mnt/in" &&
+	test_must_fail rsa_on_node $rank runuser -u $MU_B -- cat "$mnt/in/private.txt" &&
+	node=$(rsa_field nodes $i) && name=$(basename "$(rsa_field ramdisk $i)") &&
+	img="$ROOTDIR/.store-$node/images/$name.img" &&
+	test "$(rsa_on_node $(flux hostlist -F $node instance) stat -c "%U %a" "$img")" = "root 600" &&
+	test_must_fail rsa_on_node $(flux hostlist -F $node instance) \
+		runuser -u $MU_B -- head -c1 "$img" &&
+	touch "$T/i7.go" &&
+	mu_as $MU_A flux rsa wait -t 120 $i &&
+	test "$(cat $MU_A/out7/uid)" = "$(id -u $MU_A)" &&
+	test "$(cat $MU_A/out7/fstype)" = ext4 &&
+	rsa_same_tree $MU_A/in $MU_A/out7/copy &&
+	test "$(find $MU_A/out7 ! -user $MU_A | wc -l)" = 0 &&
+	rsa_at_rest $i 90 && rsa_nothing_left && test -z "$(mounted)"
 '
 test_expect_success 'A'"'"'s data_out holding links to B'"'"'s file and /etc: they are not followed' '
 	cp /etc/passwd passwd.before && cp $MU_B/secret/s.txt s.before &&
@@ -240,6 +276,8 @@ print(head, base64.b64encode(json.dumps(spec).encode()).decode(), sig, sep=\".\"
 '
 test_expect_success 'nor stage out as the user what the instance owner put on a RAM disk' '
 	mkdir -p "$ROOTDIR/98.1/out" && echo planted >"$ROOTDIR/98.1/out/planted" &&
+	printf "{\"name\": \"98.1\", \"provider\": \"tmpfs\", \"mounted\": true, \"owner\": $(id -u $MU_A), \"group\": $(id -g $MU_A)}\n" \
+		>"$ROOTDIR/98.1/.rsa-ramdisk" &&
 	chown -R $MU_FLUX: "$ROOTDIR/98.1/out" && chmod -R a+rX "$ROOTDIR/98.1/out" &&
 	test_must_fail imp_run RSA_OP=stage RSA_ROOT="$ROOTDIR" RSA_DIRECTION=out RSA_MODE=copy \
 		RSA_SRC="$ROOTDIR/98.1/out" RSA_DST="$T/$MU_A/out" RSA_OWNER=$(id -u $MU_A) \
@@ -251,7 +289,7 @@ test_expect_success 'nor stage out as the user what the instance owner put on a 
 test_expect_success GLUSTERFS 'A'"'"'s RAM disk over both RSA nodes: bricks and mounts through the IMP, as A'"'"'s' '
 	mu_user_dir $MU_A "$T/$MU_A/out5" &&
 	g=$(mu_as $MU_A flux submit -N2 --setattr=rsa.data_out="$T/$MU_A/out5" \
-		--setattr=rsa.capacity=128M --setattr=rsa.on_late=wait \
+		--setattr=rsa.capacity=160M --setattr=rsa.on_late=wait \
 		sh -c "id -u >\"\$RSA_DATA_OUT/uid.\$FLUX_TASK_RANK\";
 		       findmnt -n -o FSTYPE --mountpoint \"\$RSA_RAMDISK\" >\"\$RSA_DATA_OUT/fstype.\$FLUX_TASK_RANK\";
 		       head -c 8388608 /dev/urandom >\"\$RSA_DATA_OUT/data.\$FLUX_TASK_RANK\"") &&

@@ -42,9 +42,11 @@ on_brick() {
 used_mib() {
 	on_brick $1 $2 df --output=used -B1M "$(brick $1 $2)" | tail -1 | tr -d " "
 }
-# this instance's brick servers and clients still running
+# this instance's brick servers and clients still running (but the RSA
+# nodes' image stores and the compute nodes' clients of them: the pool's)
 gluster_left() {
-	pgrep -a -f "rsa-brick|rsa-client" | grep -F "$RSA_INSTANCE_TMP" || true
+	pgrep -a -f "rsa-brick|rsa-client" | grep -F "$RSA_INSTANCE_TMP" |
+		grep -v -e "/\.store-" -e "/\.stores/" || true
 }
 all_gone_now() {
 	rsa_nothing_left && test -z "$(gluster_left)" && test -z "$(rsa_attached)"

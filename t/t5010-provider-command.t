@@ -28,6 +28,9 @@ command-destroy = "$PWD/bin/destroy.sh"
 command-attach = "$PWD/bin/attach.sh"
 command-detach = "$PWD/bin/detach.sh"
 stage-retries = 0
+# nodes of 64M: a reservation of 96M spans both (this provider's RAM
+# disks get no headroom: the site's engine places its files)
+node-capacity = "64M"
 EOF
 # the site scripts written here reach a RAM disk from a compute node with a
 # bind mount of the RSA node's path, which only one mount table allows (a

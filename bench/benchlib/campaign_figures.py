@@ -22,8 +22,9 @@ def collect(inst, args, mode, jobs, ids, t0):
         r = inst.flux("job", "attach", jobid, check=False)
         tasks = [json.loads(s) for s in r.stdout.splitlines() if s.startswith("{")]
         rec = None
+        staged = None
         if mode == "rsa" and j["kind"] != "other":
-            inst.wait_staged(jobid)
+            staged = inst.wait_staged(jobid)
             rec = inst.record(jobid)
         alloc, start = ev.get("alloc"), ev.get("start")
         finish, free = ev.get("finish"), ev.get("free")
@@ -42,6 +43,10 @@ def collect(inst, args, mode, jobs, ids, t0):
             "io_s": sum(t["read_s"] + t["write_s"] for t in tasks),
             "ok": r.returncode == 0 and len(tasks) == j["nodes"],
         }
+        if staged is not None and not staged[0]:
+            # its outputs did not all come home: the job failed, whatever its tasks say
+            row["ok"] = False
+            row["not_home"] = f"{staged[1]} ({(rec or {}).get('rsa_state')})"
         if None in (alloc, start, finish, free):
             row["ok"] = False
         else:
@@ -56,12 +61,30 @@ def collect(inst, args, mode, jobs, ids, t0):
                 default=None,
             )
             row["staged_in"] = bool((rec.get("env") or {}).get("staged_in"))
+            row["attach_s"] = mount_seconds(rec, "attach")
+            row["detach_s"] = mount_seconds(rec, "detach")
+            row["fs"] = fs_of(rec)
             row["rsa"] = {
                 "capacity": rec.get("request", {}).get("capacity") or rec.get("need"),
                 "history": hist,
             }
         per.append(row)
     return summarize(args, mode, per, t0)
+
+
+def mount_seconds(rec, step):
+    """How long the compute side's STEP ("attach", "detach") of the job's
+    RAM disk took, from its record's mount_times, or None."""
+    start, end = ((rec.get("mount_times") or {}).get(step) or (None, None))[:2]
+    return end - start if start is not None and end is not None else None
+
+
+def fs_of(rec):
+    """The file system the RSA job had, as its record says: "image" (one
+    compute node), "per-node" (an image on each of several), "shared"."""
+    if not rec.get("image"):
+        return "shared"
+    return "image" if (rec.get("nnodes") or 1) == 1 else "per-node"
 
 
 def union_seconds(intervals):
@@ -88,6 +111,7 @@ def summarize(args, mode, per, t0):
         "mode": mode,
         "jobs": len(per),
         "failed": [r["name"] for r in per if not r["ok"]],
+        "not_home": {r["name"]: r["not_home"] for r in per if r.get("not_home")},
         "makespan_s": end - t0,
         "home_s": home - t0,
         "lost_node_s": sum(r["lost"] for r in data),
@@ -141,6 +165,18 @@ def summarize(args, mode, per, t0):
         s["staged_in_share"] = sum(1 for r in data if r.get("staged_in")) / max(
             1, sum(1 for r in data)
         )
+        attached = [r for r in data if r.get("attach_s") is not None]
+        detached = [r["detach_s"] for r in data if r.get("detach_s") is not None]
+        s["attach_node_s"] = (
+            sum(r["nodes"] * r["attach_s"] for r in attached) if attached else None
+        )
+        s["detach_mean_s"] = statistics.mean(detached) if detached else None
+        s["detach_max_s"] = max(detached) if detached else None
+        s["rsa_fs"] = " ".join(
+            f"{fs} {sum(1 for r in data if r.get('fs') == fs)}"
+            for fs in ("image", "per-node", "shared")
+            if any(r.get("fs") == fs for r in data)
+        )
     s["jobs_detail"] = per
     return s
 
@@ -169,7 +205,10 @@ def print_report(rep):
         ("  beyond a plain job's overhead", "lost_beyond_plain_node_s", ".1f"),
         ("  of which I/O inside the job", "io_in_job_node_s", ".1f"),
         ("  held before start (prolog, RAM disk, inputs)", "held_before_node_s", ".1f"),
+        ("    of which attach node-s (nodes x attach)", "attach_node_s", ".1f"),
         ("  held after end (epilog)", "held_after_node_s", ".1f"),
+        ("RSA detach after the end (nodes free): mean s", "detach_mean_s", ".2f"),
+        ("  max s", "detach_max_s", ".2f"),
         ("a plain job's overhead (median), s", "plain_overhead_s", ".2f"),
         ("compute nodes busy computing", "compute_busy", ".0%"),
         ("other jobs: mean turnaround, s", "other_turnaround_s", ".0f"),
@@ -179,6 +218,7 @@ def print_report(rep):
         ("RSA capacity held / (capacity x time)", "rsa_capacity_use", ".0%"),
         ("RSA: share of time staging", "rsa_staging_share", ".0%"),
         ("RSA: jobs started on staged inputs", "staged_in_share", ".0%"),
+        ("RSA: data jobs' file systems (records)", "rsa_fs", "s"),
     ]
     print(f"{'':<48}" + "".join(f"{TITLES[m]:>24}" for m in modes))
     for label, key, spec in lines:
@@ -214,5 +254,7 @@ def print_report(rep):
             print(
                 f"{TITLES[m]}: jobs that failed: {', '.join(rep['modes'][m]['failed'])}"
             )
+        for name, why in (rep["modes"][m].get("not_home") or {}).items():
+            print(f"{TITLES[m]}: {name}: outputs not home: {why}")
     print()
     print(f"(whole run {rep['wall_s']:.0f} s)")

@@ -45,8 +45,10 @@ def write_read(where, total):
     return write, read
 
 
-def creates(where, count):
-    """Files of 4 KiB created per second (in 10 directories)."""
+def creates(where, count, keep=False):
+    """Files of 4 KiB created per second (in 10 directories); ``keep``:
+    leave them (``uncreate`` removes them), for what comes after to see
+    them (an image's unmount writes them back)."""
     data = b"x" * 4096
     t0 = time.monotonic()
     for d in range(10):
@@ -58,9 +60,15 @@ def creates(where, count):
         os.write(fd, data)
         os.close(fd)
     rate = count / (time.monotonic() - t0)
+    if not keep:
+        uncreate(where)
+    return rate
+
+
+def uncreate(where):
+    """Remove what ``creates`` made in ``where``."""
     for d in range(10):
         shutil.rmtree(os.path.join(where, f"d{d}"))
-    return rate
 
 
 def fill(where, capacity):

@@ -74,10 +74,39 @@ class Bench:
         os.makedirs(self.slow.path(name))
         return name
 
-    def capacity(self, nbytes):
-        """rsa.capacity for NBYTES of data: 1/8 more, in whole granules."""
+    def capacity(self, nbytes, copies=1):
+        """rsa.capacity for NBYTES of data: 1/8 more, in whole granules;
+        COPIES times that (rsa.fs=per-node copies data_in into each node's
+        image, and shares the reservation evenly between them)."""
         g = self.args.granule
-        return str(-(-(nbytes + nbytes // 8 + MiB) // g) * g // MiB) + "M"
+        return str(copies * (-(-(nbytes + nbytes // 8 + MiB) // g) * g) // MiB) + "M"
+
+    def fs(self, nodes, method="copy"):
+        """rsa.fs for an RSA job on NODES nodes staged with METHOD (None:
+        left unset, the job's default: an image on one node, the shared
+        file system on several).  --fs per-node gives each node of a job on
+        several an image of its own, except with rsa.stage_out=tar, which
+        per-node refuses (such jobs stay shared); --fs shared gives every
+        RSA job the shared file system."""
+        if self.args.fs == "shared":
+            return "shared"
+        return "per-node" if nodes > 1 and method == "copy" else None
+
+    def rsa_attrs(self, nodes, method, **attrs):
+        """The job's rsa.* attributes: ATTRS, with rsa.on_late=wait and its
+        rsa.fs (``fs``)."""
+        fs = self.fs(nodes, method)
+        return {**attrs, "on_late": "wait", **({"fs": fs} if fs else {})}
+
+    def seen_fs(self, res, rec):
+        """What file system the RSA job had, from its record (``image``):
+        "image" (one per node on several: "image xN"), else "shared"."""
+        res["fs_asked"] = ((rec or {}).get("request") or {}).get("fs")
+        if not (rec or {}).get("image"):
+            res["fs"] = "shared"
+        else:
+            nodes = (rec or {}).get("nnodes") or 1
+            res["fs"] = "image" if nodes == 1 else f"image x{nodes}"
 
     def attach(self, jobid):
         r = self.inst.flux("job", "attach", jobid, check=False)
@@ -104,11 +133,9 @@ class Bench:
         ]
         attrs = None
         if rsa:
-            attrs = {
-                "data_out": self.slow.path(out),
-                "capacity": self.capacity(nbytes),
-                "on_late": "wait",
-            }
+            attrs = self.rsa_attrs(
+                nodes, rsa, data_out=self.slow.path(out), capacity=self.capacity(nbytes)
+            )
             if rsa != "copy":
                 attrs["stage_out"] = rsa
             task += ["--dir", "$RSA_DATA_OUT"]
@@ -129,6 +156,7 @@ class Bench:
             rec = self.inst.record(jobid)
             res["staged"] = ok
             res["stage_s"] = phase_seconds(rec, "STAGING_OUT")
+            self.seen_fs(res, rec)
             env = (rec or {}).get("env") or {}
             res["on_ramdisk"] = bool(env.get("out_on_ramdisk"))
             if not ok:
@@ -151,21 +179,24 @@ class Bench:
             flags = "-w -k"
             where = "$RSA_DATA_OUT" if rsa else self.slow.path(directory)
             if rsa:
-                attrs = {
-                    "data_out": self.slow.path(directory),
-                    "capacity": self.capacity(nbytes),
-                    "on_late": "wait",
-                }
+                attrs = self.rsa_attrs(
+                    nodes,
+                    "copy",
+                    data_out=self.slow.path(directory),
+                    capacity=self.capacity(nbytes),
+                )
         else:
             flags = "-r -E"
             where = "$RSA_DATA_IN" if rsa else self.slow.path(directory)
             self.slow.evict(directory)
             if rsa:
-                attrs = {
-                    "data_in": self.slow.path(directory),
-                    "capacity": self.capacity(nbytes),
-                    "on_late": "wait",
-                }
+                copies = nodes if self.fs(nodes) == "per-node" else 1
+                attrs = self.rsa_attrs(
+                    nodes,
+                    "copy",
+                    data_in=self.slow.path(directory),
+                    capacity=self.capacity(nbytes, copies),
+                )
         script = (
             f"exec {self.args.ior} -a POSIX -F -g {flags} -t 1m -b {block} "
             f'-o "{where}/ior" -O summaryFormat=JSON'
@@ -216,6 +247,7 @@ class Bench:
                 res["on_ramdisk"] = bool(
                     ((rec or {}).get("env") or {}).get("staged_in")
                 )
+            self.seen_fs(res, rec)
             if not res["on_ramdisk"]:
                 say(
                     f"{label}: IOR job {jobid} ran on the slow FS itself (no RAM disk / "
@@ -330,7 +362,16 @@ class Bench:
             k: (round(v, 3) if isinstance(v, float) else v)
             for k, v in res.items()
             if k
-            in ("jobid", "io_s", "open_s", "run_s", "stage_s", "on_ramdisk", "error")
+            in (
+                "jobid",
+                "io_s",
+                "open_s",
+                "run_s",
+                "stage_s",
+                "on_ramdisk",
+                "fs",
+                "error",
+            )
         }
         say(f"{label}: {json.dumps(brief, ensure_ascii=False)}")
 
@@ -355,6 +396,7 @@ def summarize(table, what, direct, rsa, direction):
             "open_s": med(r.get("open_s") for r in runs),
             "stage_s": med(r.get("stage_s") for r in runs),
             "stage_range": spread(r.get("stage_s") for r in runs),
+            "fs": ",".join(sorted({r["fs"] for r in runs if r.get("fs")})) or None,
             "runs": runs,
         }
         d, w = row["direct"]["io_s"], row["rsa"][method]["io_s"]

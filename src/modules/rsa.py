@@ -8,6 +8,7 @@ only routes messages.
     flux module load rsa          (or via modprobe when [rsa] is configured)
 """
 
+import dataclasses
 import errno
 
 from flux.brokermod import BrokerModule, request_handler
@@ -134,10 +135,13 @@ class RsaModule(BrokerModule):
                 else {}
             )
             try:
-                self.service.policy = Policy.from_config(
+                policy = Policy.from_config(
                     conf.get("rsa", {}),
                     imp=conf.get("exec", {}).get("imp", ""),
                     userns=self.userns,
+                )
+                self.service.policy = dataclasses.replace(
+                    policy, pool_nodes=self.service.policy.pool_nodes
                 )
             except BadConfig as exc:
                 raise OSError(errno.EINVAL, str(exc)) from None
@@ -187,7 +191,8 @@ class RsaModule(BrokerModule):
 
     @request_handler("pool-shutdown")
     def pool_shutdown(self, msg):
-        """Stop the pool in order (RAM disks destroyed), answer when it ended."""
+        """Stop the pool in order (RAM disks destroyed), answer when it ended
+        and the compute nodes let go of its image stores."""
         from flux_rsa.pool import launch
 
         keeper = self.service.keeper
@@ -202,23 +207,30 @@ class RsaModule(BrokerModule):
         def ended(f):
             try:
                 f.get_info()
-                self.handle.respond(msg, {"stopped": True, "jobid": jobid})
+                self.service.mounts.leave(
+                    lambda: self.handle.respond(msg, {"stopped": True, "jobid": jobid})
+                )
             except OSError as exc:
                 self.handle.respond_error(
                     msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
                 )
 
-        try:
-            keep = self.service.keep_list()
-            if keep:
-                self.log.info(
-                    f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
+        def stop():
+            try:
+                keep = self.service.keep_list()
+                if keep:
+                    self.log.info(
+                        f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
+                    )
+                launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
+            except OSError as exc:
+                self.handle.respond_error(
+                    msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
                 )
-            launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
-        except OSError as exc:
-            self.handle.respond_error(
-                msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
-            )
+
+        # images still mounted by jobs' compute nodes are written back first
+        attached = [r for r in self.service.records.values() if r.image_attached]
+        self.service.mounts.flush(attached, stop)
 
     @request_handler("drain")
     def drain(self, msg):

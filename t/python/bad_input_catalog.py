@@ -7,7 +7,8 @@ message it is refused with at submit (key, value, what is accepted).
 from flux_rsa.checks import Pool
 from flux_rsa.core import Policy
 
-# a pool of 2 RSA nodes of 64M in 4M granules, as in t/rsa-instance
+# a pool of 2 RSA nodes of 64M in 4M granules, span-fill 0 (no headroom:
+# the sizes below are about the pool's whole, as t2000's are with it)
 POOL = Pool(
     Policy(node_capacity=64 << 20, granule=4 << 20, provider="glusterfs", span_fill=0),
     nodes=2,
@@ -24,7 +25,7 @@ PATHS = (
     "\"bind\" (the job sees the RAM disk at data_in's and data_out's own paths) "
     'or "env" (only RSA_DATA_IN and RSA_DATA_OUT point at it)'
 )
-KNOWN = "known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths, handoff"
+KNOWN = "known keys: data_in, data_out, stage_in, stage_out, delay, capacity, on_late, verify, paths, handoff, fs"
 TABLE = "(use e.g. --setattr=rsa.data_in=/abs/dir --setattr=rsa.data_out=/abs/dir)"
 CAN_READ = "(must be an existing directory you can read)"
 CAN_WRITE = "(must be an existing directory you can write)"

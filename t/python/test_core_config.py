@@ -72,13 +72,22 @@ def test_capacity_follows_the_proportion_rule_in_whole_granules():
     )  # rounded up
 
 
-def test_a_provider_that_cannot_span_nodes_is_charged_one_node_at_most():
+def test_a_provider_that_cannot_span_nodes_holds_one_node_at_most():
+    """(A default asking more is clamped by the on-deck pass: test_core_ondeck.)"""
     p = Policy.from_config({"proportion": 4, "node-capacity": "64M", "granule": "4M"})
     assert p.provider == "tmpfs" and not p.spans
-    assert p.need(8, parse_request({"data_in": "/a"})) == 64 << 20  # not 2 nodes: one
-    assert p.need(1, parse_request({"data_in": "/a"})) == 16 << 20
-    assert p.limits().cap == 64 << 20
-    assert Policy.from_config({"provider": "glusterfs"}).limits().cap == 0
+    assert p.need(8, parse_request({"data_in": "/a"})) == 128 << 20  # 2 nodes' worth
+    assert p.largest(2) == 64 << 20 and p.layout(128 << 20, 2) is None
+    spans = Policy.from_config(
+        {
+            "proportion": 4,
+            "node-capacity": "64M",
+            "granule": "4M",
+            "provider": "glusterfs",
+        }
+    )
+    assert spans.layout(128 << 20, 2) is None  # its headroom does not fit 64M
+    assert spans.layout(56 << 20, 2) == (1, 14)
 
 
 @pytest.mark.parametrize(
@@ -162,7 +171,7 @@ COMMAND = {
 
 def test_provider_command_runs_the_sites_scripts_and_spans_nodes_unless_told_not_to():
     p = Policy.from_config(COMMAND)
-    assert p.spans and p.limits().cap == 0
+    assert p.spans
     assert p.scripts == {
         "create": "/etc/flux/rsa/create",
         "destroy": "/etc/flux/rsa/destroy",
@@ -170,7 +179,7 @@ def test_provider_command_runs_the_sites_scripts_and_spans_nodes_unless_told_not
     p = Policy.from_config(
         {**COMMAND, "command-spans": False, "node-capacity": "64M", "granule": "4M"}
     )
-    assert not p.spans and p.limits().cap == 64 << 20
+    assert not p.spans and p.largest(4) == 64 << 20
     p = Policy.from_config({**COMMAND, "command-attach": "/a", "command-detach": "/d"})
     assert set(p.scripts) == {"create", "destroy", "attach", "detach"}
 

@@ -215,6 +215,28 @@ def test_a_stage_in_script_defaults_to_waiting():
     assert rec.request.on_late == "wait"
 
 
+def test_a_stage_script_quiet_for_script_quiet_is_said_to_be():
+    """Its progress readings say how long it has printed and written
+    nothing; from ``[rsa] script-quiet`` on, the record says which script
+    and for how long (``flux rsa status`` shows it); a copy never is."""
+    from flux_rsa.core.record import Progress
+
+    policy = Policy.from_config({"proportion": 1, "script-quiet": "2m"})
+    rec = job({**BOTH, "stage_in": "/p/unpack.sh"}, policy=policy)
+    rec, acts = booted(rec)
+    (stage,) = [a for a in acts if isinstance(a, A.StartStage)]
+    assert rec.rsa_state is S.STAGING_IN
+    for quiet, said in ((0, None), (119, None), (120, ("/p/unpack.sh", 120))):
+        rec, _ = run(rec, E.StageProgress(9, stage.seq, Progress(quiet=quiet)))
+        assert rec.quiet_script() == said
+    rec, _ = run(rec, E.StageEnded(10, stage.seq, True))
+    assert rec.rsa_state is S.READY and rec.quiet_script() is None
+    copy, acts = booted(job(BOTH, policy=policy))
+    (stage,) = [a for a in acts if isinstance(a, A.StartStage)]
+    copy, _ = run(copy, E.StageProgress(9, stage.seq, Progress(quiet=999)))
+    assert copy.quiet_script() is None
+
+
 SCRATCH = {"capacity": "16M"}
 
 

@@ -16,7 +16,7 @@ POLICY = Policy.from_config(
         "ondeck-depth": 3,
         "lookahead": 60,
         "provider": "glusterfs",
-        "span-fill": 0,  # as in t/rsa-instance: no headroom
+        "span-fill": 0,  # no headroom: 2 x 64M hold 128M (the tests below that need it add it)
     }
 )
 NODES = ["rsa0", "rsa1"]
@@ -213,3 +213,59 @@ def test_a_job_bigger_than_the_whole_pool_never_blocks_the_queue():
     assert rec.failed and rec.error.startswith(
         "needs 192M of RAM disk; the RSA pool holds at most 128M"
     )
+
+
+def test_a_default_reservation_bigger_than_the_pool_is_clamped_to_the_most_it_holds():
+    """A -N2 job without rsa.capacity at proportion 1 asks for both nodes
+    (128M); with span-fill 0.95 on nodes of 64M the pool holds 64M at most
+    (one node: two would need their headroom too).  The site's default
+    shrinks to that, says so, and the job goes on deck; a size the user
+    asked for is never shrunk (test above)."""
+    from flux_rsa.core import process
+
+    fill = dataclasses.replace(POLICY, span_fill=0.95)
+    req = parse_request({"data_in": "/in", "data_out": "/out"})
+    recs = {1: admit(1, 1000, 2, req, fill, 0.0)}
+    assert recs[1].need == 128 * MB
+    events = plan(queue(1), recs, NODES, fill, now=1.0)
+    assert kinds(events) == [(1, "TooBig")]
+    rec, actions = process(recs[1], events[0][1])
+    assert (rec.need, rec.clamped, rec.failed) == (64 * MB, 128 * MB, False)
+    (post,) = actions
+    assert (post.name, post.context["error"]) == (
+        "error",
+        "the default reservation of 128M is more than the RSA pool can hold: "
+        "reserving 64M, the most it can (choose a size with rsa.capacity)",
+    )
+    assert kinds(plan(queue(1), {1: rec}, NODES, fill, now=2.0)) == [(1, "OnDeck")]
+
+
+def test_a_provider_that_cannot_span_nodes_clamps_a_default_to_one_node():
+    from flux_rsa.core import process
+
+    tmpfs = Policy.from_config(
+        {"proportion": 1, "node-capacity": "64M", "granule": "4M"}
+    )
+    req = parse_request({"data_in": "/in"})
+    recs = {1: admit(1, 1000, 2, req, tmpfs, 0.0)}
+    events = plan(queue(1), recs, NODES, tmpfs, now=1.0)
+    rec, _ = process(recs[1], events[0][1])
+    assert (rec.need, rec.clamped) == (64 * MB, 128 * MB)
+
+
+def test_a_default_bigger_than_the_known_pool_is_clamped_when_the_job_comes():
+    """Once the service knows the pool (pool_nodes), a job that may start
+    before it is ever on deck (held at start, or nodes free) is clamped as
+    it is admitted, and says so; a measured size too, once measured."""
+    from flux_rsa.core import events as Ev
+    from flux_rsa.core import settle
+
+    known = dataclasses.replace(POLICY, span_fill=0.95, pool_nodes=2)
+    rec = admit(1, 1000, 2, parse_request({"data_in": "/in"}), known, 0.0)
+    rec, actions = settle(rec, Ev.Event(0.0))
+    assert (rec.need, rec.clamped, rec.rsa_state) == (64 * MB, 128 * MB, S.INITIAL)
+    assert [a.name for a in actions] == ["error"]
+    asked = admit(
+        2, 1000, 2, parse_request({"data_in": "/in", "capacity": "8M"}), known, 0
+    )
+    assert settle(asked, Ev.Event(0.0)) == (asked, [])

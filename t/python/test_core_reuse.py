@@ -5,6 +5,7 @@ import dataclasses
 from flux_rsa.core import Policy, admit
 from flux_rsa.core import events as E
 from flux_rsa.core import parse_request, process
+from flux_rsa.core.record import Env
 from flux_rsa.core.reuse import holders_of, replica
 from flux_rsa.core.states import RsaState as S
 
@@ -79,3 +80,29 @@ def test_the_record_says_its_inputs_were_reused():
         getattr(a, "name", None) == "staged-in" and a.context["reused"] == "/rd/1/in"
         for a in acts
     )
+
+
+def ended_image(stage_out=None):
+    """A one-node image whose job ended, its stage-out running."""
+    donor = staged(1, **({"stage_out": stage_out} if stage_out else {}))
+    return dataclasses.replace(
+        donor,
+        rsa_state=S.STAGING_OUT,
+        volume={"provider": "tmpfs", "image": "1.img", "store": True},
+        stage_dir="out",
+        env=Env(
+            ramdisk="/mnt/1", data_in="/mnt/1/in", data_out="/mnt/1/out", staged_in=True
+        ),
+    )
+
+
+def test_an_image_is_a_replica_only_while_no_one_writes_it():
+    me = fresh(2)
+    running = dataclasses.replace(ended_image(), rsa_state=S.INUSE_IN, stage_dir=None)
+    assert replica(me, {1: running, 2: me}) is None  # its job is the writer
+    assert replica(me, {1: ended_image(), 2: me}) == "/rd/1/in"  # read-only
+    scripted = ended_image(stage_out="/bin/true")  # a script holds it read-write
+    assert replica(me, {1: scripted, 2: me}) is None
+    assert holders_of(me, {1: scripted, 2: me}) == []
+    held = dataclasses.replace(scripted, rsa_state=S.HELD, stage_dir=None)
+    assert replica(me, {1: held, 2: me}) == "/rd/1/in"

@@ -233,7 +233,10 @@ class Pool:
         defaults = dict(
             node_capacity=64 * MiB,
             granule=4 * MiB,
-            span_fill=0,  # as in t/rsa-instance: nodes too small for headroom
+            # span-fill 0: these pools have nodes of 64M, too small for the
+            # headroom of a RAM disk over two (the site's span-fill is run
+            # by the sharness tests, on t/rsa-instance's nodes of 128M)
+            span_fill=0,
             ramdisk_root=self.root,
             pool_cores=8,
             stage_workers=2,
@@ -294,6 +297,12 @@ class Pool:
         return result, rc
 
     def cleanup(self):
+        # what a pool killed mid-test left mounted (an RSA node's image
+        # store is unmounted by the pool's own end, which a lost pool skips)
+        for path in sorted(mounts_under(self.workdir, stores=True), reverse=True):
+            subprocess.run(["umount", "-l", path], capture_output=True)
+        for record in gluster.processes_in(self.workdir):
+            gluster.stop_process(record)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -338,6 +347,23 @@ class Lives:
             self.pool.cleanup()
 
 
-def mounts_under(path):
+def mounts_under(path, stores=False):
+    """Mounts under ``path``; the RSA nodes' image stores (the pool's own,
+    there for as long as it runs) only with ``stores``."""
     with open("/proc/mounts") as f:
-        return [line.split()[1] for line in f if line.split()[1].startswith(path)]
+        mounts = [line.split()[1] for line in f if line.split()[1].startswith(path)]
+    return [m for m in mounts if stores or "/.store-" not in m]
+
+
+def store_servers(root):
+    """Process records of the image stores' servers under ``root``."""
+    found = []
+    for entry in os.listdir(root):
+        if entry.startswith(".store-"):
+            found += gluster.processes_in(os.path.join(root, entry))
+    return found
+
+
+def ramdisks_in(root):
+    """What is under the RAM-disk root but the pool's image stores."""
+    return sorted(e for e in os.listdir(root) if not e.startswith(".store-"))

@@ -19,6 +19,7 @@ from test_pool_helpers import (
     Lives,
     MiB,
     mounts_under,
+    ramdisks_in,
     requires_flux,
     requires_root,
 )
@@ -169,4 +170,4 @@ def test_the_adopted_ramdisk_is_destroyed_when_its_holder_is_released(story):
     assert mounts_under(path) == [] and not os.path.exists(path)
     result, rc = pool.shutdown()
     assert (result.returncode, rc) == (0, 0), pool.instance.output()
-    assert os.listdir(pool.root) == []
+    assert ramdisks_in(pool.root) == []

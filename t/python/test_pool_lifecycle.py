@@ -13,6 +13,7 @@ from test_pool_helpers import (
     PYPATH,
     Pool,
     mounts_under,
+    ramdisks_in,
     requires_flux,
     requires_root,
 )
@@ -132,7 +133,7 @@ def test_notifications_wait_for_the_service_and_keep_their_order(pool):
 def test_shutdown_is_clean(pool):
     result, rc = pool.shutdown()
     assert (result.returncode, rc) == (0, 0), pool.instance.output()
-    assert os.listdir(pool.root) == []
+    assert ramdisks_in(pool.root) == []
 
 
 # --- the notifier's queue, without Flux ------------------------------------------

@@ -53,7 +53,7 @@ SPAN = Policy(
     ramdisk_root="/ram",
     provider="glusterfs",
     fs_host="{host}-ib",
-    span_fill=0,  # as in t/rsa-instance: no headroom
+    span_fill=0,  # no headroom (SPAN95: the site's span-fill)
 )
 # nodes big enough for the headroom of 2 x 64M (core.spread), as in t5000
 SPAN95 = dataclasses.replace(SPAN, node_capacity=112 * MiB, span_fill=0.95)
@@ -210,6 +210,13 @@ def test_through_the_imp_a_task_runs_flux_imp_run_rsa():
         "/usr/libexec/flux/flux-imp",
     ]
     assert variables["RSA_OP"] == "hold"
+
+
+def test_through_the_imp_an_attach_starts_the_imp_itself():
+    via = caller.choose("py", "imp", "/usr/libexec/flux/flux-imp", 1001)
+    argv, variables = via.command("attach", root="/ram", name="1.1", rank=0)
+    assert argv == ["/usr/libexec/flux/flux-imp", "run", "rsa"]
+    assert variables["RSA_OP"] == "attach"
 
 
 COMMAND = Policy(

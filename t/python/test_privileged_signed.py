@@ -235,3 +235,23 @@ def test_a_missing_configuration_is_named(none_config, tmp_path):
         Refused, match="cannot check RSA_J: flux-security's configuration"
     ):
         signed.unwrap("a.b.none", str(tmp_path / "nothing" / "*.toml"))
+
+
+def test_a_stage_scripts_environment_is_the_one_j_carries(none_config):
+    """The job's environment as submitted (Flux keeps it in J alone), for
+    its stage scripts; anything that is not one: none."""
+    from flux.security import SecurityContext
+
+    spec = json.dumps(
+        {
+            "version": 1,
+            "attributes": {
+                "system": {"environment": {"WAIT_FOR": "/p/x", "N": 5}, "rsa": {}}
+            },
+        }
+    ).encode()
+    j = bytes(SecurityContext(none_config).sign_wrap(spec, b"none")).decode()
+    assert signed.environment(j) == {"WAIT_FOR": "/p/x"}  # a value must be a string
+    header, _, mech = j.split(".")
+    for bad in (None, "", "a.b", f"{header}.!!.{mech}", f"{header}.e30=.{mech}"):
+        assert signed.environment(bad) == {}

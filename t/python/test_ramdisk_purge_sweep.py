@@ -173,3 +173,16 @@ def test_sweep_after_a_holder_job_ended_ends_its_process_too(space):
     assert orphan.wait(timeout=30) == -9
     assert os.listdir(root) == ["6.1"] and os.path.isdir(os.path.join(live, "in"))
     assert stop(live_proc)[0] == 0
+
+
+def test_a_marker_naming_no_known_provider_is_refused_by_name(space):
+    # (a directory with a marker flux-rsa never wrote: no traceback, a refusal)
+    fake = os.path.join(space, "98.1")
+    os.makedirs(os.path.join(fake, "in"))
+    with open(os.path.join(fake, ".rsa-ramdisk"), "w") as f:
+        json.dump({"name": "98.1", "mounted": True}, f)
+    r = run("purge", os.path.join(fake, "in"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert (
+        "marker of RAM disk '98.1' names an unknown RAM-disk provider None" in r.stderr
+    )

@@ -53,14 +53,14 @@ class Pool:
         self.calls.append((method, payload))
 
 
-def stage(jobid, seq=1):
+def stage(jobid, seq=1, method=None):
     return A.StartStage(
         jobid,
         seq=seq,
         direction="in",
         src="/home/a/in",
         dst="/r/1.1/in",
-        method=None,
+        method=method,
         userid=1001,
         verify="size",
         nodes=("n1",),
@@ -127,3 +127,16 @@ def test_a_pool_run_directly_gets_no_j_and_no_lookup():
     ex.run(stage(3))
     assert h.sent == [] and [m for m, _ in pool.calls] == ["stage"]
     assert "j" not in pool.calls[0][1]
+
+
+def test_a_stage_script_carries_the_j_in_a_pool_run_directly_too():
+    """Its environment is the job's own, which Flux keeps in J alone."""
+    ex, h, pool, _ = executor(signed=False)
+    ex.run(stage(4, method="/home/a/stage-in.sh"))
+    ex.run(stage(4, seq=2, method="tar"))
+    assert pool.calls == [] and h.sent[0].payload["keys"] == ["J"]
+    h.sent[0].respond({"id": 4, "J": "h.p.none"})
+    assert [(m, p["seq"], p.get("j")) for m, p in pool.calls] == [
+        ("stage", 1, "h.p.none"),
+        ("stage", 2, None),
+    ]

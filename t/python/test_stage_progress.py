@@ -9,7 +9,15 @@ from test_stage_helpers import PY, PYPATH, make_tree, stage
 from flux_rsa.stage import run
 from flux_rsa.stage.progress import Meter
 
-KEYS = {"bytes_done", "bytes_total", "files_done", "files_total", "rate", "phase"}
+KEYS = {
+    "bytes_done",
+    "bytes_total",
+    "files_done",
+    "files_total",
+    "rate",
+    "phase",
+    "quiet",
+}
 
 
 def test_progress_json_lines(tmp_path):

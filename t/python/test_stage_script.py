@@ -1,5 +1,6 @@
 """script mode: the thesis's Appendix U stage-in and stage-out scripts."""
 
+import pytest
 from test_stage_helpers import make_tree, rsync_diff, stage
 
 
@@ -105,3 +106,78 @@ def test_a_script_without_a_direction_reports_no_sizes(tmp_path):
         progress=lambda snap: seen.append(snap.bytes_total),
     )
     assert set(seen) == {0}
+
+
+def test_a_jobs_script_runs_in_the_jobs_environment_less_what_flux_sets_for_tasks(
+    tmp_path,
+):
+    pytest.importorskip(
+        "flux.job", reason="no Flux: FLUX_JOB_ID is written as Flux does"
+    )
+    from flux.job import JobID
+
+    from flux_rsa.stage import api, script
+
+    submitted = {
+        "PATH": "/usr/bin:/bin",
+        "WAIT_FOR": "/p/ready",
+        "FLUX_URI": "local:///run/flux/local",
+        "FLUX_JOB_ID": "fAAAA",
+        "FLUX_KVS_NAMESPACE": "job-1",
+        "PMI_RANK": "0",
+        "RSA_DATA_OUT": "/rd/out",
+        "FLUX_JOB_CC": "3",
+    }
+    ram = tmp_path / "12.1" / "out"
+    ram.mkdir(parents=True)
+    env = script.environment(submitted, 12345, str(ram.parent), "out")
+    assert env == {
+        "PATH": "/usr/bin:/bin",
+        "WAIT_FOR": "/p/ready",
+        "FLUX_JOB_CC": "3",
+        "FLUX_JOB_ID": JobID(12345).f58,
+        "RSA_RAMDISK": str(ram.parent),
+        "RSA_DIRECTION": "out",
+    }
+    s = tmp_path / "env.sh"
+    s.write_text('#!/bin/sh\nenv >"$2/env"\n')
+    s.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir()
+    api.run("script", s, (ram, data), direction="out", script_env=env)
+    seen = dict(line.split("=", 1) for line in (data / "env").read_text().splitlines())
+    seen.pop("PWD", None)  # the shell's own
+    seen.pop("SHLVL", None)
+    assert seen == env
+
+
+def test_a_quiet_script_is_measured_quiet_and_output_ends_it(tmp_path):
+    """A stage script that prints nothing and writes nothing: its progress
+    readings say for how long (whole seconds), until it prints."""
+    from flux_rsa.stage import api
+
+    s = tmp_path / "quiet.sh"
+    s.write_text(
+        "#!/bin/sh\n"
+        f'while ! test -e "{tmp_path}/speak"; do sleep 0.05; done\n'
+        "echo now I say something\n"
+        f'while ! test -e "{tmp_path}/end"; do sleep 0.05; done\n'
+    )
+    s.chmod(0o755)
+    ram, data = tmp_path / "ram", tmp_path / "data"
+    ram.mkdir()
+    data.mkdir()
+    quiet, before = [], []
+
+    def progress(snap):
+        quiet.append(snap.quiet)
+        if not before and snap.quiet >= 2:
+            before.append(snap.quiet)
+            (tmp_path / "speak").touch()
+        elif before and snap.quiet < before[0]:
+            (tmp_path / "end").touch()  # it spoke: quiet counts from 0 again
+
+    api.run("script", s, (ram, data), progress=progress, direction="out")
+    assert before and quiet[: quiet.index(before[0])] == sorted(
+        quiet[: quiet.index(before[0])]
+    )

@@ -116,7 +116,22 @@ class Validator(ValidatorPlugin):
             if isinstance(attrs, dict) and attrs.get("capacity") is not None
             else None
         )
-        why = self.check(attrs, job.userid, pool)
+        why = self.check(attrs, job.userid, pool) or _per_node(attrs, job.jobspec)
         if why:
             return (errno.EINVAL, why)
         return None
+
+
+def _per_node(attrs, jobspec):
+    """Why rsa.fs=per-node cannot be given to this job, or None."""
+    if not isinstance(attrs, dict) or attrs.get("fs") != "per-node":
+        return None
+    from flux_rsa.core.request import BadRequest, parse_request, per_node_problem
+    from flux_rsa.service.jobs import count_nodes, fixed_nodes
+
+    try:
+        request = parse_request(attrs)
+    except BadRequest:
+        return None  # (said by check_request)
+    nodes = count_nodes(jobspec) if fixed_nodes(jobspec) else None
+    return per_node_problem(request, nodes)

@@ -36,10 +36,12 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "long": {
-                "description": "default plus owner, paths, what the job saw at them, restages, where attached",
+                "description": "default plus owner, what the pool charges, paths, what the job saw "
+                "at them, restages, where attached",
                 "format": (
                     "{id.f58:>12} {user:<8.8} {job_state:<9} {rsa_state:<11} {nodes:<10} {capacity:>8} "
-                    "{progress:>18} {restages:>3} {data_in} -> {data_out} {paths} {attached} {note}"
+                    "{charged:>8} {progress:>18} {restages:>3} {data_in} -> {data_out} {paths} "
+                    "{attached} {note}"
                 ),
             },
             "paths": {
@@ -54,10 +56,12 @@ class Config(flux.util.UtilConfig):
                 ),
             },
             "times": {
-                "description": "when each rsa-state was entered (seconds after submit)",
+                "description": "when each rsa-state was entered (seconds after submit), "
+                "and how long the compute node's attach and detach took",
                 "format": (
                     "{id.f58:>12} {rsa_state:<11} {t.REQUESTED:>7} {t.BOOTED:>7} {t.STAGING_IN:>7} "
-                    "{t.READY:>7} {t.INUSE_IN:>7} {t.STAGING_OUT:>7} {t.DESTROYED:>7}"
+                    "{t.READY:>7} {t.INUSE_IN:>7} {t.STAGING_OUT:>7} {t.DESTROYED:>7} "
+                    "{attach:>7} {detach:>7}"
                 ),
             },
         },
@@ -94,6 +98,11 @@ class Size(int):
         return format(format_size(int(self)), spec)
 
 
+def duration(seconds):
+    """Seconds as `flux rsa status` shows them (0:12:05)."""
+    return str(datetime.timedelta(seconds=int(seconds)))
+
+
 class StatusFormat(flux.util.OutputFormat):
     headings = {
         "id": "JOBID",
@@ -105,7 +114,10 @@ class StatusFormat(flux.util.OutputFormat):
         "rsa_state": "RSASTATE",
         "nodes": "RSANODES",
         "capacity": "CAPACITY",
+        "charged": "CHARGED",
         "progress": "PROGRESS",
+        "attach": "ATTACH",
+        "detach": "DETACH",
         "percent": "PCT",
         "done": "DONE",
         "size": "SIZE",
@@ -181,9 +193,13 @@ class RsaJob:
         self.job_state = rec["job_state"]
         self.rsa_state = rec["rsa_state"]
         self.nodes = flux.hostlist.Hostlist(rec.get("nodes") or []).encode() or "-"
-        self.capacity = Size(rec.get("granted") or rec.get("need") or 0)
-        self.restages = rec.get("restages", 0)
         req = rec.get("request", {})
+        # what was asked (rsa.capacity, else the site's default as reserved)
+        # and what the pool charges for it (with a spanning RAM disk's
+        # headroom: doc/pool.md "A full brick"; 0 while nothing is held)
+        self.capacity = Size(self.record.request.capacity or rec.get("need") or 0)
+        self.charged = Size(rec.get("granted") or 0)
+        self.restages = rec.get("restages", 0)
         self.data_in = req.get("data_in") or "-"
         self.data_out = req.get("data_out") or "-"
         self.ramdisk = rec.get("ramdisk") or "-"
@@ -199,6 +215,8 @@ class RsaJob:
         self.done = Size(p.get("bytes_done", 0))
         self.size = Size(p.get("bytes_total", 0))
         self.bytes_rate = p.get("rate", 0) or 0
+        self.attach = Seconds(self.record.mount_seconds("attach"))
+        self.detach = Seconds(self.record.mount_seconds("detach"))
 
     @property
     def final(self):
@@ -230,17 +248,38 @@ class RsaJob:
     def eta(self):
         if not self.bytes_rate or not self.size:
             return "-"
-        return str(
-            datetime.timedelta(
-                seconds=math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate))
-            )
-        )
+        return duration(math.ceil(max(0.0, (self.size - self.done) / self.bytes_rate)))
 
     @property
     def note(self):
+        """What to know about the job, and its default reservation clamped."""
+        note = self._note()
+        clamped = self.rec.get("clamped")
+        if not clamped:
+            return note
+        clamp = (
+            f"default {format_size(clamped)} clamped to {format_size(self.rec['need'])}, "
+            "the most the RSA pool holds"
+        )
+        return f"{note}; {clamp}" if note else clamp
+
+    def _note(self):
         rec = self.rec
+        if rec.get("mount") == "detaching":
+            # the job ended: its compute node writes back what it still
+            # holds of the RAM disk, then lets go (the stage-out waits)
+            return "detaching: the compute node writes back its data"
         if rec["rsa_state"] == "INELIGIBLE":
             return rec.get("reason") or ""
+        quiet = self.record.quiet_script()
+        if quiet is not None:
+            script, seconds = quiet
+            way = "stage-in" if self.record.stage_dir == "in" else "stage-out"
+            return (
+                f"{way} script {script} has printed nothing and written nothing for "
+                f"{duration(seconds)} (the stage ends at [rsa] stage-timeout, "
+                f"{duration(self.record.limits.stage_timeout)})"
+            )
         if rec["rsa_state"] == "KEPT":
             readers = ", ".join(JobID(c).f58 for c in rec.get("consumers", ()))
             until = time.strftime(
@@ -260,10 +299,21 @@ class RsaJob:
                 return f"inputs from {handoff['name']}'s RAM disk, when staged"
             return f"inputs from data_in once {handoff['name']}'s outputs are home"
         if rec.get("output_home"):
-            return "output home"
+            lost = rec.get("reclaim") and rec.get("error")
+            return f"output home; {rec['error']}" if lost else "output home"
         if not rec.get("error") and Request.from_dict(rec.get("request") or {}).scratch:
             return "scratch RAM disk"
         return rec.get("error") or ""
+
+
+class Seconds:
+    """A duration in seconds for a field ("-" when unknown)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __format__(self, spec):
+        return format("-" if self.value is None else f"{self.value:.3f}s", spec)
 
 
 def attached(rec, hosts):

@@ -24,6 +24,7 @@ class RequestCapacity(Action):
     need: int
     userid: int
     prefer: tuple = ()  # hosts holding a staged copy of data_in (set by the service: core.reuse)
+    images: int = 0  # file-system images, one per compute node (0: none)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class StartStage(Action):
     #: src is a producer's RAM disk on another RSA node: the volume to mount
     #: there (set by the service, from the producer's record)
     producer: Optional[dict] = None
+    #: the compute node lost with the RAM disk's image mounted (its hold is
+    #: broken and the image checked before it is read)
+    reclaim: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,9 @@ class PurgeInput(Action):
     data_in: Optional[str]
     userid: int
     nodes: tuple
+    #: where the job's compute node holds the RAM disk's image: the purge
+    #: runs there (``path`` as that node sees it), else on ``nodes[0]``
+    ranks: tuple = ()
 
 
 @dataclass(frozen=True)

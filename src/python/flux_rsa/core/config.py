@@ -25,7 +25,7 @@ SCRIPT = {
     "description": "the absolute path of a site script (owned by root, not writable by others)",
 }
 #: the steps of provider ``command``: its site scripts, required first
-COMMAND_STEPS = ("create", "destroy", "attach", "detach")
+COMMAND_STEPS = registry.COMMAND_STEPS
 
 SCHEMA = {
     "type": "object",
@@ -154,6 +154,7 @@ SCHEMA = {
         "start-timeout": DURATION,
         "max-hold": DURATION,
         "handoff-keep": DURATION,
+        "script-quiet": DURATION,
     },
 }
 
@@ -204,6 +205,7 @@ class Policy:
     command_spans: bool = True  # provider command: may one RAM disk span RSA nodes?
     privilege: str = "auto"  # how the pool runs what needs root (privileged.caller)
     imp: str = ""  # the instance's [exec] imp (not an [rsa] key)
+    pool_nodes: int = 0  # the pool's RSA nodes, once known (not an [rsa] key)
     ramdisk_root: str = "/var/lib/flux-rsa"
     node_property: str = "rsa"  # config key: property
     queue: str = ""  # the queue the pool is submitted to ("": the default queue)
@@ -218,6 +220,7 @@ class Policy:
     start_timeout: float = 60.0  # read by the jobtap plugin (not the service)
     max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
     handoff_keep: float = 600.0  # a producer's RAM disk kept for its readers, once home
+    script_quiet: float = 300.0  # a stage script this long quiet is said to be (status)
 
     @classmethod
     def from_config(cls, table, imp="", userns=True):
@@ -270,9 +273,10 @@ class Policy:
             holder_timeout=self.holder_timeout,
             headroom=self.headroom,
             granule=self.granule,
-            cap=0 if self.spans else self.node_bytes,
+            most=self.largest(self.pool_nodes) if self.pool_nodes else 0,
             mount_root=self.mount_root,
             handoff_keep=self.handoff_keep,
+            script_quiet=self.script_quiet,
         )
 
     def ineligible(self, nnodes, request):
@@ -318,6 +322,24 @@ class Policy:
         return self.caps.exported(self)
 
     @property
+    def images(self):
+        """May a one-node RAM disk be a file-system image that its job's one
+        compute node mounts itself (the provider of one-node RAM disks makes
+        them, and exports RAM disks to compute nodes)?"""
+        one = registry.caps(self.caps.one_node or self.provider)
+        return one.images and one.exported(self) and self.simulate_rate == 0
+
+    def image_for(self, request, one_node):
+        """Is the RAM disk of a job with ``request``, which runs on one
+        compute node (``one_node``) or maybe several, made of images (one
+        per compute node)?  A job on one node gets one unless it asks for a
+        shared file system; a job on several only when it asks for
+        per-node ones (rsa.fs=per-node, checked at submit to give -N)."""
+        if not self.images or request.fs == "shared":
+            return False
+        return one_node or request.fs == "per-node"
+
+    @property
     def scripts(self):
         """Provider command's site scripts that are set: {step: path}."""
         return {
@@ -333,15 +355,15 @@ class Policy:
 
     def need(self, nnodes, request):
         """Bytes of RAM disk to reserve, in whole granules (at least one).
-        A provider that cannot span RSA nodes is charged at most one node's
-        worth: a job cannot use more (rsa.capacity above it is refused at
-        submit)."""
+        A default (no rsa.capacity) larger than the pool can hold is
+        clamped by the core (``Limits.most``, or the on-deck pass's TooBig
+        when the pool was not known yet); rsa.capacity above it is refused
+        at submit."""
         if request.capacity is not None:
             want = request.capacity
         else:
             want = nnodes * self.node_capacity / self.proportion
-        need = max(1, math.ceil(want / self.granule)) * self.granule
-        return need if self.spans else min(need, self.node_bytes)
+        return max(1, math.ceil(want / self.granule)) * self.granule
 
     def layout(self, need, nodes):
         """(RSA nodes, granules charged on each) of a reservation of

@@ -88,10 +88,15 @@ class Attached(Event):
 @dataclass(frozen=True)
 class Detached(Event):
     """The RAM disk was detached from the job's compute nodes (``error``: a
-    node where it could not be)."""
+    node where it could not be; ``lost``: those of them that are lost, whose
+    hold on an image only a stage may break; ``left``: those that let go,
+    whose hold a stage may break if it is still written there: the store
+    could not be reached to remove it)."""
 
     ok: bool
     error: Optional[str] = None
+    lost: tuple = ()
+    left: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class Timeout(Event):
 
 @dataclass(frozen=True)
 class TooBig(Event):
-    """The job needs more RAM disk than the whole pool has."""
+    """The job needs more RAM disk than the whole pool can ever hold."""
 
     largest: int  # bytes the pool can ever give one job
 

@@ -52,6 +52,22 @@ def from_producer(rec, ev):
     return handoff.reads_ramdisk(rec) is not None
 
 
+def default_size(rec, ev):
+    """Its reservation is the site's default (no rsa.capacity): the site
+    may make it smaller."""
+    return rec.request.capacity is None
+
+
+def more_than_the_pool(rec):
+    """Its reservation is the site's default, sized, and more than the
+    pool can ever hold (as known when the job came)."""
+    return (
+        rec.request.capacity is None
+        and rec.measure is Measure.NONE
+        and 0 < rec.limits.most < rec.need
+    )
+
+
 def never_whole(rec):
     """Its inputs will never be whole and it has not been told yet."""
     return not rec.failed and handoff.never_whole(rec) is not None
@@ -156,9 +172,34 @@ def attach_first(rec):
 
 
 def attach_now(rec):
-    """Its answer is due and needs the RAM disk attached: attach it."""
+    """Its answer is due and needs the RAM disk attached: attach it (an
+    image only once no stage works on it: one writer at a time; a job that
+    starts during its stage-in waits until the stage has stopped)."""
     due = (rec.rsa_state is S.READY and pending(rec)) or answerable(rec)
-    return due and rec.mount is Mount.NONE and attach_first(rec)
+    return (
+        due
+        and rec.mount is Mount.NONE
+        and attach_first(rec)
+        and not stage_on_image(rec)
+    )
+
+
+def stage_before_attach(rec):
+    """Its answer is due and needs the RAM disk attached, but it is an image
+    a stage-in still writes: stop the stage first (one writer at a time;
+    the job, started before its inputs were staged, reads data_in)."""
+    return (
+        answerable(rec)
+        and rec.mount is Mount.NONE
+        and attach_first(rec)
+        and stage_on_image(rec)
+    )
+
+
+def stage_on_image(rec):
+    """A stage still works on the RAM disk, and it is an image."""
+    image = rec.volume is not None and rec.volume.get("image") is not None
+    return image and rec.stage_dir is not None
 
 
 def ready_answer(rec):

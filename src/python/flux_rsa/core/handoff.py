@@ -65,6 +65,8 @@ def source(a, b):
         return None
     if not sealed(a) or not a.nodes:
         return None
+    if len((a.volume or {}).get("images") or ()) > 1:
+        return None  # its outputs are spread over its nodes' images: data_out has them whole
     rel = rb.data_in[len(ra.data_out.rstrip("/")) :]
     return a.area(OUT_AREA) + rel.rstrip("/") if rel.strip("/") else a.area(OUT_AREA)
 

@@ -130,8 +130,9 @@ def settle(rec, ev, actions=None):
     )
 
 
-def admit(jobid, userid, nnodes, request, policy, t):
-    """A new job: its record (INITIAL or INELIGIBLE, with the reason)."""
+def admit(jobid, userid, nnodes, request, policy, t, one_node=False):
+    """A new job: its record (INITIAL or INELIGIBLE, with the reason);
+    ``one_node``: the job surely runs on one compute node."""
     reason = policy.ineligible(nnodes, request)
     rec = Record(
         jobid=jobid,
@@ -146,6 +147,7 @@ def admit(jobid, userid, nnodes, request, policy, t):
         reason=reason,
         limits=policy.limits(),
         state_since=t,
+        image=not reason and policy.image_for(request, one_node),
     )
     return dataclasses.replace(
         rec, history=(Transition(t, rec.job_state, rec.rsa_state),)

@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
+#: the RAM disk's layout: inputs and outputs live side by side
+from flux_rsa.core.areas import IN_AREA, OUT_AREA  # noqa: F401 (theirs too)
 from flux_rsa.core.states import (
     AT_REST,
     ENDED,
@@ -16,10 +18,6 @@ from flux_rsa.core.states import (
     Offer,
     RsaState,
 )
-
-#: the RAM disk's layout: inputs and outputs live side by side
-IN_AREA = "in"
-OUT_AREA = "out"
 
 
 @dataclass(frozen=True)
@@ -36,6 +34,10 @@ class Request:
     verify: str = "size"  # "size" | "checksum"
     paths: Optional[str] = None  # "bind" | "env"; None: site default (paths.py)
     handoff: Optional[str] = None  # "off": never read another job's RAM disk
+    #: "shared": one file system every node of the job sees (served over the
+    #: network); "per-node": each compute node its own (an image); None:
+    #: per-node for a job on one node, shared for one on several
+    fs: Optional[str] = None
 
     @property
     def wants_rsa(self):
@@ -105,6 +107,7 @@ class Progress:
     files_done: int = 0
     files_total: int = 0
     rate: float = 0.0
+    quiet: float = 0.0  # s a stage script printed nothing, its destination not grown
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -122,13 +125,12 @@ class Limits:
     holder_timeout: float = 600.0  # longest wait for RAM-disk capacity
     headroom: float = 0.0  # >0: the reservation is data_in's size times this
     granule: int = 4 * 2**20  # reservations are whole granules
-    cap: int = (
-        0  # >0: the most one reservation may hold (a provider that cannot span nodes)
-    )
+    most: int = 0  # the most one reservation can hold in the pool (0: not known)
     mount_root: str = (
         ""  # where compute nodes attach the RAM disk ("": as the RSA nodes)
     )
     handoff_keep: float = 600.0  # a producer's RAM disk kept after its outputs are home
+    script_quiet: float = 300.0  # a stage script quiet this long is said to be (status)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -191,6 +193,7 @@ class Record:
     nnodes: int
     request: Request
     need: int = 0  # bytes of RAM disk to reserve
+    clamped: int = 0  # >0: the default need, larger than the whole pool holds
     measure: Measure = Measure.NONE  # sizing the reservation from data_in
     input_bytes: Optional[int] = None  # measured size of data_in
     job_state: JobState = JobState.PENDING
@@ -225,6 +228,17 @@ class Record:
     mount_path: Optional[str] = None  # where the compute nodes attach(ed) it
     handoff: Optional[Handoff] = None  # inputs from another job's RAM disk
     consumers: tuple = ()  # jobs still to read this job's outputs from its RAM disk
+    #: the RAM disk is a file-system image its one compute node mounts
+    #: (decided at admission; the holder reports in ``volume`` what it built)
+    image: bool = False
+    #: the compute nodes lost with the image mounted: the stage-out breaks
+    #: their hold and checks the image before reading it
+    reclaim: Optional[str] = None
+    #: the compute nodes that let go of the images (unmounted them): a hold
+    #: of theirs still written is stale, and the stage-out breaks it
+    let_go: tuple = ()
+    #: the compute side's steps: {"attach"|"detach": (start, end or None)}
+    mount_times: dict = field(default_factory=dict)
     history: tuple = field(default=())  # Transition values, oldest first
 
     @property
@@ -270,8 +284,42 @@ class Record:
             return self.ramdisk
         return f"{self.limits.mount_root.rstrip('/')}/{self.ramdisk.rsplit('/', 1)[-1]}"
 
+    @property
+    def images(self):
+        """How many images its RAM disk is to be made of (one per compute
+        node; 0: it is no image)."""
+        return self.nnodes if self.image else 0
+
+    @property
+    def image_attached(self):
+        """The job's compute node holds its RAM disk's image (mounted, read-write)."""
+        return (
+            self.mount is Mount.ATTACHED
+            and self.volume is not None
+            and self.volume.get("image") is not None
+        )
+
+    def mount_seconds(self, step):
+        """How long the compute side's ``step`` ("attach" or "detach") took,
+        or None when it has not ended."""
+        start, end = self.mount_times.get(step, (None, None))
+        return None if start is None or end is None else end - start
+
     def job_area(self, name):
         return None if self.ramdisk is None else f"{self.job_ramdisk}/{name}"
+
+    def quiet_script(self):
+        """A stage script running quiet for ``[rsa] script-quiet`` or more
+        (nothing printed, its destination not grown): (its path, seconds
+        quiet), else None."""
+        if self.stage_dir is None or self.progress is None:
+            return None
+        script = (
+            self.request.stage_in if self.stage_dir == "in" else self.request.stage_out
+        )
+        if script in (None, "tar") or self.progress.quiet < self.limits.script_quiet:
+            return None
+        return script, self.progress.quiet
 
     def times(self):
         """First time each rsa-state was entered: {state name: t}."""
@@ -319,10 +367,20 @@ class Record:
             "mount_path": self.mount_path,
             "history": [tr.to_list() for tr in self.history],
         }
+        if self.clamped:  # (a default clamped to the pool, only when it was)
+            d["clamped"] = self.clamped
         if self.handoff is not None:  # (the hand-off's, only when there is one)
             d["handoff"] = self.handoff.to_dict()
         if self.consumers:
             d["consumers"] = list(self.consumers)
+        if self.image:
+            d["image"] = True
+        if self.reclaim is not None:
+            d["reclaim"] = self.reclaim
+        if self.let_go:
+            d["let_go"] = list(self.let_go)
+        if self.mount_times:
+            d["mount_times"] = {k: list(v) for k, v in self.mount_times.items()}
         return d
 
     @classmethod
@@ -333,6 +391,7 @@ class Record:
             nnodes=d["nnodes"],
             request=Request.from_dict(d["request"]),
             need=d.get("need", 0),
+            clamped=d.get("clamped", 0),
             measure=Measure(d.get("measure", "")),
             input_bytes=d.get("input_bytes"),
             job_state=JobState(d["job_state"]),
@@ -365,5 +424,9 @@ class Record:
             mount_path=d.get("mount_path"),
             handoff=Handoff.from_dict(d.get("handoff")),
             consumers=tuple(d.get("consumers", ())),
+            image=d.get("image", False),
+            reclaim=d.get("reclaim"),
+            let_go=tuple(d.get("let_go", ())),
+            mount_times={k: tuple(v) for k, v in (d.get("mount_times") or {}).items()},
             history=tuple(Transition.from_list(x) for x in d.get("history", ())),
         )

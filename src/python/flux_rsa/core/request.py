@@ -48,6 +48,11 @@ KEYS = {
         '"off" (never read data_in from the RAM disk of the job that wrote it; '
         "wait until its outputs are home)"
     ),
+    "fs": (
+        '"per-node" (each compute node mounts a file system of its own, at memory '
+        'speed: the default for a job on one node) or "shared" (one file system '
+        "every node of the job sees, over the network: the default on several nodes)"
+    ),
 }
 
 _PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH, "pattern": "^/"}
@@ -75,6 +80,7 @@ SCHEMA = {
         "verify": {"enum": ["size", "checksum"]},
         "paths": {"enum": ["bind", "env"]},
         "handoff": {"enum": ["off"]},
+        "fs": {"enum": ["shared", "per-node"]},
     },
 }
 
@@ -279,6 +285,7 @@ def parse_request(attrs):
         verify=get("verify", "size"),
         paths=get("paths"),
         handoff=get("handoff"),
+        fs=get("fs"),
     )
     _check_needs(attrs, request)
     if request.paths == "bind":
@@ -286,6 +293,30 @@ def parse_request(attrs):
         if why:
             _refuse("paths", "bind", f"cannot be done: {why}; use rsa.paths=env")
     return request
+
+
+def per_node_problem(request, nodes):
+    """Why ``request`` cannot have a file system on each of its ``nodes``
+    compute nodes (None: the job's node count is not fixed), or None.  One
+    node is always fine; on several, each node's image is staged by
+    copies: one data_in copied into each, every node's outputs merged into
+    one data_out (an archive or a script would see one node's files)."""
+    if request.fs != "per-node" or nodes == 1:
+        return None
+    if nodes is None:
+        return (
+            "rsa.fs: per-node gives each compute node a file system of its own, so the "
+            "job must say how many nodes it runs on (flux submit -N NODES)"
+        )
+    for key in ("stage_in", "stage_out"):
+        method = getattr(request, key)
+        if method is not None:
+            return (
+                f"rsa.{key}: {show(method)} cannot stage a job on {nodes} nodes with "
+                "rsa.fs=per-node (each node's file system is staged by copies: leave "
+                f"rsa.{key} unset, or use rsa.fs=shared)"
+            )
+    return None
 
 
 #: keys that only mean something beside others: (ALL or ANY, the keys, why).
@@ -306,6 +337,11 @@ NEEDS = {
     ),
     "paths": ("any", ("data_in", "data_out"), "they are the paths it is about"),
     "handoff": ("all", ("data_in",), "it says where data_in's contents may come from"),
+    "fs": (
+        "any",
+        ("data_in", "data_out", "capacity"),
+        "it says what file system the job's RAM disk is",
+    ),
 }
 
 

@@ -10,7 +10,7 @@ differ, so a replica is only ever a faster source of the same bytes.
 """
 
 from flux_rsa.core.record import IN_AREA
-from flux_rsa.core.states import RsaState
+from flux_rsa.core.states import Mount, RsaState
 
 S = RsaState
 
@@ -21,9 +21,20 @@ AFTER_END = frozenset({S.STAGING_OUT, S.HELD})
 
 
 def has_inputs(rec):
-    """True while ``rec``'s RAM disk holds a complete staged copy of data_in."""
+    """True while ``rec``'s RAM disk holds a complete staged copy of data_in
+    that another stage may read.  An image is read only once its job has
+    ended and its compute node let go of it: only one writer at a time,
+    and the job (or its start, any moment) is that writer; so is a user's
+    stage-out script while it runs (the built-in stage-out only reads)."""
     if rec.ramdisk is None or rec.request.stage_in is not None:
         return False  # a stage-in script's result is not a copy of data_in
+    if rec.volume is not None and rec.volume.get("image") is not None:
+        if rec.rsa_state not in AFTER_END or rec.mount is not Mount.NONE:
+            return False
+        if rec.stage_dir == "out" and rec.request.stage_out is not None:
+            return False  # (a stage-out script holds its image read-write)
+        if len(rec.volume.get("images") or ()) > 1:
+            return False  # (a copy in each node's image: the stage-in reads data_in)
     if rec.rsa_state in INPUTS_PRESENT:
         return True
     if rec.rsa_state in AFTER_END:

@@ -54,7 +54,8 @@ Flags and counters (all changed by ``steps.py`` only):
   ``stage_dir``, ``progress`` (``stage_in``, ``stage_out``, ``stage_over``,
   ``abandon_stage``, ``progress``, ``reset``); pool events of another gen or
   seq are stale and dropped by ``machine.py``.
-* ``need``, ``input_bytes`` (``admit``, ``sized``), ``restages``
+* ``need``, ``input_bytes`` (``admit``, ``sized``, ``clamp``,
+  ``clamp_to_pool``), ``clamped`` (the same), ``restages``
   (``stage_in``), ``reused`` (``staged_in``), ``error`` (many: the last thing
   that went wrong, for the user) only inform.
 

@@ -9,9 +9,18 @@ import math
 from flux_rsa.core import actions as A
 from flux_rsa.core import handoff, outputs
 from flux_rsa.core.record import IN_AREA, OUT_AREA, Env
-from flux_rsa.core.states import BOUNDED, RAMDISK_UP, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import (
+    BOUNDED,
+    RAMDISK_UP,
+    JobState,
+    Measure,
+    Mount,
+    Offer,
+    RsaState,
+)
 
 S = RsaState
+J = JobState
 
 
 def _set(rec, **changes):
@@ -58,7 +67,9 @@ def request(rec, ev):
 def ask_capacity(rec, ev):
     """Ask the pool for the current reservation (again, after a restart)."""
     return rec, [
-        A.RequestCapacity(rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid)
+        A.RequestCapacity(
+            rec.jobid, gen=rec.gen, need=rec.need, userid=rec.userid, images=rec.images
+        )
     ]
 
 
@@ -82,9 +93,10 @@ def sized(rec, ev):
         return _set(rec, measure=Measure.NONE, error=error), []
     granule = rec.limits.granule
     need = max(1, math.ceil(ev.nbytes * rec.limits.headroom / granule)) * granule
-    if rec.limits.cap:
-        need = min(need, rec.limits.cap)
-    return _set(rec, measure=Measure.NONE, need=need, input_bytes=ev.nbytes), []
+    return (
+        _set(rec, measure=Measure.NONE, need=need, input_bytes=ev.nbytes, clamped=0),
+        [],
+    )
 
 
 def cancel_holder(rec, ev):
@@ -106,20 +118,31 @@ def forget_holder(rec, ev):
 # --- the RAM disk on the compute nodes -----------------------------------------
 
 
+def _timed(rec, step, t, end=False):
+    """``mount_times`` with ``step`` started at ``t`` (or ended, ``end``)."""
+    times = dict(rec.mount_times)
+    times[step] = (times.get(step, (t, None))[0], t) if end else (t, None)
+    return times
+
+
 def attach(rec, ev):
     root, _, name = rec.job_ramdisk.rpartition("/")
-    return _set(rec, mount=Mount.ATTACHING, mount_path=rec.job_ramdisk), [
-        A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)
-    ]
+    return _set(
+        rec,
+        mount=Mount.ATTACHING,
+        mount_path=rec.job_ramdisk,
+        mount_times=_timed(rec, "attach", ev.t),
+    ), [A.Attach(rec.jobid, ranks=rec.ranks, root=root, name=name, volume=rec.volume)]
 
 
 def attached(rec, ev):
     """Attached everywhere, or nowhere: the job then uses its directories
     and the note says which node failed."""
+    times = _timed(rec, "attach", ev.t, end=True)
     if ev.ok:
-        return _set(rec, mount=Mount.ATTACHED), []
+        return _set(rec, mount=Mount.ATTACHED, mount_times=times), []
     error = f"the RAM disk could not be attached where the job runs ({ev.error}): it uses its directories"
-    return _set(rec, mount=Mount.FAILED, error=error), [
+    return _set(rec, mount=Mount.FAILED, error=error, mount_times=times), [
         A.PostEvent(rec.jobid, "error", {"error": error})
     ]
 
@@ -128,20 +151,36 @@ def detach(rec, ev):
     """The RAM disk may be gone already (its holder lost): the compute nodes
     still let go of their mount."""
     root, _, name = rec.mount_path.rpartition("/")
-    return _set(rec, mount=Mount.DETACHING), [
+    times = _timed(rec, "detach", ev.t)
+    return _set(rec, mount=Mount.DETACHING, mount_times=times), [
         A.Detach(rec.jobid, ranks=rec.ranks, root=root, name=name)
     ]
 
 
 def detached(rec, ev):
+    """Detached, or not: a node lost with the image mounted is named for the
+    stage-out to break its hold (and check the image first); one that is
+    up but could not let go keeps it, and the stage-out refuses it."""
+    times = _timed(rec, "detach", ev.t, end=True)
+    image = rec.volume and rec.volume.get("image")
+    let_go = tuple(ev.left) if image else ()
     if ev.ok:
-        return _set(rec, mount=Mount.NONE, mount_path=None), []
+        return (
+            _set(
+                rec, mount=Mount.NONE, mount_path=None, mount_times=times, let_go=let_go
+            ),
+            [],
+        )
+    reclaim = ",".join(ev.lost) if ev.lost and image else None
     return (
         _set(
             rec,
             mount=Mount.NONE,
             mount_path=None,
             error=f"detaching the RAM disk: {ev.error}",
+            reclaim=reclaim or rec.reclaim,
+            let_go=let_go,
+            mount_times=times,
         ),
         [],
     )
@@ -149,23 +188,30 @@ def detached(rec, ev):
 
 def lost(rec, ev):
     """The holder died under us: its RAM disk (and anything on it) is gone.
-    Outputs on it are lost (said loudly); otherwise a new reservation is
-    tried, up to stage-retries times, before the job uses its directories."""
+    A job running on it is told at once (an exception naming why: its
+    files there are gone); outputs on it are lost (said loudly);
+    otherwise a new reservation is tried, up to stage-retries times,
+    before the job uses its directories."""
     error = ev.error or "the RAM-disk holder ended unexpectedly"
     if rec.stage_dir is not None:  # a stage on the lost RAM disk: forget it
         rec, stop = abandon_stage(rec, ev)
         lost_rec, acts = lost(rec, ev)
         return lost_rec, stop + acts
+    told = []
+    if rec.job_state is J.RUNNING and rec.env is not None and rec.env.on_ramdisk:
+        note = f"its RAM disk is gone, and what it read and wrote there: {error}"
+        told = [A.RaiseException(rec.jobid, type="rsa", note=note)]
     if outputs.at_risk(rec):
         error = f"RAM disk lost before its outputs were staged out: {error}"
         return _set(rec, error=error, failed=True, output_home=False), [
-            A.PostEvent(rec.jobid, "error", {"error": error})
+            A.PostEvent(rec.jobid, "error", {"error": error}),
+            *told,
         ]
     attempts = rec.attempts + 1
     failed = attempts > rec.limits.stage_retries
     if failed:
         error = f"{error} ({attempts} times: the job uses its directories directly)"
-    return _set(rec, error=error, failed=failed, attempts=attempts), []
+    return _set(rec, error=error, failed=failed, attempts=attempts), told
 
 
 def reset(rec, ev):
@@ -179,7 +225,7 @@ def reset(rec, ev):
 # --- staging ---------------------------------------------------------------
 
 
-def _stage(rec, direction, src, dst, method):
+def _stage(rec, direction, src, dst, method, reclaim=None):
     seq = rec.stage_seq + 1
     rec = _set(rec, stage_seq=seq, stage_dir=direction, progress=None)
     return rec, [
@@ -194,6 +240,7 @@ def _stage(rec, direction, src, dst, method):
             verify=rec.request.verify,
             nodes=rec.nodes,
             size=rec.need,
+            reclaim=reclaim,
         )
     ]
 
@@ -207,8 +254,12 @@ def stage_in(rec, ev):
 
 
 def stage_out(rec, ev):
+    """The outputs home; an image's holds by compute nodes that were lost,
+    or that let go of it, are broken first (``reclaim``)."""
     req = rec.request
-    return _stage(rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out)
+    hosts = [h for h in (rec.reclaim or "").split(",") if h] + list(rec.let_go)
+    reclaim = ",".join(dict.fromkeys(hosts)) or None
+    return _stage(rec, "out", rec.area(OUT_AREA), req.data_out, req.stage_out, reclaim)
 
 
 def stop_stage(rec, ev):
@@ -242,9 +293,16 @@ def staged_in(rec, ev):
 
 
 def home(rec, ev):
-    return _set(rec, output_home=True, error=None, attempts=0, retry_pending=False), [
-        A.PostEvent(rec.jobid, "staged-out", {"data_out": rec.request.data_out})
-    ]
+    error = None
+    if rec.reclaim is not None:
+        error = (
+            f"{rec.reclaim} was lost with the job's image mounted: the image was checked "
+            "(e2fsck) before the outputs were staged out"
+        )
+    return (
+        _set(rec, output_home=True, error=error, attempts=0, retry_pending=False),
+        [A.PostEvent(rec.jobid, "staged-out", {"data_out": rec.request.data_out})],
+    )
 
 
 def held(rec, ev):
@@ -270,6 +328,31 @@ def too_big(rec, ev):
         "(ask for less with rsa.capacity)"
     )
     return _set(rec, failed=True, error=error), []
+
+
+def clamp(rec, ev):
+    """A default reservation (the site's proportion or headroom rule, no
+    rsa.capacity) larger than the pool can ever hold (``ev.largest``, as
+    the on-deck pass finds it): reserve the most it can, and say so."""
+    return _clamp(rec, ev.largest)
+
+
+def clamp_to_pool(rec, ev):
+    """The same, with the most the pool held when the job came."""
+    return _clamp(rec, rec.limits.most)
+
+
+def _clamp(rec, most):
+    from flux_rsa.core.units import format_size
+
+    note = (
+        f"the default reservation of {format_size(rec.need)} is more than the RSA "
+        f"pool can hold: reserving {format_size(most)}, the most it can "
+        "(choose a size with rsa.capacity)"
+    )
+    return _set(rec, need=most, clamped=rec.clamped or rec.need), [
+        A.PostEvent(rec.jobid, "error", {"error": note})
+    ]
 
 
 def manual_retry(rec, ev):
@@ -388,13 +471,17 @@ def released(rec, ev):
 
 
 def purge_input(rec, ev):
+    """Drop the inputs: on the RSA node, or on the compute node that holds
+    the RAM disk's image now (only it may write it)."""
+    on_compute = rec.image_attached
     return rec, [
         A.PurgeInput(
             rec.jobid,
-            path=rec.area(IN_AREA),
+            path=rec.job_area(IN_AREA) if on_compute else rec.area(IN_AREA),
             data_in=rec.request.data_in,
             userid=rec.userid,
             nodes=rec.nodes,
+            ranks=rec.ranks if on_compute else (),
         )
     ]
 

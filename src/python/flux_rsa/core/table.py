@@ -198,7 +198,11 @@ EVENT_ROWS = {
     E.Retry: [
         Row(states(S.HELD), g.always, S.STAGING_OUT, (do.manual_retry, do.stage_out))
     ],
-    E.TooBig: [Row(ANY, g.always, SAME, (do.too_big,))],
+    # more than the whole pool: a default shrinks to fit, a size asked for fails
+    E.TooBig: [
+        Row(ANY, g.default_size, SAME, (do.clamp,)),
+        Row(ANY, g.always, SAME, (do.too_big,)),
+    ],
     E.Withdrawn: [
         Row(ANY, g.withdrawing, SAME, (off.withdrawn,)),
         Row(ANY, g.always, SAME, ()),
@@ -256,6 +260,9 @@ PASS_ROWS = [
     PassRow(RUN, states(S.INELIGIBLE), g.pending, SAME, (do.reply,)),
     # ... on a RAM disk its compute nodes attach: attach first
     PassRow(RUN, ANY, g.attach_now, SAME, (do.attach,)),
+    PassRow(
+        RUN, states(S.STAGING_IN), g.stage_before_attach, S.STOPPING, (do.stop_stage,)
+    ),
     PassRow(RUN, states(S.READY), g.ready_answer, SAME, (do.reply,)),
     PassRow(RUN, ANY, g.answer, SAME, (do.reply,)),
     # -- a running job uses what it was g.given (Figure 3.4) --
@@ -273,6 +280,14 @@ PASS_ROWS = [
     ),
     # -- sizing from data_in (headroom): measure it first --
     PassRow(PRE_RUN | RUN, states(S.INITIAL), g.measure_wanted, SAME, (do.measure,)),
+    # -- a default the pool can never hold: the most it can --
+    PassRow(
+        PRE_RUN | RUN,
+        states(S.INITIAL),
+        g.more_than_the_pool,
+        SAME,
+        (do.clamp_to_pool,),
+    ),
     # -- on deck, or held at start for inputs: build and stage (Figure 3.2) --
     PassRow(
         ONDECK_OR_RUN, states(S.INITIAL), g.advancing_sized, S.REQUESTED, (do.request,)

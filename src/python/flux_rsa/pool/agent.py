@@ -43,6 +43,8 @@ from flux_rsa.pool.kept import Kept
 from flux_rsa.pool.nodes import Nodes
 from flux_rsa.pool.notifier import Notifier
 from flux_rsa.pool.ports import Ports, ephemeral_clash
+from flux_rsa.pool.stores import Stores
+from flux_rsa.pool.subjob import Context
 from flux_rsa.pool.work import Work
 from flux_rsa.privileged import caller
 
@@ -51,6 +53,8 @@ from flux_rsa.privileged import caller
 WIND_DOWN_TIMEOUT = 60.0
 NOTIFY_GRACE = 5.0
 SWEEP_TIMEOUT = 60.0
+#: start-up waits at most this long for every node's image store to serve
+STORES_TIMEOUT = 30.0
 
 
 def log(message):
@@ -78,6 +82,7 @@ class Agent:
         self.notifier = Notifier(parent, topic, self.pool_jobid, log)
         self.watchers = []
         self.stopping = None  # deadline once `shutdown` was asked
+        self.stores = None  # Stores: every node's image store, when images are made
         self.methods = {}  # protocol method -> its handler(msg, payload)
 
     # --- start-up ---
@@ -94,6 +99,7 @@ class Agent:
             self.unusable = caller.problem(
                 self.via, conf_builtin_get("confdir"), pwd.getpwuid(os.getuid()).pw_name
             )
+        ports = Ports(*self.policy.port_range())
         self.work = Work(
             self.h,
             log,
@@ -103,7 +109,7 @@ class Agent:
             self.via,
             self.environment,
             self.nodes,
-            Ports(*self.policy.port_range()),
+            ports,
             self.kept,
             self.unusable,
         )
@@ -115,6 +121,8 @@ class Agent:
         elif not self.simulate:
             self.sweep()
             self._check_ports()
+            if self.policy.images:
+                self.serve_stores(ports)
         self.nodes.watch()
         self.parent.service_register(protocol.SERVICE).get()
         w = self.parent.msg_watcher_create(
@@ -140,6 +148,30 @@ class Agent:
             )
             + (f", {len(self.kept)} kept RAM disk(s)" if self.kept else "")
         )
+
+    def serve_stores(self, ports):
+        """Start every node's image store and wait (bounded) until each
+        serves; one that does not is logged and shown in ``pool-ready``."""
+        ctx = Context(self.h, log, self.hosts, self.notify, lambda job: None)
+        self.stores = Stores(
+            ctx, self.via, self.policy, self.environment, self.hosts, ports
+        )
+
+        def check(*args):
+            if self.stores.settled():
+                self.h.reactor_stop()
+
+        poll = self.h.timer_watcher_create(0.0, check, repeat=0.05)
+        give_up = self.h.timer_watcher_create(
+            STORES_TIMEOUT, lambda *a: self.h.reactor_stop()
+        )
+        poll.start()
+        give_up.start()
+        self.h.reactor_run()
+        poll.stop()
+        give_up.stop()
+        for host, why in sorted(self.stores.problems().items()):
+            log(f"image store of {host} does not serve: {why}")
 
     def _check_ports(self):
         """Say so when the servers' ports may be taken by connections."""
@@ -170,6 +202,8 @@ class Agent:
             "uri": self.h.attr_get("local-uri"),
             "simulate_rate": p.simulate_rate,
             "privilege": self.privilege(),
+            # RSA nodes whose image store does not serve, and why
+            "stores": self.stores.problems() if self.stores is not None else {},
         }
 
     def privilege(self):
@@ -326,12 +360,17 @@ class Agent:
         return {}
 
     def _wind_down(self, *args):
-        """Stop once every subjob ended and its notification went out."""
+        """Stop once every subjob ended and its notification went out; the
+        image stores last, when no holder is left to use them."""
         try:
             now = time.monotonic()
             busy = self.work.active()
             if busy and now < self.stopping:
                 return
+            if self.stores is not None and self.stores.active():
+                self.stores.stop()  # (no holder left, or none will end now)
+                if now < self.stopping:
+                    return
             if busy:
                 log(
                     f"shutdown: {len(busy)} subjob(s) still active after "

@@ -22,7 +22,7 @@ from flux.job import JobspecV1
 from flux_rsa.core import spread
 from flux_rsa.privileged.caller import subjob_environment
 from flux_rsa.privileged.request import stage_mode
-from flux_rsa.ramdisk import registry
+from flux_rsa.ramdisk import image, registry
 
 OUTPUT_BATCH = 0.05
 
@@ -52,6 +52,10 @@ def measure_name(jobid, seq):
 
 def discard_name(path):
     return f"rsa-discard-{path.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def store_name(host):
+    return f"rsa-store-{host}"
 
 
 def ramdisk_name(jobid, gen):
@@ -133,10 +137,22 @@ def needs_secret(policy, nodes):
 
 
 def holder_task(
-    via, policy, jobid, gen, size, userid, nodes=1, adopt=None, port=None, secret=None
+    via,
+    policy,
+    jobid,
+    gen,
+    size,
+    userid,
+    nodes=1,
+    adopt=None,
+    port=None,
+    secret=None,
+    images=0,
 ):
     """``size``: bytes on each node.  A RAM disk served to compute nodes
-    (a ``port`` given) also gets its volume's secret and address."""
+    (a ``port`` given) also gets its volume's secret and address; one of
+    ``images`` (one per compute node) lives in its node's store (served
+    by the store)."""
     serving = {"port": port}
     if secret is not None:
         serving.update(secret=secret, fs_host=policy.fs_host)
@@ -150,6 +166,7 @@ def holder_task(
         jobid=jobid,
         gen=gen,
         adopt=adopt,
+        image=images or None,
         **serving,
     )
 
@@ -169,6 +186,7 @@ def holder(
     rank=None,
     port=None,
     secret=None,
+    images=0,
 ):
     """Jobspec of holder ``gen`` for job ``jobid``; one task per node (the
     first node's builds the RAM disk; the others hold capacity, or their
@@ -193,6 +211,7 @@ def holder(
         adopt,
         port,
         secret,
+        images if nodes == 1 else 0,
     )
     jobspec = _jobspec(
         task,
@@ -229,6 +248,7 @@ def stage_task(via, policy, request, workers=0):
         dst=request["dst"],
         owner=request["userid"],
         script=method if mode == "script" else None,
+        jobid=request["jobid"] if mode == "script" else None,
         verify=request["verify"],
         workers=workers or None,
         replica=request.get("replica")
@@ -237,7 +257,9 @@ def stage_task(via, policy, request, workers=0):
         producer_servers=",".join(producer["servers"]) if producer else None,
         producer_user=producer.get("user"),
         producer_secret=producer.get("secret"),
+        producer_image=producer.get("image"),
         j=request.get("j"),
+        reclaim=request.get("reclaim"),
     )
 
 
@@ -274,6 +296,27 @@ def sweep(via, policy, environment, nodes=1, ranks=None, report_kept=False, gone
     if ranks is not None:
         nodes, ranks = len(ranks), ",".join(str(r) for r in sorted(ranks))
     return _jobspec(task, "rsa-sweep", environment, nodes=nodes, rank=ranks)
+
+
+#: beside the images (at most node-capacity bytes of files in all: Fluxion
+#: charges them), a store holds their metadata and this much more
+STORE_SLACK = 16 << 20
+
+
+def store(via, policy, host, rank, port, secret, environment):
+    """The image store of RSA node ``host`` (pool rank ``rank``): served on
+    ``port`` with ``secret`` until canceled."""
+    task = via.command(
+        "store",
+        root=policy.ramdisk_root,
+        size=image.file_size(policy.node_bytes) + STORE_SLACK,
+        port=port,
+        secret=secret,
+        provider=policy.caps.one_node or policy.provider,
+        host=host,
+        fs_host=policy.fs_host,
+    )
+    return _jobspec(task, store_name(host), environment, rank=rank)
 
 
 def measure(via, request, environment):

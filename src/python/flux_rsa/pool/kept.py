@@ -66,6 +66,7 @@ class Kept:
                     "host": host,
                     "rank": rank,
                     "path": kept["path"],
+                    "image": kept.get("kind") == "image",
                 }
                 if kept.get("part_of"):
                     parts.setdefault(kept["part_of"], {})[kept.get("index")] = {

@@ -123,6 +123,9 @@ FIELDS = {
         "adopt": Optional((str, type(None)), None),
         # hosts holding a staged copy of the job's data_in: place it there if it fits
         "prefer": Optional(list, []),
+        # file-system images in the RSA node's store, one per compute node of
+        # the job (0: none); only for a reservation that fits one RSA node
+        "images": Optional(int, 0),
     },
     CANCEL: {"jobid": int, "gen": int},
     STAGE: {
@@ -145,6 +148,9 @@ FIELDS = {
         # the job's signed request (J): an operation run through the IMP
         # acts as the job's owner only with it (privileged.signed)
         "j": Optional((str, type(None)), None),
+        # the compute node lost with the RAM disk's image mounted (its hold
+        # is broken, the image checked, before the stage-out reads it)
+        "reclaim": Optional((str, type(None)), None),
     },
     STOP: {"jobid": int, "seq": int},
     PURGE: {
@@ -198,7 +204,9 @@ def check(method, payload):
         if name not in payload:
             raise BadRequest(f"{topic(method)}: missing field {name!r}")
         value = payload[name]
-        if isinstance(value, bool) or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(
+            value, kind
+        ):
             raise BadRequest(f"{topic(method)}: {name}={value!r} must be {_name(kind)}")
     if method == STAGE:
         if payload["direction"] not in ("in", "out"):
@@ -265,5 +273,5 @@ def notification(name, pool, **fields):
 
 def progress_fields(line):
     """The stager's progress JSON reduced to the fields the core keeps."""
-    keys = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
+    keys = ("bytes_done", "bytes_total", "files_done", "files_total", "rate", "quiet")
     return {k: line.get(k, 0) for k in keys} | {"phase": line.get("phase")}

@@ -155,12 +155,14 @@ class Work:
             return self._adopting_holder(p)
         self.kept.refuse_over(*key)
         nodes, _ = jobspecs.layout(p["need"], self.policy, len(self.hosts))
-        port, secret = self._serving(key, nodes)
+        images = p["images"] if nodes == 1 and self.policy.images else 0
+        port, secret = (None, None) if images else self._serving(key, nodes)
         js = self._holder_jobspec(
             p,
             rank=self._preferred_rank(p),
             port=port,
             secret=secret,
+            images=images,
         )
         return Holder(self.holder_ctx, js, *key, port=port, secret=secret)
 
@@ -217,7 +219,11 @@ class Work:
         granules = jobspecs.adopt_granules(
             p["need"], kept["bytes"], self.policy, len(parts)
         )
-        port, secret = self._serving((p["jobid"], p["gen"]), len(parts))
+        port, secret = (
+            (None, None)
+            if kept.get("image")  # served by its node's store
+            else self._serving((p["jobid"], p["gen"]), len(parts))
+        )
         js = self._holder_jobspec(
             p,
             adopt=path,

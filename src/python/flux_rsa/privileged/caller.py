@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from flux_rsa.privileged import request
-from flux_rsa.privileged.main import IMP_RUN_NAME
+from flux_rsa.privileged.main import IMP_RUN_NAME, TASK_FACTS
 
 MODES = ("auto", "direct", "imp")
 CHECK_TIMEOUT = 30.0
@@ -38,7 +38,11 @@ class Via:
         """(argv, environment) of a task that runs ``op`` with ``values``
         (lower-case names of its ``RSA_*`` variables)."""
         argv = [self.python, "-m", "flux_rsa.privileged"]
-        if self.mode == "imp":
+        if self.mode == "imp" and op not in TASK_FACTS:
+            # nothing for the task to add (an attach, a detach): the IMP
+            # itself, one interpreter fewer on every compute node and job
+            argv = [self.imp, "run", IMP_RUN_NAME]
+        elif self.mode == "imp":
             argv += ["--imp", self.imp]
         steps = request.OPS[op].scripts
         values.update(

@@ -18,14 +18,15 @@ starts either.
   ``PATH run rsa``, which passes nothing but the ``RSA_*`` variables on.
 """
 
-import argparse
 import os
 import sys
 
-import flux_rsa
-from flux_rsa.privileged import ops, request, signed, trust
+from flux_rsa.privileged import request
 from flux_rsa.privileged.request import PREFIX, Refused
-from flux_rsa.ramdisk import holder, registry
+
+# Everything else is imported where it is used: this module starts every
+# privileged operation, an attach on every compute node of every job among
+# them, and what an operation does not use it should not load.
 
 PROG = "flux-rsa-helper"
 #: the name of the IMP's [run.NAME] table for this entry point
@@ -53,6 +54,9 @@ def imp_main(conf_dir, environ=None):
             f"FLUX_OWNER_USERID={caller!r}: not set by flux-imp: start this through "
             f"flux-imp run {IMP_RUN_NAME}"
         )
+    import flux_rsa
+    from flux_rsa.privileged import ops, signed, trust
+
     try:
         trust.secure_path(
             os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package"
@@ -60,7 +64,6 @@ def imp_main(conf_dir, environ=None):
         req = request.parse(environ, int(caller))
         signed.verify(req)  # as the job owner only what the owner signed
         trust.check(req, conf_dir)
-        trust.owner_areas(req)
         scripts = trust.scripts(req, conf_dir)  # the site's, never the caller's
     except Refused as exc:
         return _refuse(str(exc))
@@ -73,6 +76,8 @@ def imp_main(conf_dir, environ=None):
 def direct(environ=None):
     """Run the request in ``environ`` here (a trusted caller: it may name
     the site scripts of provider command)."""
+    from flux_rsa.privileged import ops, trust
+
     environ = os.environ if environ is None else environ
     try:
         req = request.parse(environ, os.getuid(), trusted=True)
@@ -82,13 +87,25 @@ def direct(environ=None):
     return ops.run(req, scripts)
 
 
+#: the operations to which the running task adds facts (``task_facts``);
+#: through the IMP the others start ``flux-imp run rsa`` at once
+TASK_FACTS = frozenset({"store", "stage", "hold"})
+
+
 def task_facts(environ, imp):
     """``environ`` with what only the running task knows, for a hold: its
     rank in the holder job, the job's nodes (a RAM disk over several nodes)
     and (through the IMP, which passes no Flux variables on) its node's
-    name as the pool knows it."""
+    name as the pool knows it; that name also for a store and a stage."""
     env = dict(environ)
-    if env.get(f"{PREFIX}OP") != "hold":
+    op = env.get(f"{PREFIX}OP")
+    if op not in TASK_FACTS:
+        return env
+    from flux_rsa.ramdisk import holder, registry
+
+    if op in ("store", "stage"):
+        if imp and f"{PREFIX}HOST" not in env:
+            env[f"{PREFIX}HOST"] = holder.node_name()
         return env
     rank = env.get("FLUX_TASK_RANK")
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:
@@ -104,18 +121,29 @@ def task_facts(environ, imp):
     return env
 
 
+USAGE = (
+    "usage: python3 -m flux_rsa.privileged [--imp PATH]\n"
+    "Run one flux-rsa privileged operation (RSA_OP and its RSA_* variables in the "
+    "environment): here, or through PATH run rsa (flux-imp)."
+)
+
+
 def call(argv=None):
-    p = argparse.ArgumentParser(
-        prog="python3 -m flux_rsa.privileged",
-        description="Run one flux-rsa privileged operation (RSA_OP and its RSA_* variables "
-        "in the environment): here, or through flux-imp run rsa.",
-    )
-    p.add_argument("--imp", metavar="PATH", help="the IMP to run it through (flux-imp)")
-    args = p.parse_args(argv)
-    env = task_facts(os.environ, args.imp)
-    if args.imp is None:
+    """``python3 -m flux_rsa.privileged [--imp PATH]`` (a pool subjob's
+    task, or an operation the service starts on a rank)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    if argv and argv[0].startswith("--imp="):
+        argv = ["--imp", argv[0].split("=", 1)[1], *argv[1:]]
+    if argv and (argv[0] != "--imp" or len(argv) != 2 or not argv[1]):
+        return _refuse(f"{' '.join(argv)}: unknown arguments\n{USAGE}")
+    imp = argv[1] if argv else None
+    env = task_facts(os.environ, imp)
+    if imp is None:
         return direct(env)
     try:
-        os.execve(args.imp, [args.imp, "run", IMP_RUN_NAME], env)
+        os.execve(imp, [imp, "run", IMP_RUN_NAME], env)
     except OSError as exc:
-        return _refuse(f"cannot run the IMP {args.imp} ([exec] imp): {exc.strerror}")
+        return _refuse(f"cannot run the IMP {imp} ([exec] imp): {exc.strerror}")

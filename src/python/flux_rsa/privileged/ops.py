@@ -15,20 +15,19 @@ Provider command's site scripts run as root too; ``run`` is given the ones
 the caller may run (``trust.scripts``: the site's, checked).
 """
 
+import contextlib
 import json
 import os
-import shutil
+import signal
 import sys
-import tempfile
 
-from flux_rsa.privileged import request
-from flux_rsa.ramdisk import disks, gluster, layout, mounts, registry, sysmount
-from flux_rsa.ramdisk.holder import hold
+from flux_rsa.core.areas import IN_AREA, OUT_AREA
+from flux_rsa.privileged import request, trust
+from flux_rsa.ramdisk import disks, layout, mounts, registry, signals, sysmount
 from flux_rsa.ramdisk.layout import ProviderError
-from flux_rsa.ramdisk.providers import command
-from flux_rsa.ramdisk.providers.base import Task
-from flux_rsa.ramdisk.purge import purge
-from flux_rsa.ramdisk.sweep import sweep
+
+# What only some operations use is imported in them: an attach, on every
+# compute node of every job, loads no more than it needs.
 
 RAMDISK_PROG = "flux-rsa-ramdisk"
 
@@ -39,6 +38,9 @@ def _fail(message, prog=RAMDISK_PROG):
 
 
 def _hold(r):
+    from flux_rsa.ramdisk.holder import hold
+    from flux_rsa.ramdisk.providers.base import Task
+
     task = Task(
         r["ROOT"],
         r["NAME"],
@@ -53,6 +55,7 @@ def _hold(r):
         fs_host=r.get("FS_HOST", "{host}"),
         host=r.get("HOST"),
         adopt=r.get("ADOPT"),
+        image=r.get("IMAGE", 0),
     )
     return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 
@@ -66,14 +69,14 @@ def _attach(r):
     try:
         os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
         provider.attach(mountpoint, r["RANK"], r.values)
-    except (OSError, gluster.GlusterError, ProviderError) as exc:
+    except (OSError, ProviderError) as exc:
         return _fail(f"attach {mountpoint}: {exc}")
     try:
         layout.check_ramdisk(mountpoint, r["NAME"], r["OWNER"])
     except layout.RamdiskError as exc:
         try:
             mounts.detach(mountpoint, r["RANK"])
-        except (OSError, gluster.GlusterError, ProviderError):
+        except (OSError, ProviderError):
             pass
         return _fail(f"attach: {exc}")
     return 0
@@ -83,17 +86,47 @@ def _detach(r):
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
     try:
         mounts.detach(mountpoint, r["RANK"])
-    except (OSError, gluster.GlusterError, ProviderError) as exc:
+        if r.get("LEAVE") and r.get("PROVIDER"):
+            registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+    except (OSError, ProviderError) as exc:
         return _fail(f"detach {mountpoint}: {exc}")
     return 0
 
 
 def _purge(r):
+    """Drop the staged inputs: on the RSA node (from each of its images),
+    or where the job's compute node holds its image (ROOT is then its mount
+    root)."""
+    from flux_rsa.ramdisk.purge import purge
+
+    ramdisk = os.path.dirname(r["PATH"])
     try:
-        purge(r["PATH"], r.get("LINK"))
-    except layout.RamdiskError as exc:
+        sysmount.private_namespace()  # an image mounted for this alone
+        for index in range(max(1, _images(ramdisk))):
+            with _opened(ramdisk, write=True, what="the switch's purge", index=index):
+                purge(r["PATH"], r.get("LINK"))
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
         return _fail(str(exc))
     return 0
+
+
+def _opened(ramdisk, write, what, reclaim=(), jobid=None, index=0, at=None):
+    """The RAM disk ``ramdisk`` on this node (at ``at``), mounted for a
+    stage if it is an image (its provider's ``opened``: image ``index``);
+    nothing to do for a RAM disk without a marker (the checks that follow
+    say what is wrong)."""
+    marker = layout.read_marker(ramdisk)
+    if marker is None:
+        return contextlib.nullcontext()
+    return disks.provider_of(marker).opened(
+        ramdisk, write, what, reclaim, jobid, index=index, at=at
+    )
+
+
+def _images(ramdisk):
+    """How many images the RAM disk ``ramdisk`` is made of here (0: none)."""
+    marker = layout.read_marker(ramdisk)
+    return 0 if marker is None else disks.provider_of(marker).images(ramdisk)
 
 
 def _discard(r):
@@ -106,6 +139,8 @@ def _discard(r):
 
 
 def _sweep(r):
+    from flux_rsa.ramdisk.sweep import sweep
+
     failed = sweep(
         r["ROOT"],
         say=lambda line: print(f"{RAMDISK_PROG}: {line}", flush=True),
@@ -137,34 +172,176 @@ def stage_argv(r):
 def _stage(r):
     """Check the RAM-disk side is the RAM disk (its marker on top: never a
     directory a lost mount left behind), switch to the owner, run the
-    stager.  A RAM disk spanning nodes must be whole before and after:
-    with a brick down the stager would copy the files it can see and call
-    it done.  Where the client that wrote files shows them stale (a
-    sharded GlusterFS volume), a copy in writes through a client of its
-    own, unverified, then runs again through the RAM disk's own client,
-    which finds every complete file and verifies it: the RAM disk's
-    client (the stage-out's, the admin's) never wrote them, so it shows
-    them as they are."""
-    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
-    if producer and r.get("PRODUCER_SERVERS") is not None:
-        return _from_producer_elsewhere(r, producer)
-    return _stage_here(r, producer)
-
-
-def _stage_here(r, producer):
-    """``_stage`` with the producer's RAM disk (the hand-off), if any, at
-    ``producer`` on this node."""
+    stager.  Every stage runs in a mount namespace of its own: a RAM disk
+    that is an image is mounted there for it alone (read-write when it
+    writes), never while a compute node holds it.  A RAM disk spanning
+    nodes must be whole before and after: with a part down the stager
+    would copy the files it can see and call it done.  Where the client
+    that wrote files shows them stale (a sharded GlusterFS volume), a copy
+    in writes through a client of its own, unverified, then runs again
+    through the RAM disk's own client, which finds every complete file and
+    verifies it: the RAM disk's client (the stage-out's, the admin's)
+    never wrote them, so it shows them as they are."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
+    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
+    what = f"the stage-{r['DIRECTION']} of job {os.path.basename(ramdisk)}"
+    # a stop (the stage canceled) ends the stager and unwinds what this
+    # stage mounted and holds, instead of leaving an image in use
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stopped)
+    try:
+        sysmount.private_namespace()
+        if _images(ramdisk) > 1:
+            return _per_node(r, ramdisk, what)
+        with contextlib.ExitStack() as stack:
+            write = r["DIRECTION"] == "in" or r["MODE"] == "script"
+            stack.enter_context(
+                _opened(ramdisk, write, what, r.get("RECLAIM", ()), _jobid(ramdisk))
+            )
+            replica = r.get("REPLICA")
+            if replica is not None:
+                try:
+                    stack.enter_context(_opened(os.path.dirname(replica), False, what))
+                except (OSError, ProviderError, layout.RamdiskError) as exc:
+                    # a replica only saves reading data_in: read data_in
+                    print(f"{PROG}: not reusing {replica}: {exc}", file=sys.stderr)
+                    values = {k: v for k, v in r.values.items() if k != "REPLICA"}
+                    r = request.Request(r.op, values)
+            if producer and r.get("PRODUCER_SERVERS") is not None:
+                there = stack.enter_context(_producer_elsewhere(r, producer, ramdisk))
+                src = there + r["SRC"][len(producer) :]
+                r, producer = request.Request(r.op, dict(r.values, SRC=src)), there
+            elif producer:
+                stack.enter_context(_opened(producer, False, what))
+            return _stage_here(r, producer, ramdisk)
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    except Stopped as exc:
+        print(f"{PROG}: stopped by signal {exc.args[0]}", file=sys.stderr, flush=True)
+        return 128 + exc.args[0]
+
+
+class Stopped(BaseException):
+    """A stop signal came: unwind (the stager first, then the mounts)."""
+
+
+#: the stager a stage forked (its process group), killed when it is stopped
+_children = set()
+
+
+def _stopped(signum, frame):
+    for pid in list(_children):
+        for kill in (os.killpg, os.kill):  # (its group may not be made yet)
+            try:
+                kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    raise Stopped(signum)
+
+
+def _per_node(r, ramdisk, what):
+    """A stage of a RAM disk made of one image per compute node of its job
+    (``rsa.fs=per-node``), copies only.  In: data_in into the first image,
+    then from it into each of the others (memory to memory).  Out: every
+    image read-only side by side, nothing copied if a name is in more than
+    one (never a silent pick: ``stage.merge``), then each one's outputs
+    into data_out in turn."""
+    import shutil
+    import tempfile
+
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+
+    if r["MODE"] != "copy":
+        print(
+            f"{PROG}: {ramdisk}: a RAM disk with an image per compute node is staged "
+            f"by copies only (not {r['MODE']})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_FAILED
+    count, jobid = _images(ramdisk), _jobid(ramdisk)
+    reclaim = r.get("RECLAIM", ())
+    top = tempfile.mkdtemp(prefix="rsa-images-")
+    try:
+        os.chmod(top, 0o711)  # the owner reaches the mounts, nothing else
+        if r["DIRECTION"] == "in":
+            with _opened(ramdisk, True, what, reclaim, jobid):
+                code = _stage_here(r, None, ramdisk)
+            for index in range(1, count):
+                if code != 0:
+                    break
+                first = os.path.join(top, "0")
+                os.makedirs(first, exist_ok=True)
+                with _opened(ramdisk, False, what, reclaim, jobid, 0, first), _opened(
+                    ramdisk, True, what, reclaim, jobid, index
+                ):
+                    here = dict(r.values, SRC=os.path.join(first, IN_AREA))
+                    code = _stage_here(request.Request(r.op, here), None, ramdisk)
+            return code
+        with contextlib.ExitStack() as stack:
+            trees = []
+            for index in range(count):
+                at = os.path.join(top, str(index))
+                os.mkdir(at)
+                stack.enter_context(
+                    _opened(ramdisk, False, what, reclaim, jobid, index, at)
+                )
+                layout.check_ramdisk(at, os.path.basename(ramdisk), r["OWNER"])
+                trees.append(os.path.join(at, OUT_AREA))
+            code = _forked(lambda: _merge_check(r, trees))
+            for tree in trees:
+                if code != 0:
+                    break
+                at = os.path.dirname(tree)
+                code = _forked(
+                    lambda: _stager(
+                        request.Request(r.op, dict(r.values, SRC=tree)),
+                        disks.provider_of(layout.read_marker(ramdisk)),
+                        at,
+                        stage_argv(request.Request(r.op, dict(r.values, SRC=tree))),
+                    )
+                )
+            return code
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _merge_check(r, trees):
+    """As the owner: refuse outputs whose names clash between nodes."""
+    from flux_rsa.stage import identity, merge
+    from flux_rsa.stage.errors import StageError
+
+    try:
+        identity.become(r["OWNER"])
+        merge.check(trees)
+    except StageError as exc:
+        print(exc.line(), file=sys.stderr, flush=True)
+        return exc.code
+    return 0
+
+
+def _jobid(ramdisk):
+    jobid, _ = layout.ids_from_name(os.path.basename(ramdisk))
+    return jobid
+
+
+def _stage_here(r, producer, ramdisk):
+    """``_stage`` once every RAM disk it reads or writes is there: the
+    producer's (the hand-off), if any, at ``producer``."""
+    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+
     try:
         if producer:  # another RAM disk of the same owner (the hand-off)
             layout.check_ramdisk(producer, os.path.basename(producer), r["OWNER"])
         marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
         provider = registry.get(marker.get("provider"))
-        expected = provider.expected_bytes(ramdisk)
-    except (layout.RamdiskError, registry.UnknownProvider) as exc:
+        # (here, not before: an image's areas exist once it is mounted)
+        trust.owner_areas(r)
+    except (layout.RamdiskError, registry.UnknownProvider, request.Refused) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     argv = stage_argv(r)
@@ -176,15 +353,13 @@ def _stage_here(r, producer):
     ):
         verify = argv.index("--verify")
         unverified = argv[: verify + 1] + ["none"] + argv[verify + 2 :]
-        code = _forked(
-            lambda: _through_fresh_client(provider, r, ramdisk, expected, unverified)
-        )
+        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, unverified))
         if code != 0:
             return code
-    return _stager(r, ramdisk, expected, argv)
+    return _forked(lambda: _stager(r, provider, ramdisk, argv))
 
 
-def _stager(r, ramdisk, expected, argv):
+def _stager(r, provider, ramdisk, argv):
     """Become the owner for good and run the stager with ``argv``."""
     from flux_rsa.stage import cli, identity
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
@@ -195,27 +370,35 @@ def _stager(r, ramdisk, expected, argv):
         print(exc.line(), file=sys.stderr, flush=True)
         return exc.code
     try:
-        gluster.check_whole(ramdisk, expected)
-        code = cli.main(argv)
-        gluster.check_whole(ramdisk, expected)
-    except (OSError, gluster.GlusterError) as exc:
+        provider.check_whole(ramdisk)
+        code = cli.main(argv, script_env=_script_env(r, ramdisk))
+        provider.check_whole(ramdisk)
+    except (OSError, ProviderError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     return code
 
 
-def _from_producer_elsewhere(r, producer):
-    """A stage-in from the owner's RAM disk on another RSA node (the
-    hand-off): in a mount namespace of this process alone, mount its
-    volume read-only (as its compute nodes did), stage from there, unmount.
-    Its marker is checked through that mount like a local one's."""
-    from flux_rsa.ramdisk import volfiles
-    from flux_rsa.stage.errors import EXIT_FAILED, PROG
+@contextlib.contextmanager
+def _producer_elsewhere(r, producer, ramdisk):
+    """The owner's RAM disk ``producer`` on another RSA node (the
+    hand-off), mounted read-only in this namespace as its provider reaches
+    it (its volume, or its image in that node's store); yields where.  Its
+    marker is then checked as a local one's."""
+    import shutil
+    import tempfile
+
+    from flux_rsa.ramdisk import holder
 
     name = os.path.basename(producer)
-    volume = volfiles.Volume(
-        name, r["PRODUCER_SERVERS"], r["PRODUCER_USER"], r["PRODUCER_SECRET"]
-    )
+    values = {
+        "SERVERS": r["PRODUCER_SERVERS"],
+        "USER": r["PRODUCER_USER"],
+        "SECRET": r["PRODUCER_SECRET"],
+        "IMAGE": r.get("PRODUCER_IMAGE"),
+        "HOST": r.get("HOST") or holder.node_name(),
+        "WHAT": f"the hand-off's stage-in of job {os.path.basename(ramdisk)}",
+    }
     top = tempfile.mkdtemp(prefix="rsa-handoff-")
     mountpoint = os.path.join(top, name)
     try:
@@ -223,38 +406,31 @@ def _from_producer_elsewhere(r, producer):
         os.mkdir(mountpoint)
         workdir = os.path.join(top, "client")
         os.mkdir(workdir, 0o700)
-        sysmount.private_namespace()
-        gluster.mount(volume, mountpoint, workdir, read_only=True)
-    except (OSError, gluster.GlusterError) as exc:
-        print(
-            f"{PROG}: cannot mount job {name}'s RAM disk from "
-            f"{','.join(volume.servers)}: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-        shutil.rmtree(top, ignore_errors=True)
-        return EXIT_FAILED
-    try:
-        here = dict(r.values, SRC=mountpoint + r["SRC"][len(producer) :])
-        return _forked(lambda: _stage_here(request.Request(r.op, here), mountpoint))
-    finally:
+        provider = disks.provider_of(layout.read_marker(ramdisk) or {})
         try:
-            gluster.unmount(mountpoint)
-        except OSError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+            with provider.remote(values, mountpoint, workdir):
+                yield mountpoint
+        except ProviderError as exc:
+            raise ProviderError(
+                f"cannot mount job {name}'s RAM disk from "
+                f"{','.join(values['SERVERS'])}: {exc}"
+            ) from None
+    finally:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _through_fresh_client(provider, r, ramdisk, expected, argv):
+def _through_fresh_client(provider, r, ramdisk, argv):
     """In a mount namespace of this process alone, mount a new client of
     the RAM disk over it, run the stager there as the owner, unmount."""
+    import shutil
+
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
     workdir = None
     try:
         sysmount.private_namespace()
         workdir = provider.mount_fresh(ramdisk)
-    except (OSError, gluster.GlusterError) as exc:
+    except (OSError, ProviderError) as exc:
         print(
             f"{PROG}: cannot mount a client of its own for the stage-in: {exc}",
             file=sys.stderr,
@@ -262,7 +438,7 @@ def _through_fresh_client(provider, r, ramdisk, expected, argv):
         )
         return EXIT_FAILED
     try:
-        return _forked(lambda: _stager(r, ramdisk, expected, argv))
+        return _forked(lambda: _stager(r, provider, ramdisk, argv))
     finally:
         sysmount.umount(ramdisk)
         shutil.rmtree(workdir)
@@ -277,12 +453,32 @@ def _forked(fn):
     if pid == 0:
         code = 1
         try:
+            os.setpgid(0, 0)  # it and what it starts: killed together when stopped
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
             code = fn()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    _children.add(pid)
+    try:
+        while True:
+            try:
+                return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            except InterruptedError:
+                continue
+    finally:
+        _children.discard(pid)
+        _reap(pid)
+
+
+def _reap(pid):
+    """Wait for a child killed while we were told to stop."""
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _measure(r):
@@ -297,10 +493,78 @@ def _measure(r):
     return measure.main([r["PATH"]])
 
 
+def _script_env(r, ramdisk):
+    """A user's stage script's environment: the job's own, as its J carries
+    it (``stage.script.environment``); None for the stager's own modes."""
+    from flux_rsa.privileged import signed
+    from flux_rsa.stage import script
+
+    if r["MODE"] != "script":
+        return None
+    submitted = signed.environment(r.get("J"))
+    return script.environment(submitted, r.get("JOBID"), ramdisk, r["DIRECTION"])
+
+
 def _check(r):
     print(
         json.dumps({"ok": True, "euid": os.geteuid(), "pid": os.getpid()}), flush=True
     )
+    return 0
+
+
+def _flush(r):
+    """Write back what this compute node still holds of the job's image (its
+    store is about to stop: the instance shuts down while the job runs)."""
+    mountpoint = os.path.join(r["ROOT"], r["NAME"])
+    try:
+        if sysmount.mounted(mountpoint):
+            sysmount.syncfs(mountpoint)
+    except OSError as exc:
+        return _fail(f"flush {mountpoint}: {exc}")
+    return 0
+
+
+def _store(r):
+    """Serve this RSA node's image store until told to stop (a signal, as a
+    holder is); then stop serving it, keeping it only for the images left
+    in it (kept ones)."""
+    from flux_rsa.ramdisk import holder
+
+    signals.block()
+    provider = registry.get(r["PROVIDER"])
+    host = r.get("HOST") or holder.node_name()
+    try:
+        marker = provider.serve_store(
+            r["ROOT"],
+            host,
+            r["SIZE"],
+            r["PORT"],
+            r["SECRET"],
+            r.get("FS_HOST", "{host}"),
+        )
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        return _fail(str(exc))
+    print(
+        json.dumps({"event": "store", "host": host, "server": marker["server"]}),
+        flush=True,
+    )
+    signals.wait()
+    try:
+        left = provider.close_store(r["ROOT"], host)
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        return _fail(f"cannot stop the image store of {host}: {exc}")
+    print(json.dumps({"event": "store-closed", "host": host, "kept": left}), flush=True)
+    return 0
+
+
+def _leave(r):
+    """Unmount this compute node's clients of the RSA nodes' stores that no
+    attached image uses."""
+    try:
+        left, in_use = registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+    except (OSError, ProviderError, layout.RamdiskError) as exc:
+        return _fail(f"cannot leave the image stores: {exc}")
+    print(json.dumps({"event": "left", "left": left, "in_use": in_use}), flush=True)
     return 0
 
 
@@ -314,11 +578,17 @@ RUN = {
     "check": _check,
     "attach": _attach,
     "detach": _detach,
+    "store": _store,
+    "leave": _leave,
+    "flush": _flush,
 }
 
 
 def run(request, scripts=None):
     """Carry out ``request``, with ``scripts`` ({step: path}) the site
     scripts of provider command it may run; return its exit status."""
-    command.configure(scripts or {})
+    if scripts:
+        from flux_rsa.ramdisk.providers import command
+
+        command.configure(scripts)
     return RUN[request.op](request)

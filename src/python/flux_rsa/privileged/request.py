@@ -23,8 +23,7 @@ script anyway); through ``flux-imp`` they come from the site's root-owned
 import os
 from dataclasses import dataclass, field
 
-from flux_rsa.core.config import COMMAND_STEPS
-from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.core.areas import IN_AREA, OUT_AREA
 from flux_rsa.privileged.values import (
     NAME,
     Refused,
@@ -105,6 +104,9 @@ OPS = {
             "PORT": positive,
             "SECRET": secret,
             "FS_HOST": fs_host,
+            # a one-node RAM disk made of file-system images in the node's
+            # store, one per compute node of the job
+            "IMAGE": number,
         },
         for_owner=True,
         scripts=("create", "destroy"),
@@ -129,12 +131,20 @@ OPS = {
             "SOURCE": exact_path,
             "JOBID": number,
             "PORT": positive,
+            # an image (its file in the store the login reaches), mounted here
+            "IMAGE": name,
+            "STORE": flag,
+            # this compute node's name (who holds the image, for everyone to see)
+            "HOST": host,
         },
         scripts=("attach", "detach"),
         what="attach the job's RAM disk at ROOT/NAME on this compute node (and check it is)",
     ),
     "detach": Spec(
         {"ROOT": exact_path, "NAME": name, "RANK": number},
+        # LEAVE: the pool stopped for good: leave its stores too (PROVIDER's
+        # clients of them) once no image uses them
+        {"HOST": host, "LEAVE": flag, "PROVIDER": one_of(PROVIDERS)},
         scripts=("detach",),
         what="unmount the job's RAM disk at ROOT/NAME on this compute node",
     ),
@@ -169,13 +179,22 @@ OPS = {
             "VERIFY": one_of(VERIFY),
             "WORKERS": number,
             "REPLICA": exact_path,
+            # a stage script's FLUX_JOB_ID (its environment is the job's, from J)
+            "JOBID": number,
             # SRC is another RAM disk of the owner on another RSA node (the
             # hand-off): its volume, mounted read-only for the stage-in
             "PRODUCER_SERVERS": servers,
             "PRODUCER_USER": name,
             "PRODUCER_SECRET": secret,
+            # ... and the producer's image in that node's store, when it is one
+            "PRODUCER_IMAGE": name,
             # the job's signed request: through the IMP, what binds the rest to its owner
             "J": job_request,
+            # the compute nodes lost with the RAM disk's images mounted: their
+            # holds on them are broken, the images checked, then read
+            "RECLAIM": hosts,
+            # this RSA node's name (who reads an image, for everyone to see)
+            "HOST": host,
         },
         for_owner=True,
         what="copy between a RAM disk area and a data directory, as the job owner",
@@ -188,9 +207,29 @@ OPS = {
     ),
     "check": Spec(
         {},
-        scripts=COMMAND_STEPS,
+        scripts=registry.COMMAND_STEPS,
         what="answer, to show the IMP runs this entry point (and the site's scripts "
         "are fit to run)",
+    ),
+    "flush": Spec(
+        {"ROOT": exact_path, "NAME": name},
+        what="write back what this compute node holds of the job's image at ROOT/NAME",
+    ),
+    "store": Spec(
+        {
+            "ROOT": exact_path,
+            "SIZE": positive,
+            "PORT": positive,
+            "SECRET": secret,
+            "PROVIDER": one_of(PROVIDERS),
+        },
+        {"HOST": host, "FS_HOST": fs_host},
+        what="serve this RSA node's image store until signalled",
+    ),
+    "leave": Spec(
+        {"ROOT": exact_path, "PROVIDER": one_of(PROVIDERS)},
+        what="unmount this compute node's clients of RSA nodes' image stores "
+        "that no attached image uses",
     ),
 }
 
@@ -310,6 +349,14 @@ def _provider_vars(r, provider, kind, common=()):
                 )
 
 
+def _check_store(r):
+    if not registry.caps(r["PROVIDER"]).images:
+        raise Refused(
+            f"{PREFIX}PROVIDER={r['PROVIDER']} keeps no image store (only "
+            f"{', '.join(c.name for c in registry.PROVIDERS.values() if c.images)})"
+        )
+
+
 def _check_hold(r):
     provider = r["PROVIDER"]
     _provider_vars(r, provider, "hold_vars", common=("TASK_RANK",))
@@ -342,6 +389,11 @@ def _check_hold(r):
 
 def _check_attach(r):
     _provider_vars(r, r["PROVIDER"], "attach_vars")
+    if (r.get("IMAGE") is not None or r.get("STORE")) and r.get("SERVERS") is None:
+        raise Refused(
+            f"{PREFIX}IMAGE and {PREFIX}STORE need the store's login ({PREFIX}SERVERS, "
+            f"{PREFIX}USER, {PREFIX}SECRET)"
+        )
     source = r.get("SOURCE")
     if source is not None and os.path.basename(source) != r["NAME"]:
         raise Refused(
@@ -378,6 +430,11 @@ def _check_stage(r):
     volume = [
         r.get(f"PRODUCER_{key}") is not None for key in ("SERVERS", "USER", "SECRET")
     ]
+    if r.get("PRODUCER_IMAGE") is not None and not all(volume):
+        raise Refused(
+            f"{PREFIX}PRODUCER_IMAGE needs the producer's store login "
+            f"({PREFIX}PRODUCER_SERVERS, _USER and _SECRET)"
+        )
     if any(volume) and not (all(volume) and producer and r["MODE"] == "copy"):
         raise Refused(
             f"{PREFIX}PRODUCER_SERVERS, _USER and _SECRET come together, and only for "
@@ -403,6 +460,8 @@ _CHECKS = {
     "purge": _check_purge,
     "discard": _check_discard,
     "stage": _check_stage,
+    "store": _check_store,
+    "leave": _check_store,
 }
 
 

@@ -23,14 +23,15 @@ is this one's ``data_in``), checked by the stage itself (``ops._stage``:
 its marker names ``RSA_OWNER``) before it reads it as that owner.  (Like flux-imp
 exec, this does not stop a J from being used again for the same paths.)
 
-``check()`` is pure; ``unwrap()`` calls flux-security.
+``check()`` and ``environment()`` are pure; ``unwrap()`` calls
+flux-security.
 """
 
+import base64
 import importlib.util
 import json
 import os
 
-from flux_rsa.core.request import BadRequest, parse_request
 from flux_rsa.privileged import trust
 from flux_rsa.privileged.request import PREFIX, Refused, producer_area, stage_mode
 
@@ -54,6 +55,11 @@ def check(request, payload, signer):
         raise Refused(
             f"{PREFIX}J does not hold a jobspec (signed payload is not one)"
         ) from None
+    from flux_rsa.core.request import (  # jsonschema: when needed
+        BadRequest,
+        parse_request,
+    )
+
     try:
         asked = parse_request(attrs)
     except BadRequest as exc:
@@ -136,6 +142,21 @@ def _why(exc):
     """flux-security's message (its bindings give bytes)."""
     why = exc.strerror or str(exc)
     return why.decode(errors="replace") if isinstance(why, bytes) else why
+
+
+def environment(j):
+    """The environment of the job whose signed request is ``j``, as its
+    owner submitted it (Flux keeps it in J alone), for a stage script.
+    Its signature is not checked here: through the IMP ``verify()`` has
+    checked this J; a direct caller is trusted.  {} without J or one in it."""
+    try:
+        payload = base64.b64decode(j.split(".")[1], validate=True)
+        env = json.loads(payload)["attributes"]["system"].get("environment")
+    except (AttributeError, LookupError, TypeError, ValueError):  # binascii.Error too
+        return {}
+    if not isinstance(env, dict):
+        return {}
+    return {k: v for k, v in env.items() if isinstance(v, str)}
 
 
 def verify(request, unwrap=unwrap):

@@ -15,12 +15,14 @@ file that only root can change, in directories only root can change.
 import os
 import stat
 
-import tomllib
-
-from flux_rsa.core.config import Policy
 from flux_rsa.privileged.request import OPS, PREFIX, Refused, script_var
 
-DEFAULT_ROOT = Policy.ramdisk_root
+
+def default_root():
+    """The RAM-disk root when the site's [rsa] table sets none (the service's)."""
+    from flux_rsa.core.config import Policy
+
+    return Policy.ramdisk_root
 
 
 def _secure(st, owners=(0,), sticky=True):
@@ -104,6 +106,8 @@ def secure_installed(path, what):
 def site_table(conf_dir):
     """The ``[rsa]`` table of the TOML files in ``conf_dir`` (later files
     win, as Flux reads them), after checking that only root can change them."""
+    import tomllib
+
     secure_path(conf_dir, "configuration directory")
     table = {}
     for entry in sorted(os.listdir(conf_dir)):
@@ -125,14 +129,16 @@ def site_table(conf_dir):
 
 
 #: operations on compute nodes act under [rsa] mount-root (default: ramdisk-root)
-ON_COMPUTE_NODES = ("attach", "detach")
+ON_COMPUTE_NODES = ("attach", "detach", "leave", "flush")
+#: operations that act on RSA nodes or, for an image a compute node holds, there
+ON_EITHER = ("purge",)
 
 
 def site_root(conf_dir, key="ramdisk-root"):
     """The site's RAM-disk root (``[rsa] ramdisk-root``, default as the
     service's), or where compute nodes attach (``[rsa] mount-root``)."""
     table = site_table(conf_dir)
-    root = table.get("ramdisk-root", DEFAULT_ROOT)
+    root = table.get("ramdisk-root") or default_root()
     if key == "mount-root":
         root = table.get("mount-root") or root
     if not isinstance(root, str) or not root.startswith("/"):
@@ -149,6 +155,8 @@ def check(request, conf_dir):
         return
     key = "mount-root" if request.op in ON_COMPUTE_NODES else "ramdisk-root"
     site = site_root(conf_dir, key)
+    if request.op in ON_EITHER and root == site_root(conf_dir, "mount-root"):
+        key, site = "mount-root", root
     if root != site:
         what = "RAM-disk root" if key == "ramdisk-root" else "RAM-disk mount root"
         raise Refused(

@@ -1,10 +1,11 @@
 """Command line: python3 -m flux_rsa.ramdisk hold|purge|sweep|discard."""
 
 import argparse
+import os
 import sys
 
 from flux_rsa.core.units import parse_size
-from flux_rsa.ramdisk import disks, layout, registry
+from flux_rsa.ramdisk import disks, imagedisk, layout, registry, store, sysmount
 from flux_rsa.ramdisk.holder import hold, task_rank
 from flux_rsa.ramdisk.providers.base import Task
 from flux_rsa.ramdisk.purge import purge
@@ -82,7 +83,48 @@ def parser():
     )
     d = sub.add_parser("discard", help="remove the kept RAM disk PATH")
     d.add_argument("path")
+    look = sub.add_parser(
+        "look",
+        help="run COMMAND where the image RAM disks under ROOT (or the one at ROOT) "
+        "are mounted read-only at their own paths, for it alone",
+    )
+    look.add_argument("root", metavar="ROOT")
+    look.add_argument("command_args", nargs=argparse.REMAINDER, metavar="COMMAND")
     return p
+
+
+def _look(root, command):
+    """``look``: in a mount namespace of this process alone, mount every
+    image RAM disk under ``root`` (or ``root`` itself) read-only, except
+    those a compute node or a stage writes now (said on stderr), then run
+    ``command``; its exit status."""
+    import contextlib
+    import subprocess
+
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        return _fail("look needs a COMMAND to run")
+    marker = layout.read_marker(root)
+    paths = (
+        [root]
+        if marker is not None
+        else [os.path.join(root, e) for e in sorted(os.listdir(root))]
+    )
+    try:
+        sysmount.private_namespace()
+    except OSError as exc:
+        return _fail(f"look: {exc}")
+    with contextlib.ExitStack() as stack:
+        for path in paths:
+            marker = layout.read_marker(path)
+            if not imagedisk.is_image(marker) or marker.get("mounted"):
+                continue
+            try:
+                stack.enter_context(imagedisk.opened(path, False, "a look by root"))
+            except (OSError, layout.ProviderError) as exc:
+                print(f"{PROG}: look: {path}: {exc}", file=sys.stderr, flush=True)
+        return subprocess.call(command)
 
 
 def _fail(message):
@@ -111,9 +153,14 @@ def main(argv=None):
             adopt=args.adopt,
         )
         return hold(task, args.provider, prog=PROG)
+    if args.command == "look":
+        return _look(args.root, args.command_args)
     if args.command == "discard":
         try:
-            if disks.discard(args.path):
+            if os.path.basename(args.path.rstrip("/")).startswith(store.PREFIX):
+                if store.discard(args.path):
+                    print(f"{PROG}: discarded the image store {args.path}", flush=True)
+            elif disks.discard(args.path):
                 print(f"{PROG}: discarded {args.path}", flush=True)
         except layout.RamdiskError as exc:
             return _fail(str(exc))

@@ -10,7 +10,15 @@ from flux_rsa.ramdisk.sysmount import MountError
 
 
 def provider_of(marker):
-    return registry.get(marker.get("provider"))
+    """The provider that made the RAM disk of ``marker`` (RamdiskError when
+    the marker names none flux-rsa knows: never made here)."""
+    try:
+        return registry.get(marker.get("provider"))
+    except registry.UnknownProvider as exc:
+        raise layout.RamdiskError(
+            f"the {layout.MARKER} marker of RAM disk {marker.get('name')!r} names "
+            f"an {exc}: not a RAM disk flux-rsa made"
+        ) from None
 
 
 def destroy(path):

@@ -16,16 +16,13 @@ a server stopped at a pool restart is started again over the same brick
 when a new holder adopts the RAM disk.
 """
 
+import contextlib
 import errno
 import os
-import shutil
-import socket
-import subprocess
 import time
-import uuid
 
 from flux_rsa.ramdisk import mounts, signals, sysmount, volfiles
-from flux_rsa.ramdisk.layout import starttime
+from flux_rsa.ramdisk.layout import ProviderError, starttime
 
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: a brick or a mount must come up within this many seconds
@@ -37,11 +34,13 @@ FUSE = "fuse.glusterfs"
 HANDLES = ".glusterfs"
 
 
-class GlusterError(Exception):
+class GlusterError(ProviderError):
     pass
 
 
 def program(name):
+    import shutil
+
     found = shutil.which(name, path=os.environ.get("PATH", "") + ":" + SBIN)
     if found is None:
         raise GlusterError(
@@ -69,6 +68,8 @@ def process_record(proc):
 
 
 def _spawn(argv):
+    import subprocess
+
     return subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -189,6 +190,8 @@ def _start(argv, ready, log, exited, late, stopped, undo=None):
 
 def address(server):
     """The address a "host:port" server listens on (its host resolved)."""
+    import socket
+
     host = server.rsplit(":", 1)[0]
     try:
         return socket.gethostbyname(host)
@@ -197,6 +200,8 @@ def address(server):
 
 
 def _listening(host, port):
+    import socket
+
     try:
         with socket.create_connection((host, int(port)), timeout=0.5):
             return True
@@ -301,6 +306,41 @@ def mount_file(volfile, mountpoint, workdir, name, bricks, read_only=False):
         undo=lambda: unmount(mountpoint),
     )
     return process_record(proc)
+
+
+def mount_login(login, mountpoint, workdir, read_only=False):
+    """Mount the volume a login reaches (``servers``, ``user``, ``secret``,
+    and a ``name`` to show) at ``mountpoint``; return the client's record."""
+    volume = volfiles.Volume(
+        login.get("name", "rsa"),
+        tuple(login["servers"]),
+        login["user"],
+        login["secret"],
+    )
+    return mount(volume, mountpoint, workdir, read_only)
+
+
+def login_of(values):
+    """The login in request ``values`` (SERVERS, USER, SECRET)."""
+    return {
+        "servers": list(values["SERVERS"]),
+        "user": values["USER"],
+        "secret": values["SECRET"],
+    }
+
+
+@contextlib.contextmanager
+def mounted_for(values, mountpoint, workdir, read_only=True):
+    """The volume request ``values`` reach, mounted (``read_only``) at
+    ``mountpoint`` (its client's files in ``workdir``) while in the context."""
+    try:
+        mount_login(login_of(values), mountpoint, workdir, read_only=read_only)
+    except (OSError, GlusterError) as exc:
+        raise ProviderError(str(exc)) from None
+    try:
+        yield mountpoint
+    finally:
+        unmount(mountpoint)
 
 
 def attach(mountpoint, rank, values, provider):
@@ -408,6 +448,8 @@ def _hexdigits(text):
 
 
 def _is_gfid(name):
+    import uuid
+
     try:
         return str(uuid.UUID(name)) == name
     except ValueError:

@@ -77,6 +77,8 @@ def hold(task, provider_name, prog=PROG):
     """Holder task ``task`` of provider ``provider_name``: build or adopt,
     report, keep until signalled; return the exit status."""
     signals.block()
+    if task.image and task.host is None:
+        task = dataclasses.replace(task, host=node_name())  # its store's node
     provider = registry.get(provider_name)
     keeps = registry.caps(provider_name).keeps
     try:

@@ -23,11 +23,10 @@ import json
 import os
 import pwd
 import re
-import shutil
 import signal
 import time
 
-from flux_rsa.core.record import IN_AREA, OUT_AREA
+from flux_rsa.core.areas import IN_AREA, OUT_AREA
 
 MARKER = ".rsa-ramdisk"
 #: seconds a sweep waits for the process of a holder whose job ended
@@ -285,6 +284,8 @@ def adopted(path, marker, size):
 
 def remove(path):
     """Remove a file, link or tree without following links."""
+    import shutil
+
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
     elif os.path.lexists(path):

@@ -12,7 +12,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 
 from flux_rsa.ramdisk import registry
 from flux_rsa.ramdisk.sysmount import write_private
@@ -43,25 +42,32 @@ def _refs_update(workdir, rank, add):
 def attach(mountpoint, rank, how, mount):
     """Make the RAM disk reachable at ``mountpoint`` for job rank ``rank``
     (idempotent): the first rank on this node calls ``mount(workdir)``;
-    ``how`` (a dict with ``provider``) is kept for ``detach``.  When the
-    mount fails and no other rank uses it, nothing of it is left."""
+    ``how`` (a dict with ``provider``), with what ``mount`` returned (a
+    dict, or None), is kept for ``detach``.  When the mount fails and no
+    other rank uses it, nothing of it is left."""
+    import shutil
+
     workdir = _workdir(mountpoint)
     with _locked(workdir, create=True):
         if not _read_json(os.path.join(workdir, "ranks"), []):
             os.makedirs(mountpoint, mode=0o755, exist_ok=True)
             write_private(os.path.join(workdir, "how"), json.dumps(how))
             try:
-                mount(workdir)
+                done = mount(workdir)
             except BaseException:
                 _remove(mountpoint)
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
+            if done:
+                write_private(os.path.join(workdir, "how"), json.dumps({**how, **done}))
         _refs_update(workdir, rank, add=True)
 
 
 def detach(mountpoint, rank):
     """This rank is done with the RAM disk: undo the attach when no rank of
     the job on this node uses it any more, and remove what attach made."""
+    import shutil
+
     workdir = _workdir(mountpoint)
     with _locked(workdir, create=False) as lock:
         if lock is None or _refs_update(workdir, rank, add=False):

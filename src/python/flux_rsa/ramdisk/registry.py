@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 #: TCP ports (from [rsa] fs-ports) each reservation of provider command gets
 COMMAND_PORTS = 8
+#: the steps of provider command, each a site script ([rsa] command-STEP)
+COMMAND_STEPS = ("create", "destroy", "attach", "detach")
 #: a GlusterFS volume of several bricks cuts files into pieces of this size
 #: (features/shard's block; 4 MiB is the least it accepts), each placed on
 #: a brick by the hash of its name (cluster/distribute)
@@ -50,6 +52,9 @@ class Caps:
     secret: bool = False
     #: the provider a one-node reservation of this one gets instead ("": itself)
     one_node: str = ""
+    #: can a one-node RAM disk of it be a file-system image, which the job's
+    #: compute node mounts itself (when it exports to compute nodes)?
+    images: bool = False
     #: variables of RSA_OP=hold beyond the common ones: (needed, optional)
     hold_vars: tuple = ((), ())
     #: variables of RSA_OP=attach beyond the common ones: (needed, optional),
@@ -94,12 +99,14 @@ PROVIDERS = {
         Caps(
             "tmpfs",
             "flux_rsa.ramdisk.providers.tmpfs",
-            "one RSA node: a tmpfs, exported to compute nodes over GlusterFS",
+            "one RSA node: a tmpfs, exported to compute nodes over GlusterFS (a job "
+            "on one compute node: an image in the node's store, which it mounts)",
             exports=True,
             ports=lambda nodes, exported: 1 if exported else 0,
             secret=True,
-            hold_vars=((), ("NODES", "PORT", "SECRET", "FS_HOST")),
-            attach_vars=((), _LOGIN),
+            images=True,
+            hold_vars=((), ("NODES", "PORT", "SECRET", "FS_HOST", "IMAGE")),
+            attach_vars=((), _LOGIN + ("IMAGE", "STORE", "JOBID")),
             attach_together=(_LOGIN,),
         ),
         Caps(

@@ -16,7 +16,7 @@ import fcntl
 import json
 import os
 
-from flux_rsa.ramdisk import disks, layout, registry, sysmount
+from flux_rsa.ramdisk import disks, imagedisk, layout, registry, store, sysmount
 
 
 def _part_of(entry, name):
@@ -96,6 +96,8 @@ def _sweep(root, say, report_kept, gone):
                     "bytes": marker.get("size"),
                     "host": marker.get("host"),
                 }
+                if marker.get("kind") == "image":  # in the node's store
+                    report["kind"] = "image"
                 if (
                     marker.get("kind") == "brick"
                 ):  # a part of a RAM disk over several nodes
@@ -114,4 +116,30 @@ def _sweep(root, say, report_kept, gone):
         except layout.RamdiskError as exc:
             say(str(exc))
             failed += 1
+    return failed + _orphan_images(root, entries, say)
+
+
+def _orphan_images(root, entries, say):
+    """Remove images in this node's stores whose RAM disk is gone (no
+    marker at ROOT/NAME: a holder killed between removing the one and the
+    other); a RAM disk's marker is made before its image and removed
+    after it, so one being built or removed is never taken for one."""
+    failed = 0
+    for entry in entries:
+        if not entry.name.startswith(store.PREFIX):
+            continue
+        for name in store.images(entry.path):
+            owner = imagedisk.ramdisk_of(name)
+            if layout.read_marker(os.path.join(root, owner)) is not None:
+                continue
+            try:
+                imagedisk.remove_image(store.image_of(entry.path, name))
+                say(
+                    f"removed the image of RAM disk {name}, which is gone, from {entry.path}"
+                )
+            except OSError as exc:
+                say(
+                    f"cannot remove the image of {name} from {entry.path}: {exc.strerror}"
+                )
+                failed += 1
     return failed

@@ -6,6 +6,7 @@ import errno
 import functools
 import os
 
+MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_REMOUNT = 32
@@ -48,7 +49,7 @@ def _mount(source, path, fstype, flags, options):
 TMPFS_SOURCE = "flux-rsa"
 
 
-def mount_tmpfs(path, size, mode=0o755):
+def mount_tmpfs(path, size, mode=0o755, source=TMPFS_SOURCE):
     """A tmpfs of ``size`` bytes at ``path``, nosuid and nodev: nothing on
     a RAM disk may raise privileges where it is mounted."""
     if os.geteuid() != 0:
@@ -60,7 +61,7 @@ def mount_tmpfs(path, size, mode=0o755):
         )
     _check(
         _mount(
-            TMPFS_SOURCE,
+            source,
             path,
             "tmpfs",
             MS_NOSUID | MS_NODEV,
@@ -71,7 +72,12 @@ def mount_tmpfs(path, size, mode=0o755):
     )
 
 
-def resize_tmpfs(path, size):
+def mount_device(device, path, fstype, flags, options=None):
+    """Mount the block ``device`` (a file system of type ``fstype``) at ``path``."""
+    _check(_mount(device, path, fstype, flags, options), f"mount {device} on", path)
+
+
+def resize_tmpfs(path, size, source=TMPFS_SOURCE):
     """Grow (or shrink) the tmpfs at ``path`` to ``size`` bytes."""
     if not mounted(path, "tmpfs"):
         raise MountError(
@@ -79,7 +85,7 @@ def resize_tmpfs(path, size):
         )
     _check(
         _mount(
-            TMPFS_SOURCE,
+            source,
             path,
             "tmpfs",
             MS_REMOUNT | MS_NOSUID | MS_NODEV,
@@ -106,6 +112,21 @@ def umount(path):
     if rc != 0 and ctypes.get_errno() == errno.EBUSY:
         rc = _libc().umount2(os.fsencode(path), MNT_DETACH)
     _check(rc, "umount", path)
+
+
+def umount_now(path):
+    """Unmount what is mounted at ``path``, never lazily: an unmount that
+    returns has written back everything (EBUSY when it is in use)."""
+    _check(_libc().umount2(os.fsencode(path), 0), "umount", path)
+
+
+def syncfs(path):
+    """Write back everything of the file system mounted at ``path``."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _check(_libc().syncfs(fd), "syncfs", path)
+    finally:
+        os.close(fd)
 
 
 def umount_all(path):
@@ -156,3 +177,32 @@ def write_private(path, text):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
+
+
+def in_private_namespace(fn):
+    """Run ``fn()`` in a child process with a mount namespace of its own
+    (what it mounts is gone when it returns: nobody else ever sees it);
+    an exception it raises is raised here as MountError with its text."""
+    import sys
+
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read)
+            private_namespace()
+            fn()
+        except BaseException as exc:  # noqa: B036 - told to the parent, whatever it is
+            os.write(write, str(exc).encode(errors="replace") or repr(exc).encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        said = f.read().decode(errors="replace")
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status != 0:
+        raise MountError(errno.EIO, said or f"exit status {status}")

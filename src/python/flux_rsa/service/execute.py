@@ -29,6 +29,16 @@ class PostState(A.Action):
 SIGNED = (A.StartStage, A.Measure)
 
 
+def needs_j(action, signed):
+    """Does ``action`` carry the job's J: through the IMP (``signed``) when
+    it acts as the owner; always for a stage script, whose environment is
+    the job's own as J holds it (Flux keeps a job's environment there
+    alone)."""
+    if isinstance(action, A.StartStage) and action.method not in (None, "tar"):
+        return True
+    return signed and isinstance(action, SIGNED)
+
+
 class Executor:
     def __init__(self, h, log, pool, timers, active, mounts=None, signed=lambda: False):
         self.h = h
@@ -42,7 +52,7 @@ class Executor:
             A.CancelHolder: self.pool_action,
             A.StartStage: self.pool_action,
             A.StopStage: self.pool_action,
-            A.PurgeInput: self.pool_action,
+            A.PurgeInput: self.purge,
             A.Measure: self.pool_action,
             A.ReplyStart: self.reply_start,
             A.StartTimer: self.start_timer,
@@ -72,16 +82,24 @@ class Executor:
 
     # --- the pool ---
 
+    def purge(self, a):
+        """The switch's purge: where the job's compute node holds an image
+        (only it writes it then), else in the pool."""
+        if a.ranks:
+            self.mounts.purge(a, a.path.rsplit("/", 2)[0])
+        else:
+            self.pool_action(a)
+
     def pool_action(self, a):
         method, payload = wire.request(a)
-        needs_j = isinstance(a, SIGNED) and self.signed()
+        with_j = needs_j(a, self.signed())
         queue = self.waiting.get(a.jobid)
-        if queue is None and not needs_j:
+        if queue is None and not with_j:
             self.pool.call(method, payload)
             return
         if queue is None:
             queue = self.waiting[a.jobid] = []
-        queue.append((method, payload, needs_j))
+        queue.append((method, payload, with_j))
         if len(queue) == 1:
             self._send_waiting(a.jobid)
 

@@ -31,6 +31,7 @@ class JobFacts:
     t_submit: float
     nnodes: int
     rsa: Optional[object]  # attributes.system.rsa as submitted (any type)
+    one_node: bool = False  # it surely runs on one compute node
     state: int = DEPEND  # a flux.constants FLUX_JOB_STATE_*
     priority: Optional[int] = None
     allocated: bool = False
@@ -62,6 +63,36 @@ def count_nodes(jobspec):
         return max(1, walk(jobspec.get("resources"), 1))
     except (AttributeError, TypeError):
         return 1
+
+
+def fixed_nodes(jobspec):
+    """Does the jobspec say how many nodes it runs on (node resources at its
+    top), or run on one for sure?"""
+    try:
+        top = (jobspec.get("resources") or [{}])[0]
+    except (AttributeError, IndexError, TypeError):
+        return False
+    return (isinstance(top, dict) and top.get("type") == "node") or one_node(jobspec)
+
+
+def one_node(jobspec):
+    """Does the jobspec surely run on one node: it asks for one node, or
+    for one slot and no node (a slot lies on one node)?"""
+    try:
+        resources = jobspec.get("resources") or []
+    except AttributeError:
+        return False
+
+    def count(res):
+        c = res.get("count", 1)
+        return c.get("min", 1) if isinstance(c, dict) else c
+
+    if len(resources) != 1 or not isinstance(resources[0], dict):
+        return False
+    top = resources[0]
+    if top.get("type") == "node":
+        return count(top) == 1
+    return top.get("type") == "slot" and count(top) == 1
 
 
 def rsa_attrs(jobspec):
@@ -116,6 +147,7 @@ class Tracker:
                     t_submit=t,
                     nnodes=count_nodes(jobspec),
                     rsa=rsa_attrs(jobspec),
+                    one_node=one_node(jobspec),
                 )
                 self.jobs[jobid] = facts
                 return Fed(facts, new=True)

@@ -2,6 +2,7 @@
 up, a holder, stage or measure moved (a core event for its job), or
 something only worth a log line."""
 
+import dataclasses
 import time
 
 from flux_rsa.pool import protocol
@@ -62,6 +63,8 @@ class PoolEvents:
                 f"directories: {unusable}"
             )
         svc.pool.up(info)
+        # jobs that come from now on know the most one reservation can hold
+        svc.policy = dataclasses.replace(svc.policy, pool_nodes=len(svc.pool.nodes))
         svc.drains.tell_pool()
         svc.reconciler.reconcile_pool()
         svc.arm_flush()

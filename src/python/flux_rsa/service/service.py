@@ -78,7 +78,7 @@ class Service:
         self.store = store.Store(h, log, delay=SAVE_DELAY)
         self.pool = PoolLink(h, log)
         self.drains = Drains(self.pool, self.store, store.load_drained(h))
-        self.mounts = Mounts(h, log, self.via, self.withdrawn)
+        self.mounts = Mounts(h, log, self.via, self.withdrawn, lambda: self.policy)
         self.timers = JobTimers(h, log, self.timer_fired)
         self.execute = Executor(
             h,
@@ -197,7 +197,13 @@ class Service:
         try:
             request = parse_request(facts.rsa)
             rec = admit(
-                facts.jobid, facts.userid, facts.nnodes, request, self.policy, t
+                facts.jobid,
+                facts.userid,
+                facts.nnodes,
+                request,
+                self.policy,
+                t,
+                one_node=facts.one_node,
             )
         except BadRequest as exc:
             rec = admit(
@@ -381,7 +387,8 @@ class Service:
         a = self.records.get(rec.handoff.producer)
         if a is None or not a.volume or not a.volume.get("servers"):
             return None
-        return {key: a.volume[key] for key in ("servers", "user", "secret")}
+        keys = ("servers", "user", "secret", "image")  # (an image: in its node's store)
+        return {key: a.volume[key] for key in keys if a.volume.get(key) is not None}
 
     def trim(self):
         """Keep at most ``keep`` records of ended jobs (oldest go first)."""

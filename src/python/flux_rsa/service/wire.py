@@ -16,7 +16,7 @@ METHOD = {
     A.Measure: P.MEASURE,
 }
 
-PROGRESS = ("bytes_done", "bytes_total", "files_done", "files_total", "rate")
+PROGRESS = ("bytes_done", "bytes_total", "files_done", "files_total", "rate", "quiet")
 
 EVENT = {
     P.HOLDER_ALLOC: lambda t, m: E.HolderAllocated(

@@ -69,12 +69,14 @@ def run(
     name=None,
     sync=True,
     direction=None,
+    script_env=None,
 ):
     """Stage SRC to DST.  MODE is one of MODES; for 'script', SRC is the
-    script and DST is (ramdisk_dir, data_dir), and DIRECTION ("in": data to
+    script and DST is (ramdisk_dir, data_dir), DIRECTION ("in": data to
     RAM disk, "out": RAM disk to data; None: not said) lets its progress be
-    measured.  PROGRESS, if given, is called with progress.Snapshot
-    objects.  Returns a Result; raises StageError.
+    measured, and SCRIPT_ENV is its environment (None: ours; see
+    script.environment).  PROGRESS, if given, is called with
+    progress.Snapshot objects.  Returns a Result; raises StageError.
 
     AS_USER switches this whole process to that user for good (as root), or
     must name the current user.
@@ -103,7 +105,9 @@ def run(
     result = Result(mode)
     t0 = time.monotonic()
     if mode == "script":
-        _script(_b(src), dst, direction, progress is not None, meter, result)
+        _script(
+            _b(src), dst, direction, progress is not None, meter, result, script_env
+        )
     elif mode == "tar":
         _tar(_b(src), _b(dst), name, workers, verify, meter, result, sync)
     else:
@@ -131,8 +135,8 @@ def run(
     return result
 
 
-def _script(script, dst, direction, measured, meter, result):
-    """Mode script: the user's SCRIPT does the copy."""
+def _script(script, dst, direction, measured, meter, result, env):
+    """Mode script: the user's SCRIPT does the copy, in ``env``."""
     from . import script as scriptmod
 
     meter.update("copy", 0, 0, 0, 0, force=True)
@@ -143,7 +147,7 @@ def _script(script, dst, direction, measured, meter, result):
             *((data, ramdisk) if direction == "in" else (ramdisk, data)), meter
         )
         result.bytes_total = tick.total
-    scriptmod.run_script(script, ramdisk, data, tick=tick)
+    scriptmod.run_script(script, ramdisk, data, env=env, tick=tick)
 
 
 def _copy(mode, src, dst, workers, verify, meter, result, shard, finalize, sync):

@@ -119,7 +119,9 @@ def parser():
     return p
 
 
-def main(argv=None):
+def main(argv=None, script_env=None):
+    """The stager's command line; ``script_env``: a stage script's
+    environment (None: ours), for callers in the same process."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in api.MODES and not argv[0].startswith("-"):
         argv.insert(0, "copy")  # copy is the default mode
@@ -163,6 +165,7 @@ def main(argv=None):
             name=args.name,
             sync=not args.no_sync,
             direction=args.direction,
+            script_env=script_env,
         )
     except StageError as exc:
         sys.stdout.flush()

@@ -8,7 +8,9 @@ PHASES = ("scan", "copy", "verify", "done")
 
 
 class Snapshot:
-    """One progress reading, as passed to a run(progress=...) callback."""
+    """One progress reading, as passed to a run(progress=...) callback.
+    ``quiet``: seconds a stage script has printed nothing and not grown
+    its destination (0 for the stager's own copies)."""
 
     __slots__ = (
         "phase",
@@ -17,15 +19,19 @@ class Snapshot:
         "files_done",
         "files_total",
         "rate",
+        "quiet",
     )
 
-    def __init__(self, phase, bytes_done, bytes_total, files_done, files_total, rate):
+    def __init__(
+        self, phase, bytes_done, bytes_total, files_done, files_total, rate, quiet=0
+    ):
         self.phase = phase
         self.bytes_done = bytes_done
         self.bytes_total = bytes_total
         self.files_done = files_done
         self.files_total = files_total
         self.rate = rate
+        self.quiet = quiet
 
     def as_dict(self):
         return {
@@ -37,6 +43,7 @@ class Snapshot:
                 "files_total",
                 "rate",
                 "phase",
+                "quiet",
             )
         }
 
@@ -56,7 +63,14 @@ class Meter:
         self.phase_t0 = self.t0
 
     def update(
-        self, phase, bytes_done, bytes_total, files_done, files_total, force=False
+        self,
+        phase,
+        bytes_done,
+        bytes_total,
+        files_done,
+        files_total,
+        force=False,
+        quiet=0,
     ):
         if self.callback is None:
             return
@@ -80,7 +94,9 @@ class Meter:
         else:
             rate = self._rate(bytes_done, now)
         self.callback(
-            Snapshot(phase, bytes_done, bytes_total, files_done, files_total, rate)
+            Snapshot(
+                phase, bytes_done, bytes_total, files_done, files_total, rate, quiet
+            )
         )
 
     def _rate(self, bytes_done, now):

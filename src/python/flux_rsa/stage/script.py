@@ -1,4 +1,6 @@
-"""User stage scripts: SCRIPT RAMDISK_DIR DATA_DIR, run as the job owner."""
+"""User stage scripts: SCRIPT RAMDISK_DIR DATA_DIR, run as the job owner,
+in the job's own environment (``environment``), watched for growth and
+for silence (``Growth``)."""
 
 import os
 import signal
@@ -13,12 +15,54 @@ from .errors import EXIT_NOSOURCE, EXIT_PERMISSION, EXIT_SCRIPT, StageError
 #: seconds between calls of run_script's ``tick`` while the script runs
 TICK = 0.5
 
+#: what Flux's job shell sets for a job's tasks (flux-environment(7)) and
+#: flux-rsa's shell plugin adds: a stage script is none of them
+TASK_VARIABLES = frozenset(
+    (
+        "FLUX_JOB_ID",
+        "FLUX_JOB_ID_PATH",
+        "FLUX_ENCLOSING_ID",
+        "FLUX_JOB_SIZE",
+        "FLUX_JOB_NNODES",
+        "FLUX_JOB_TMPDIR",
+        "FLUX_TASK_RANK",
+        "FLUX_TASK_LOCAL_ID",
+        "FLUX_KVS_NAMESPACE",
+        "FLUX_URI",
+        "FLUX_PMI_LIBRARY_PATH",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMI_FD",
+        "PMI_SPAWNED",
+        "RSA_RAMDISK",
+        "RSA_DATA_IN",
+        "RSA_DATA_OUT",
+    )
+)
+
+
+def environment(submitted, jobid, ramdisk, direction):
+    """A stage script's environment: the job's own as it was submitted
+    (``submitted``, its jobspec's), less what Flux sets for the job's tasks,
+    plus ``FLUX_JOB_ID`` (the job's, as Flux writes it), ``RSA_RAMDISK``
+    (the RAM disk, as the script sees it) and ``RSA_DIRECTION`` ("in" or
+    "out")."""
+    env = {k: v for k, v in submitted.items() if k not in TASK_VARIABLES}
+    if jobid is not None:
+        from flux.job import JobID
+
+        env["FLUX_JOB_ID"] = JobID(jobid).f58
+    env["RSA_RAMDISK"] = ramdisk
+    env["RSA_DIRECTION"] = direction
+    return env
+
 
 def run_script(script, ramdisk, data, env=None, tick=None):
-    """Run SCRIPT with $1=RAMDISK and $2=DATA.  Its stdout and stderr both go
-    to our stderr (our stdout may carry progress JSON).  ``tick()``, if
-    given, is called every TICK seconds while it runs.  Raises StageError
-    unless it exits 0."""
+    """Run SCRIPT with $1=RAMDISK and $2=DATA, in ``env`` (None: ours).  Its
+    stdout and stderr both go to our stderr (our stdout may carry progress
+    JSON).  ``tick(silent)``, if given, is called every TICK seconds while
+    it runs, with the seconds since the script last printed a line.
+    Raises StageError unless it exits 0."""
     try:
         st = os.stat(script)
     except FileNotFoundError:
@@ -70,7 +114,7 @@ def run_script(script, ramdisk, data, env=None, tick=None):
         ) from None
     last = _Relay(proc.stdout)
     try:
-        rc = _wait(proc, tick)
+        rc = _wait(proc, tick, last)
     except BaseException:
         proc.kill()
         raise
@@ -93,12 +137,12 @@ def run_script(script, ramdisk, data, env=None, tick=None):
     raise StageError(EXIT_SCRIPT, script, cause, hint)
 
 
-def _wait(proc, tick):
+def _wait(proc, tick, relay):
     while True:
         try:
             return proc.wait(timeout=None if tick is None else TICK)
         except subprocess.TimeoutExpired:
-            tick()
+            tick(time.monotonic() - relay.at)
 
 
 def tree_bytes(top):
@@ -122,7 +166,8 @@ class Growth:
     disk).  An estimate (an unpacked archive is a little smaller than the
     archive), capped below 100% until the script ends.  Walking DST costs
     time on big trees: it is done at most every ``spacing`` times as long
-    as the last walk took."""
+    as the last walk took.  Each reading also says how long the script has
+    been quiet: nothing printed and DST not grown (as last walked)."""
 
     def __init__(self, src, dst, meter, clock=time.monotonic, spacing=5.0):
         self.dst = dst
@@ -132,16 +177,20 @@ class Growth:
         self.total = tree_bytes(src)
         self.base = tree_bytes(dst)
         self.next = 0.0
+        self.grown = 0  # bytes DST had grown by at the last walk ...
+        self.changed = clock()  # ... and when that last changed
 
-    def __call__(self):
+    def __call__(self, silent=0.0):
         now = self.clock()
-        if now < self.next:
-            return
-        grown = tree_bytes(self.dst) - self.base
-        took = self.clock() - now
-        self.next = now + max(TICK, took * self.spacing)
-        done = max(0, min(grown, self.total - 1 if self.total else 0))
-        self.meter.update("copy", done, self.total, 0, 0)
+        if now >= self.next:
+            grown = tree_bytes(self.dst) - self.base
+            took = self.clock() - now
+            self.next = now + max(TICK, took * self.spacing)
+            if grown != self.grown:
+                self.grown, self.changed = grown, now
+        done = max(0, min(self.grown, self.total - 1 if self.total else 0))
+        quiet = int(min(silent, now - self.changed))
+        self.meter.update("copy", done, self.total, 0, 0, quiet=quiet)
 
 
 class _Relay(threading.Thread):
@@ -153,11 +202,13 @@ class _Relay(threading.Thread):
         super().__init__(daemon=True)
         self.pipe = pipe
         self.line = None
+        self.at = time.monotonic()  # when the script last printed (or started)
         self.start()
 
     def run(self):
         out = sys.stderr.buffer
         for raw in self.pipe:
+            self.at = time.monotonic()
             out.write(raw)
             out.flush()
             text = raw.decode("utf-8", "backslashreplace").strip()

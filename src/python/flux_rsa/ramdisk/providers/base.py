@@ -29,7 +29,7 @@ provider's; ``ramdisk.registry`` lists them and what each can do.
 from dataclasses import dataclass, field
 from typing import Optional
 
-from flux_rsa.ramdisk import disks, layout
+from flux_rsa.ramdisk import disks, imagedisk, layout
 from flux_rsa.ramdisk.layout import ProviderError
 
 
@@ -50,6 +50,7 @@ class Task:
     fs_host: str = "{host}"
     host: Optional[str] = None  # this node's name in the pool (for a kept marker)
     adopt: Optional[str] = None  # the kept RAM disk to take over
+    image: int = 0  # file-system images, one per compute node of the job (0: none)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -145,6 +146,35 @@ class Provider:
         is whole (checked around every stage), or None."""
         return None
 
+    def check_whole(self, ramdisk):
+        """Raise ProviderError unless every part of the RAM disk mounted at
+        ``ramdisk`` answers (checked before and after every stage)."""
+
+    def opened(self, ramdisk, write, what, reclaim=(), jobid=None, index=0, at=None):
+        """A context in which a stage on this RSA node finds the RAM disk
+        ``ramdisk`` there (or at ``at``), in the caller's own mount
+        namespace: its image ``index`` is mounted for it
+        (``imagedisk.opened``), anything else is there already."""
+        return imagedisk.opened(
+            ramdisk, write, what, reclaim, jobid, index=index, at=at
+        )
+
+    def images(self, ramdisk):
+        """How many images a stage on this RSA node finds the RAM disk
+        ``ramdisk`` made of (0: it is no image, or mounted here already)."""
+        return imagedisk.count(ramdisk)
+
+    def remote(self, values, mountpoint, workdir):
+        """A context in which the RAM disk of another RSA node that
+        ``values`` describe (a producer's, for the hand-off: ``SERVERS``,
+        ``USER``, ``SECRET`` of its volume or store, and ``IMAGE`` when it
+        is an image) is mounted read-only at ``mountpoint``, in the
+        caller's own mount namespace, with what a client needs in
+        ``workdir``."""
+        raise ProviderError(
+            f"provider {self.name} cannot reach another node's RAM disk"
+        )
+
     def sees_own_writes_late(self, ramdisk):
         """True when the client that wrote files into the RAM disk mounted
         at ``ramdisk`` may show them with stale attributes (mtimes), so
@@ -167,3 +197,18 @@ class Provider:
 
     def detach(self, mountpoint, how, rank):
         """Undo an attach (for the last rank of the job on this node)."""
+
+    # --- the image store (registry: Caps.images) ----------------------------------
+
+    def serve_store(self, root, host, size, port, secret, fs_host):
+        """Serve this RSA node's image store (``store.open_store``) on
+        ``port``; return its marker."""
+        raise ProviderError(f"provider {self.name} keeps no image store")
+
+    def close_store(self, root, host):
+        """Stop serving this node's store; return the images left in it."""
+        return []
+
+    def transports(self, root):
+        """This compute node's clients of the RSA nodes' stores (``store.Transports``)."""
+        raise ProviderError(f"provider {self.name} keeps no image store")

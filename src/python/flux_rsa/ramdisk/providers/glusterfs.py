@@ -29,7 +29,7 @@ import os
 import tempfile
 
 from flux_rsa.ramdisk import disks, gluster, layout, sysmount, volfiles
-from flux_rsa.ramdisk.providers.base import Provider
+from flux_rsa.ramdisk.providers.base import Provider, ProviderError
 
 BRICK = "brick"
 
@@ -197,6 +197,15 @@ class GlusterFS(Provider):
             return None
         marker = self._brick0(ramdisk)
         return None if marker is None else marker["size"] * marker.get("bricks", 1)
+
+    def check_whole(self, ramdisk):
+        try:
+            gluster.check_whole(ramdisk, self.expected_bytes(ramdisk))
+        except (OSError, gluster.GlusterError) as exc:
+            raise ProviderError(str(exc)) from None
+
+    def remote(self, values, mountpoint, workdir):
+        return gluster.mounted_for(values, mountpoint, workdir)
 
     def sees_own_writes_late(self, ramdisk):
         """A volume of several bricks is sharded, and GlusterFS 10.3's shard

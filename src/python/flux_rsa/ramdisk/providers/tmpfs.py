@@ -16,11 +16,28 @@ its own means, and compute nodes only check that they see it.
 
 Kept through a pool restart: the server stops (it keeps no state), the
 tmpfs stays; an adopting holder grows it if need be and serves it again.
+
+A job on one compute node gets an image instead (``Task.image``,
+``imagedisk``): no tmpfs and no server of its own, but a file in its RSA
+node's image store, which this provider serves over GlusterFS for as long
+as the pool runs (``serve_store``), and which each compute node reaches
+through one client it keeps (``transports``).
 """
 
+import contextlib
 import os
 
-from flux_rsa.ramdisk import disks, gluster, layout, sysmount, volfiles
+from flux_rsa.ramdisk import (
+    disks,
+    gluster,
+    image,
+    imagedisk,
+    layout,
+    mounts,
+    store,
+    sysmount,
+    volfiles,
+)
 from flux_rsa.ramdisk.providers.base import Provider, ProviderError
 
 SERVER_DIR = ".srv"
@@ -52,6 +69,24 @@ class Tmpfs(Provider):
         if task.index != 0:
             return None
         path = task.path
+        if task.image:
+            home = store.path_of(task.root, task.host)
+            store.serving(task.root, task.host)
+            names = imagedisk.image_names(task.disk_name, task.image)
+            files = [store.image_of(home, name) for name in names]
+            marker = layout.new_marker(
+                task.disk_name,
+                self.name,
+                task.size,
+                task.owner,
+                *task.ids(),
+                kind=imagedisk.KIND,
+                image=files[0],
+                host=task.host,
+                **({"images": files} if len(files) > 1 else {}),
+            )
+            # (the reservation shared evenly by the job's compute nodes)
+            return imagedisk.build(path, marker, task.size // len(files))
         marker = layout.new_marker(
             task.disk_name, self.name, task.size, task.owner, *task.ids()
         )
@@ -83,6 +118,17 @@ class Tmpfs(Provider):
             ) from None
 
     def volume(self, task, path):
+        marker = layout.read_marker(path)
+        if imagedisk.is_image(marker):
+            names = [os.path.basename(f) for f in imagedisk.image_paths(marker)]
+            return {
+                "provider": self.name,
+                "owner": task.owner,
+                "image": names[0],
+                **({"images": names} if len(names) > 1 else {}),
+                "store": True,
+                **imagedisk.served_by(path),
+            }
         if task.port is None:
             return {"provider": self.name, "owner": task.owner}
         vol = login(task)
@@ -95,11 +141,17 @@ class Tmpfs(Provider):
         }
 
     def destroy(self, path, marker):
+        if imagedisk.is_image(marker):
+            imagedisk.remove(path, marker)
+            return
         _stop_server(path, marker)
         sysmount.umount_all(path)
 
     def resize(self, path, size):
-        sysmount.resize_tmpfs(path, size)
+        if imagedisk.is_image(layout.read_marker(path)):
+            imagedisk.grow(path, size)
+        else:
+            sysmount.resize_tmpfs(path, size)
 
     def keep(self, task, paths):
         for path in paths:
@@ -108,7 +160,7 @@ class Tmpfs(Provider):
 
     def adopt(self, task):
         path = super().adopt(task)
-        if task.port is not None:
+        if task.port is not None and not imagedisk.is_image(layout.read_marker(path)):
             self._serve(task, path)
         return path
 
@@ -126,10 +178,93 @@ class Tmpfs(Provider):
     def attach(self, mountpoint, rank, values):
         if values.get("SERVERS") is None:
             return  # [rsa] attach = "site": the site shows it here
+        if values.get("IMAGE") is not None:
+            self._attach_image(mountpoint, rank, values)
+            return
         gluster.attach(mountpoint, rank, values, self.name)
 
+    def _attach_image(self, mountpoint, rank, values):
+        transports = self.transports(os.path.dirname(mountpoint))
+        mounts.attach(
+            mountpoint,
+            rank,
+            {"provider": self.name},
+            lambda workdir: imagedisk.attach(
+                transports, values, mountpoint, values.get("HOST"), rank
+            ),
+        )
+
     def detach(self, mountpoint, how, rank):
+        if how.get("image"):
+            imagedisk.detach(mountpoint, how)
+            return
         gluster.unmount(mountpoint)
+
+    def remote(self, values, mountpoint, workdir):
+        if values.get("IMAGE") is None:
+            return gluster.mounted_for(values, mountpoint, workdir)
+        return _remote_image(values, mountpoint, workdir)
+
+    # --- the image store -----------------------------------------------------------
+
+    def serve_store(self, root, host, size, port, secret, fs_host):
+        def stop(path, marker):
+            gluster.stop_all([marker.get("process")], path)
+
+        def serve(directory, workdir, login):
+            volume = volfiles.Volume(
+                login["name"], tuple(login["servers"]), login["user"], login["secret"]
+            )
+            try:
+                return gluster.serve(directory, workdir, 0, volume)
+            except gluster.GlusterError as exc:
+                raise ProviderError(str(exc)) from None
+
+        return store.open_store(root, host, size, port, secret, fs_host, serve, stop)
+
+    def close_store(self, root, host):
+        def stop(path, marker):
+            gluster.stop_all([marker.get("process")], path)
+
+        return store.close_store(root, host, stop)
+
+    def transports(self, root):
+        def mount(login, mountpoint, workdir):
+            volume = volfiles.Volume(
+                "rsa-store",
+                tuple(login["servers"]),
+                login["user"],
+                login["secret"],
+            )
+            try:
+                gluster.mount(volume, mountpoint, workdir)
+            except gluster.GlusterError as exc:
+                raise ProviderError(
+                    f"cannot reach the image store at {login['servers'][0]}: {exc}"
+                ) from None
+
+        return store.Transports(root, mount, gluster.mounted, gluster.unmount)
+
+
+@contextlib.contextmanager
+def _remote_image(values, mountpoint, workdir):
+    """The image in another node's store: a client of that store (in this
+    namespace only: it writes only the reader's use entry), then the image
+    read-only over it, as a reader."""
+    client = os.path.join(workdir, "store")
+    os.mkdir(client, 0o700)
+    with gluster.mounted_for(values, client, workdir, read_only=False):
+        file = os.path.join(client, values["IMAGE"])
+        use = image.Use(file, values.get("HOST"))
+        name = use.take(False, image.me(values.get("HOST"), what=values.get("WHAT")))
+        try:
+            image.mount(file, mountpoint, read_only=True)
+            try:
+                yield mountpoint
+            finally:
+                image.unmount(mountpoint)
+        finally:
+            use.give(name)
 
 
 def _stop_server(path, marker):
