@@ -292,12 +292,14 @@ assert nodes[\"rsa1\"][\"state\"] == \"down\", nodes
 assert all(n[\"reserved\"] == 0 for n in nodes.values()), nodes
 "
 '
-test_expect_success 'nothing leaks but the lost node'"'"'s RAM disk, which a sweep removes' '
+test_expect_success 'nothing leaks but the lost node'"'"'s RAM disk, which a sweep removes, and its store' '
 	rsa_ramdisks | grep -v "/\.rsa-ramdisk\$" | sed "s/\.srv\$//" | sort -u >left &&
 	cat left &&
 	echo "$rd7" >expected && test_cmp expected left &&
 	rsa_on_node 3 env PYTHONPATH="$RSA_SRCDIR/src/python" "${PYTHON:-/usr/bin/python3}" \
 		-m flux_rsa.ramdisk sweep "$RSA_INSTANCE_TMP/ramdisk" &&
-	rsa_nothing_left
+	rsa_nothing_left &&
+	# its image store went with it, as a reboot empties a tmpfs
+	rsa_on_node 3 umount "$RSA_INSTANCE_TMP/ramdisk/.store-rsa1"
 '
 test_done
