@@ -271,3 +271,27 @@ def test_a_store_holds_the_images_of_its_nodes_reservations_whole():
         room = image.store_bytes(node, granule)
         assert room >= image.file_size(node)
         assert room >= (node // granule) * image.file_size(granule)
+
+
+def test_an_image_removed_from_its_store_gives_its_memory_back(tmp_path):
+    # a compute node's client that looked the image up left GlusterFS's
+    # handle of it on the store's brick: a second hard link, which kept the
+    # memory of every removed image taken until the store was full
+    from flux_rsa.ramdisk import imagedisk, registry
+
+    brick = tmp_path / "images"
+    handles = brick / ".glusterfs" / "3f" / "2a"
+    handles.mkdir(parents=True)
+    file = brick / "7.1.img"
+    file.write_bytes(b"x" * 4096)
+    gfid = "3f2a0c1e-1b2c-4d5e-8f90-0123456789ab"
+    os.link(file, handles / gfid)
+    other = brick / "8.1.img"  # another job's image, still in use
+    other.write_bytes(b"y")
+    os.link(other, handles / "3f2a0c1e-1b2c-4d5e-8f90-0123456789ac")
+    ramdisk = tmp_path / "7.1"
+    ramdisk.mkdir()
+    marker = {"kind": imagedisk.KIND, "name": "7.1", "image": str(file)}
+    registry.get("tmpfs").destroy(str(ramdisk), marker)
+    assert not file.exists() and not (handles / gfid).exists()
+    assert other.exists() and os.stat(other).st_nlink == 2
