@@ -64,6 +64,7 @@ def collect(inst, args, mode, jobs, ids, t0):
             row["attach_s"] = mount_seconds(rec, "attach")
             row["detach_s"] = mount_seconds(rec, "detach")
             row["fs"] = fs_of(rec)
+            row["rsa_error"] = rec.get("error")
             row["rsa"] = {
                 "capacity": rec.get("request", {}).get("capacity") or rec.get("need"),
                 "history": hist,
@@ -112,6 +113,7 @@ def summarize(args, mode, per, t0):
         "jobs": len(per),
         "failed": [r["name"] for r in per if not r["ok"]],
         "not_home": {r["name"]: r["not_home"] for r in per if r.get("not_home")},
+        "rsa_errors": {r["name"]: r["rsa_error"] for r in per if r.get("rsa_error")},
         "makespan_s": end - t0,
         "home_s": home - t0,
         "lost_node_s": sum(r["lost"] for r in data),
@@ -256,5 +258,7 @@ def print_report(rep):
             )
         for name, why in (rep["modes"][m].get("not_home") or {}).items():
             print(f"{TITLES[m]}: {name}: outputs not home: {why}")
+        for name, why in (rep["modes"][m].get("rsa_errors") or {}).items():
+            print(f"{TITLES[m]}: {name}: its record's error: {why}")
     print()
     print(f"(whole run {rep['wall_s']:.0f} s)")

@@ -55,8 +55,8 @@ def test_df_shows_the_reservation_and_files_fill_it(work, capacity):
         # mke2fs cannot make that size: up to a block group more)
         assert capacity <= st.f_bavail * st.f_frsize <= capacity + 32 * MiB
         assert st.f_files >= capacity // image.BLOCK  # an inode per block
-        # sparse: what mkfs wrote is a sliver of it
-        assert os.stat(path).st_blocks * 512 < capacity // 8
+        # all its memory taken at once: nothing is left to run out of later
+        assert os.stat(path).st_blocks * 512 >= os.path.getsize(path)
         if capacity <= 48 * MiB:
             # and one file can fill it all
             chunk = b"f" * MiB
@@ -247,3 +247,51 @@ def test_names_written_on_two_nodes_are_found_directories_are_merged(tmp_path):
         err.value.line()
     )
     assert "result (on node 0 and node 1)" in err.value.line()
+
+
+@needs_root
+def test_a_store_with_no_room_for_an_image_refuses_it_when_made(work):
+    # (made sparse, the image would have failed its writer's write-back
+    # later, under a running job, with the job none the wiser)
+    store = os.path.join(work, "store")
+    os.mkdir(store)
+    sysmount.mount_tmpfs(store, 40 * MiB, mode=0o700)
+    try:
+        with pytest.raises(image.ImageError, match="store has no room left for it"):
+            image.make(os.path.join(store, "big.img"), 48 * MiB, "43.1")
+        assert os.listdir(store) == []
+        image.make(os.path.join(store, "small.img"), 16 * MiB, "44.1")
+    finally:
+        sysmount.umount(store)
+
+
+def test_a_store_holds_the_images_of_its_nodes_reservations_whole():
+    # many small reservations take more beside their files than one large
+    for node, granule in ((128 * MiB, 4 * MiB), (3 << 30, 128 * MiB)):
+        room = image.store_bytes(node, granule)
+        assert room >= image.file_size(node)
+        assert room >= (node // granule) * image.file_size(granule)
+
+
+def test_an_image_removed_from_its_store_gives_its_memory_back(tmp_path):
+    # a compute node's client that looked the image up left GlusterFS's
+    # handle of it on the store's brick: a second hard link, which kept the
+    # memory of every removed image taken until the store was full
+    from flux_rsa.ramdisk import imagedisk, registry
+
+    brick = tmp_path / "images"
+    handles = brick / ".glusterfs" / "3f" / "2a"
+    handles.mkdir(parents=True)
+    file = brick / "7.1.img"
+    file.write_bytes(b"x" * 4096)
+    gfid = "3f2a0c1e-1b2c-4d5e-8f90-0123456789ab"
+    os.link(file, handles / gfid)
+    other = brick / "8.1.img"  # another job's image, still in use
+    other.write_bytes(b"y")
+    os.link(other, handles / "3f2a0c1e-1b2c-4d5e-8f90-0123456789ac")
+    ramdisk = tmp_path / "7.1"
+    ramdisk.mkdir()
+    marker = {"kind": imagedisk.KIND, "name": "7.1", "image": str(file)}
+    registry.get("tmpfs").destroy(str(ramdisk), marker)
+    assert not file.exists() and not (handles / gfid).exists()
+    assert other.exists() and os.stat(other).st_nlink == 2

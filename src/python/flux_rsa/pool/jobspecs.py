@@ -299,7 +299,7 @@ def sweep(via, policy, environment, nodes=1, ranks=None, report_kept=False, gone
 
 
 #: beside the images (at most node-capacity bytes of files in all: Fluxion
-#: charges them), a store holds their metadata and this much more
+#: charges them, ``image.store_bytes`` with ext4's own), this much more
 STORE_SLACK = 16 << 20
 
 
@@ -309,7 +309,7 @@ def store(via, policy, host, rank, port, secret, environment):
     task = via.command(
         "store",
         root=policy.ramdisk_root,
-        size=image.file_size(policy.node_bytes) + STORE_SLACK,
+        size=image.store_bytes(policy.node_bytes, policy.granule) + STORE_SLACK,
         port=port,
         secret=secret,
         provider=policy.caps.one_node or policy.provider,

@@ -1,8 +1,8 @@
 """File-system images: a RAM disk that is one ext4 file system in one file.
 
-A job on one compute node gets its RAM disk as an image: a sparse file of
-the reserved size, kept in its RSA node's memory (``store``), holding an
-ext4 file system.  The stager on the RSA node mounts it through a loop
+A job on one compute node gets its RAM disk as an image: a file of the
+reserved size, kept in its RSA node's memory (``store``), holding an ext4
+file system.  The stager on the RSA node mounts it through a loop
 device over that file, straight from memory; the compute node mounts it
 through a loop device over the same file as the network engine serves it.
 Metadata then never leaves the kernel that uses the file system: only
@@ -19,16 +19,16 @@ Why ext4, and how it is made: XFS refuses file systems under 300 MB
 (test nodes hold 64M), ext4 makes one of any size in milliseconds.  Blocks
 of 4 KiB always (mke2fs's small-file-system profile, 1 KiB blocks, creates
 files 30 times slower), no blocks kept for root, and the inode tables
-zeroed by punching holes (the file stays sparse: an image takes memory
-only for what is written).  A reservation of C bytes holds C bytes of
+zeroed by punching holes, after which the whole file is allocated
+(``reserve``): an image takes all its memory when it is made, so that its
+store can never run out under a job's writes.  A reservation of C bytes holds C bytes of
 files, as a tmpfs of C bytes does: the image is C bytes for the files and
 room beside them for what ext4 keeps of its own (``file_size``): the blocks
 it holds back from files for its own delayed allocations (2%, at most
 16 MiB), an inode
 per 4 KiB block (a tmpfs never runs out of inodes; an image that ran out
 before its blocks would refuse small files with space left), the journal,
-and the block groups' bookkeeping.  Like a tmpfs's inodes, that metadata
-takes memory only as it is used.  A journal where it costs at most 1/128
+and the block groups' bookkeeping.  A journal where it costs at most 1/128
 of the image (512 MiB and more): after a compute node is lost with the
 image mounted, replaying it leaves a consistent file system for the
 stage-out; smaller images have none (its 4 MiB minimum is a large share
@@ -109,6 +109,17 @@ def file_size(capacity):
     )
 
 
+def store_bytes(capacity, granule):
+    """The most the images of reservations of ``capacity`` bytes in all
+    (each a whole number of ``granule``) can take, each one's file whole:
+    many small images have more of ext4's own beside their files (its
+    held-back share and bookkeeping floor are per image) than one large."""
+    count = max(1, capacity // max(granule, 2 << 20))
+    return max(file_size(capacity), count * file_size(capacity // count)) + (
+        journal_bytes(capacity)
+    )
+
+
 def held_back(blocks):
     """The blocks a mounted ext4 of ``blocks`` blocks in all keeps from
     files for its own metadata (the kernel's reserved clusters: 2%, at most
@@ -159,9 +170,31 @@ def make(path, capacity, label):
         raise ImageError(f"cannot make the image {path}: {exc.strerror}") from None
     try:
         _fit(path, capacity, lambda: _mkfs(path, capacity, label))
+        reserve(path)
     except BaseException:
         os.unlink(path)
         raise
+
+
+def reserve(path):
+    """Give the image at ``path`` all the memory it may ever use, now: a
+    sparse image would take its blocks from its store as the job writes
+    them, and a store that ran out under a running job fails its writes
+    behind its back (the loop device's write-back gets ENOSPC: the data is
+    lost, and the job, whose writes had returned, never knows).  Made
+    whole here, a store with no room for it refuses the image, before any
+    stage or job uses it."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+    except OSError as exc:
+        raise ImageError(
+            f"cannot reserve the memory of the image {path} "
+            f"({os.fstat(fd).st_size >> 20} MiB): {exc.strerror} (its RSA node's "
+            "store has no room left for it)"
+        ) from None
+    finally:
+        os.close(fd)
 
 
 def _mkfs(path, capacity, label):
@@ -222,6 +255,7 @@ def grow(path, capacity):
             raise ImageError(f"cannot grow {path} for {capacity} bytes: {_said(done)}")
 
     _fit(path, capacity, resize)
+    reserve(path)
 
 
 # --- its state ---------------------------------------------------------------------

@@ -143,6 +143,12 @@ class Tmpfs(Provider):
     def destroy(self, path, marker):
         if imagedisk.is_image(marker):
             imagedisk.remove(path, marker)
+            # removed on the store's brick itself: GlusterFS's handles of
+            # the image (a compute node's client made one when it looked it
+            # up) would keep all its memory taken, and the store would fill
+            for brick in {os.path.dirname(f) for f in imagedisk.image_paths(marker)}:
+                if os.path.isdir(os.path.join(brick, gluster.HANDLES)):
+                    gluster.forget_orphans(brick)
             return
         _stop_server(path, marker)
         sysmount.umount_all(path)
