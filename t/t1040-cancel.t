@@ -69,8 +69,10 @@ test_expect_success 'cancel in INUSE_OUT (inputs already dropped)' '
 	rm -rf out/* &&
 	id=$(flux submit -N1 --setattr=rsa.data_in="$PWD/in" --setattr=rsa.data_out="$PWD/out" \
 		--setattr=rsa.on_late=wait \
-		sh -c "flux rsa release-input; echo late >\$RSA_DATA_OUT/checkpoint; sleep inf") &&
+		sh -c "flux rsa release-input; echo late >\$RSA_DATA_OUT/checkpoint;
+		       echo wrote >\"$PWD/wrote\"; sleep inf") &&
 	rsa_wait_state $id INUSE_OUT 60 &&
+	rsa_wait_file wrote &&
 	flux cancel $id &&
 	flux rsa wait -t 60 $id &&
 	test "$(cat out/checkpoint)" = late &&
