@@ -338,10 +338,10 @@ def _stage_here(r, producer, ramdisk):
         if producer:  # another RAM disk of the same owner (the hand-off)
             layout.check_ramdisk(producer, os.path.basename(producer), r["OWNER"])
         marker = layout.check_ramdisk(ramdisk, os.path.basename(ramdisk), r["OWNER"])
-        provider = registry.get(marker.get("provider"))
+        provider = disks.provider_of(marker)
         # (here, not before: an image's areas exist once it is mounted)
         trust.owner_areas(r)
-    except (layout.RamdiskError, registry.UnknownProvider, request.Refused) as exc:
+    except (layout.RamdiskError, request.Refused) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     argv = stage_argv(r)

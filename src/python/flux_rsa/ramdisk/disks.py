@@ -34,7 +34,7 @@ def destroy(path):
     try:
         provider_of(marker).destroy(path, marker)
         layout.remove(path)
-    except (OSError, ProviderError, registry.UnknownProvider) as exc:
+    except (OSError, ProviderError) as exc:
         raise layout.RamdiskError(f"cannot remove {path}: {exc}") from None
 
 
