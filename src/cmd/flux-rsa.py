@@ -19,7 +19,7 @@ import flux.util
 from flux.job import JobID
 
 # each subcommand's body is in a module of its own
-from flux_rsa.cli import ask, demo, gather, nodes, release, status
+from flux_rsa.cli import ask, demo, gather, release, rsanodes, status
 
 LOGGER = logging.getLogger("flux-rsa")
 
@@ -158,7 +158,7 @@ def parse_args():
         action="store_true",
         help="stop the pool in order (instance owner; done at instance shutdown)",
     )
-    p.set_defaults(func=nodes.cmd_pool)
+    p.set_defaults(func=rsanodes.cmd_pool)
 
     p = sub.add_parser(
         "timeline", help="a Gantt picture of what the RSA did (PNG or SVG)"
@@ -196,13 +196,13 @@ def parse_args():
     )
     p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
     p.add_argument("reason", nargs="*", help="why (shown by flux rsa pool)")
-    p.set_defaults(func=nodes.cmd_drain)
+    p.set_defaults(func=rsanodes.cmd_drain)
 
     p = sub.add_parser(
         "undrain", help="let drained RSA nodes take new reservations again"
     )
     p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
-    p.set_defaults(func=lambda a: nodes.cmd_drain(a, undrain=True), reason=None)
+    p.set_defaults(func=lambda a: rsanodes.cmd_drain(a, undrain=True), reason=None)
 
     p = sub.add_parser(
         "stats", help="service figures as JSON (latency, CPU, memory, records)"
