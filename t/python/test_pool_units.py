@@ -5,6 +5,9 @@ test_pool_holder_end.py).  No Flux instance needed (only its Python
 bindings for the value types)."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 from test_pool_helpers import MiB
@@ -14,6 +17,7 @@ flux = pytest.importorskip(
     reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance",
 )
 
+import flux_rsa  # noqa: E402
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jobspecs  # noqa: E402
 from flux_rsa.privileged import caller, ops, request  # noqa: E402
@@ -217,6 +221,33 @@ def test_through_the_imp_an_attach_starts_the_imp_itself():
     argv, variables = via.command("attach", root="/ram", name="1.1", rank=0)
     assert argv == ["/usr/libexec/flux/flux-imp", "run", "rsa"]
     assert variables["RSA_OP"] == "attach"
+
+
+def test_an_attach_or_detach_starts_python_without_site_other_operations_with_it():
+    via = caller.choose("py", "direct", "", 0)
+    for op in ("attach", "detach"):
+        argv, _ = via.command(op, root="/ram", name="1.1", rank=0)
+        assert argv == ["py", "-S", "-m", "flux_rsa.privileged"]
+    argv, _ = via.command("purge", root="/ram", path="/ram/1.1/in")
+    assert argv == ["py", "-m", "flux_rsa.privileged"]
+
+
+def test_the_attach_path_imports_nothing_beyond_the_standard_library():
+    """What ``python3 -S`` runs for an attach or a detach must import
+    without the site module's directories (a package from there would
+    fail on every compute node)."""
+    code = (
+        "import sys; from flux_rsa.privileged import main, ops, request, trust; "
+        "from flux_rsa.ramdisk import image, imagedisk, store, sysmount; "
+        "from flux_rsa.ramdisk.providers import tmpfs, glusterfs; "
+        "print('site' in sys.modules)"
+    )
+    env = {"PYTHONPATH": os.path.dirname(os.path.dirname(flux_rsa.__file__))}
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
 
 
 COMMAND = Policy(

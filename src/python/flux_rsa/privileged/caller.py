@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from flux_rsa.privileged import request
-from flux_rsa.privileged.main import IMP_RUN_NAME, TASK_FACTS
+from flux_rsa.privileged.main import IMP_RUN_NAME, SITE_FREE, TASK_FACTS
 
 MODES = ("auto", "direct", "imp")
 CHECK_TIMEOUT = 30.0
@@ -37,7 +37,8 @@ class Via:
     def command(self, op, **values):
         """(argv, environment) of a task that runs ``op`` with ``values``
         (lower-case names of its ``RSA_*`` variables)."""
-        argv = [self.python, "-m", "flux_rsa.privileged"]
+        argv = [self.python, *(("-S",) if op in SITE_FREE else ()), "-m"]
+        argv.append("flux_rsa.privileged")
         if self.mode == "imp" and op not in TASK_FACTS:
             # nothing for the task to add (an attach, a detach): the IMP
             # itself, one interpreter fewer on every compute node and job

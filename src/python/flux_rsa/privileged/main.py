@@ -48,6 +48,10 @@ def imp_main(conf_dir, environ=None):
             f"runs as uid {os.geteuid()}: this entry point must be started by "
             f"flux-imp run {IMP_RUN_NAME} (installed setuid root)"
         )
+    if environ.get(f"{PREFIX}OP") not in SITE_FREE and "site" not in sys.modules:
+        import site  # rsa-imp-run starts Python without it (-S)
+
+        site.main()
     caller = environ.get("FLUX_OWNER_USERID", "")
     if not caller.isdigit():
         return _refuse(
@@ -86,6 +90,14 @@ def direct(environ=None):
         return _refuse(str(exc))
     return ops.run(req, scripts)
 
+
+#: the operations that need nothing outside the standard library and
+#: flux_rsa, started without the ``site`` module (``python3 -S``): an
+#: attach and a detach run on every compute node of every job, and site's
+#: start-up work (its ``.pth`` files, which may import packages) is for
+#: them pure delay.  Every other operation loads it (a stage needs xxhash,
+#: a signed request flux-security's bindings).
+SITE_FREE = frozenset({"attach", "detach"})
 
 #: the operations to which the running task adds facts (``task_facts``);
 #: through the IMP the others start ``flux-imp run rsa`` at once
