@@ -229,7 +229,10 @@ def attach(transports, values, mountpoint, host, rank):
     except BaseException:
         use.give(name)
         raise
-    return {"image": file, "use": name, "device": device, "host": host}
+    how = {"image": file, "use": name, "device": device, "host": host}
+    # the job's inputs, read from the RSA node while the job starts
+    how["read_ahead"] = image.start_read_ahead(file)
+    return how
 
 
 def _take(use, who):
@@ -251,8 +254,11 @@ def detach(mountpoint, how):
     it still held in memory written back first) and stop being its user;
     prints how long the unmount took."""
     seconds = 0.0
+    if how.get("read_ahead"):
+        image.stop_read_ahead(how["read_ahead"])
     if sysmount.mounted(mountpoint):
         seconds = image.unmount(mountpoint)
+    image.forget(how["image"])
     try:
         image.Use(how["image"], how.get("host")).give(how["use"])
     except OSError as exc:
