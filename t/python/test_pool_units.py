@@ -381,47 +381,61 @@ def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
 
 
 @pytest.mark.parametrize(
-    "direction, method, src, dst, args",
+    "direction, method, src, dst, asked",
     [
-        ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
-        ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
+        ("in", None, "/p/in", "/ram/1.1/in", ("copy", "/p/in", "/ram/1.1/in", None)),
+        ("in", "tar", "/p/in", "/ram/1.1/in", ("untar", "/p/in", "/ram/1.1/in", None)),
         (
             "in",
             "/home/u/in.sh",
             "/p/in",
             "/ram/1.1/in",
-            ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"],
+            ("script", "/home/u/in.sh", "/ram/1.1/in", "/p/in"),
         ),
-        ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
-        ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
+        (
+            "out",
+            None,
+            "/ram/1.1/out",
+            "/p/out",
+            ("copy", "/ram/1.1/out", "/p/out", None),
+        ),
+        (
+            "out",
+            "tar",
+            "/ram/1.1/out",
+            "/p/out",
+            ("tar", "/ram/1.1/out", "/p/out", None),
+        ),
         (
             "out",
             "/home/u/out.sh",
             "/ram/1.1/out",
             "/p/out",
-            [
-                "script",
-                "/home/u/out.sh",
-                "/ram/1.1/out",
-                "/p/out",
-                "--direction",
-                "out",
-            ],
+            ("script", "/home/u/out.sh", "/ram/1.1/out", "/p/out"),
         ),
     ],
 )
-def test_stage_maps_method_to_the_stagers_mode(direction, method, src, dst, args):
+def test_stage_maps_method_to_the_stagers_request(
+    direction, method, src, dst, asked, monkeypatch
+):
+    """The subjob's RSA_* variables become the stager's typed request: a
+    script gets the RAM-disk directory first, the data directory second,
+    its direction, and the job's environment."""
+    monkeypatch.setattr(ops, "_script_env", lambda r, ramdisk: {"FROM": ramdisk})
     js = jobspecs.stage(
         PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4
     )
-    assert ops.stage_argv(parsed(js)) == [
-        *args,
-        "--progress-json",
-        "--verify",
+    got = ops.stage_request(parsed(js), "/ram/1.1")
+    assert (got.mode, got.src, got.dst, got.data) == asked
+    assert (got.verify, got.workers, got.replica, got.as_user) == (
         "size",
-        "--workers",
-        "4",
-    ]
+        4,
+        None,
+        None,
+    )
+    script = asked[0] == "script"
+    assert got.direction == (direction if script else None)
+    assert got.script_env == ({"FROM": "/ram/1.1"} if script else None)
     assert parsed(js).values["OWNER"] == 1001
 
 

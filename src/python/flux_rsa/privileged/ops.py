@@ -150,23 +150,34 @@ def _sweep(r):
     return 1 if failed else 0
 
 
-def stage_argv(r):
-    """The stager's command line for a stage request (after the switch to
-    the owner: no --as-user).  A script gets the RAM-disk directory first
-    and the data directory second (thesis Appendix U); --direction lets
-    the stager measure its progress."""
+def stage_request(r, ramdisk):
+    """The stager's typed request (``stage.api.StageRequest``) for the stage
+    request ``r`` of the RAM disk ``ramdisk``, run after the switch to the
+    owner (no ``as_user``).  A script gets the RAM-disk directory first and
+    the data directory second (thesis Appendix U); its direction lets the
+    stager measure its progress, and it runs in the job's own environment
+    (``_script_env``)."""
+    from flux_rsa.stage.api import StageRequest
+
     mode, src, dst = r["MODE"], r["SRC"], r["DST"]
-    if mode == "script":
-        ramdisk, data = (dst, src) if r["DIRECTION"] == "in" else (src, dst)
-        argv = ["script", r["SCRIPT"], ramdisk, data, "--direction", r["DIRECTION"]]
-    else:
-        argv = [mode, src, dst]
-    argv += ["--progress-json", "--verify", r.get("VERIFY", "size")]
-    if r.get("WORKERS"):
-        argv += ["--workers", str(r["WORKERS"])]
-    if r.get("REPLICA") is not None:
-        argv += ["--replica", r["REPLICA"]]
-    return argv
+    verify = r.get("VERIFY", "size")
+    common = dict(
+        verify=None if verify == "none" else verify,
+        workers=r.get("WORKERS") or None,
+        replica=r.get("REPLICA"),
+    )
+    if mode != "script":
+        return StageRequest(mode, src, dst, **common)
+    area, data = (dst, src) if r["DIRECTION"] == "in" else (src, dst)
+    return StageRequest(
+        "script",
+        r["SCRIPT"],
+        area,
+        data=data,
+        direction=r["DIRECTION"],
+        script_env=_script_env(r, ramdisk),
+        **common,
+    )
 
 
 def _stage(r):
@@ -297,12 +308,12 @@ def _per_node(r, ramdisk, what):
                 if code != 0:
                     break
                 at = os.path.dirname(tree)
+                mine = request.Request(r.op, dict(r.values, SRC=tree))
                 code = _forked(
                     lambda: _stager(
-                        request.Request(r.op, dict(r.values, SRC=tree)),
+                        mine,
                         disks.provider_of(layout.read_marker(ramdisk)),
                         at,
-                        stage_argv(request.Request(r.op, dict(r.values, SRC=tree))),
                     )
                 )
             return code
@@ -344,24 +355,27 @@ def _stage_here(r, producer, ramdisk):
     except (layout.RamdiskError, request.Refused) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    argv = stage_argv(r)
     if (
         r["DIRECTION"] == "in"
         and r["MODE"] == "copy"
         and r.get("VERIFY", "size") != "none"
         and provider.sees_own_writes_late(ramdisk)
     ):
-        verify = argv.index("--verify")
-        unverified = argv[: verify + 1] + ["none"] + argv[verify + 2 :]
-        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, unverified))
+        code = _forked(
+            lambda: _through_fresh_client(provider, r, ramdisk, verify=False)
+        )
         if code != 0:
             return code
-    return _forked(lambda: _stager(r, provider, ramdisk, argv))
+    return _forked(lambda: _stager(r, provider, ramdisk))
 
 
-def _stager(r, provider, ramdisk, argv):
-    """Become the owner for good and run the stager with ``argv``."""
-    from flux_rsa.stage import cli, identity
+def _stager(r, provider, ramdisk, verify=True):
+    """Become the owner for good and run the stager on ``r``'s stage
+    (``verify``: as ``r`` asks; else nothing compared)."""
+    import dataclasses
+
+    from flux_rsa.stage import api, identity
+    from flux_rsa.stage import progress as progmod
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
 
     try:
@@ -371,8 +385,14 @@ def _stager(r, provider, ramdisk, argv):
         return exc.code
     try:
         provider.check_whole(ramdisk)
-        code = cli.main(argv, script_env=_script_env(r, ramdisk))
+        stage = stage_request(r, ramdisk)
+        if not verify:
+            stage = dataclasses.replace(stage, verify=None)
+        code = api.command(stage, progmod.json_printer())
         provider.check_whole(ramdisk)
+    except StageError as exc:  # a request the stager refuses
+        print(exc.line(), file=sys.stderr, flush=True)
+        return exc.code
     except (OSError, ProviderError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
@@ -419,7 +439,7 @@ def _producer_elsewhere(r, producer, ramdisk):
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _through_fresh_client(provider, r, ramdisk, argv):
+def _through_fresh_client(provider, r, ramdisk, verify):
     """In a mount namespace of this process alone, mount a new client of
     the RAM disk over it, run the stager there as the owner, unmount."""
     import shutil
@@ -438,7 +458,7 @@ def _through_fresh_client(provider, r, ramdisk, argv):
         )
         return EXIT_FAILED
     try:
-        return _forked(lambda: _stager(r, provider, ramdisk, argv))
+        return _forked(lambda: _stager(r, provider, ramdisk, verify))
     finally:
         sysmount.umount(ramdisk)
         shutil.rmtree(workdir)
