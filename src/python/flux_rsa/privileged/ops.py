@@ -502,15 +502,14 @@ def _reap(pid):
 
 
 def _measure(r):
-    from flux_rsa.pool import measure
-    from flux_rsa.stage import identity
+    from flux_rsa.stage import identity, measure
     from flux_rsa.stage.errors import StageError
 
     try:
         identity.become(r["OWNER"])
     except StageError as exc:
         return _fail(f"{r['PATH']}: {exc.cause}", prog=measure.PROG)
-    return measure.main([r["PATH"]])
+    return measure.report(r["PATH"])
 
 
 def _script_env(r, ramdisk):
