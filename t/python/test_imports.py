@@ -1,7 +1,7 @@
 """The modules of flux_rsa import each other without a cycle: every import
 statement counts, at the top of a module or inside a function (an import
 put in a function to dodge a cycle is still one).  The RAM-disk providers
-are loaded by name (ramdisk.registry) and import no other provider."""
+are loaded by name (core.providercaps; ramdisk.disks.provider) and import no other provider."""
 
 import ast
 import os
@@ -105,11 +105,11 @@ def test_a_provider_imports_no_other_provider(provider):
 
 
 def test_no_provider_is_named_outside_the_ramdisk_package():
-    """Outside flux_rsa.ramdisk, code asks the registry what a provider
+    """Outside flux_rsa.ramdisk, code asks core.providercaps what a provider
     can do; it never compares a provider's name."""
-    from flux_rsa.ramdisk import registry
+    from flux_rsa.core import providercaps
 
-    names = set(registry.PROVIDERS)
+    names = set(providercaps.PROVIDERS)
     offenders = []
     for module, path in modules().items():
         if module.startswith("flux_rsa.ramdisk"):

@@ -101,7 +101,8 @@ def task_facts(environ, imp):
     op = env.get(f"{PREFIX}OP")
     if op not in TASK_FACTS:
         return env
-    from flux_rsa.ramdisk import holder, registry
+    from flux_rsa.core import providercaps
+    from flux_rsa.ramdisk import holder
 
     if op in ("store", "stage"):
         if imp and f"{PREFIX}HOST" not in env:
@@ -111,8 +112,8 @@ def task_facts(environ, imp):
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:
         env[f"{PREFIX}TASK_RANK"] = rank
     try:
-        needs, may = registry.caps(env.get(f"{PREFIX}PROVIDER")).hold_vars
-    except registry.UnknownProvider:
+        needs, may = providercaps.caps(env.get(f"{PREFIX}PROVIDER")).hold_vars
+    except providercaps.UnknownProvider:
         needs = may = ()  # refused by the request's checks
     if "NODES" in needs + may and f"{PREFIX}NODES" not in env:
         env[f"{PREFIX}NODES"] = ",".join(holder.job_nodes())

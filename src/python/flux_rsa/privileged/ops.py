@@ -23,7 +23,7 @@ import sys
 
 from flux_rsa.core.areas import IN_AREA, OUT_AREA
 from flux_rsa.privileged import request, trust
-from flux_rsa.ramdisk import disks, layout, mounts, registry, signals, sysmount
+from flux_rsa.ramdisk import disks, layout, mounts, signals, sysmount
 from flux_rsa.ramdisk.layout import ProviderError
 
 # What only some operations use is imported in them: an attach, on every
@@ -65,7 +65,7 @@ def _attach(r):
     job will be given is that RAM disk (its marker: name and owner), not
     an empty directory or another one; if not, undo the attach."""
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
-    provider = registry.get(r["PROVIDER"])
+    provider = disks.provider(r["PROVIDER"])
     try:
         os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
         provider.attach(mountpoint, r["RANK"], r.values)
@@ -87,7 +87,7 @@ def _detach(r):
     try:
         mounts.detach(mountpoint, r["RANK"])
         if r.get("LEAVE") and r.get("PROVIDER"):
-            registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+            disks.provider(r["PROVIDER"]).transports(r["ROOT"]).leave()
     except (OSError, ProviderError) as exc:
         return _fail(f"detach {mountpoint}: {exc}")
     return 0
@@ -550,7 +550,7 @@ def _store(r):
     from flux_rsa.ramdisk import holder
 
     signals.block()
-    provider = registry.get(r["PROVIDER"])
+    provider = disks.provider(r["PROVIDER"])
     host = r.get("HOST") or holder.node_name()
     try:
         marker = provider.serve_store(
@@ -580,7 +580,7 @@ def _leave(r):
     """Unmount this compute node's clients of the RSA nodes' stores that no
     attached image uses."""
     try:
-        left, in_use = registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+        left, in_use = disks.provider(r["PROVIDER"]).transports(r["ROOT"]).leave()
     except (OSError, ProviderError, layout.RamdiskError) as exc:
         return _fail(f"cannot leave the image stores: {exc}")
     print(json.dumps({"event": "left", "left": left, "in_use": in_use}), flush=True)

@@ -4,8 +4,9 @@ import argparse
 import os
 import sys
 
+from flux_rsa.core import providercaps
 from flux_rsa.core.units import parse_size
-from flux_rsa.ramdisk import disks, imagedisk, layout, registry, store, sysmount
+from flux_rsa.ramdisk import disks, imagedisk, layout, store, sysmount
 from flux_rsa.ramdisk.holder import hold, task_rank
 from flux_rsa.ramdisk.providers.base import Task
 from flux_rsa.ramdisk.purge import purge
@@ -40,7 +41,9 @@ def parser():
     h = sub.add_parser(
         "hold", help="build ROOT/NAME, print it, keep it until signalled"
     )
-    h.add_argument("--provider", choices=sorted(registry.PROVIDERS), default="tmpfs")
+    h.add_argument(
+        "--provider", choices=sorted(providercaps.PROVIDERS), default="tmpfs"
+    )
     h.add_argument("--root", required=True, help="directory holding the RAM disks")
     h.add_argument("--name", required=True, help="the RAM disk's name (JOBID.GEN)")
     h.add_argument(
