@@ -16,7 +16,7 @@ flux = pytest.importorskip(
 
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jobspecs  # noqa: E402
-from flux_rsa.privileged import caller, ops, request  # noqa: E402
+from flux_rsa.privileged import caller, ops, variables  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
 from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
 from flux_rsa.ramdisk.providers.glusterfs import volume_of  # noqa: E402
@@ -36,7 +36,7 @@ def task(js):
 
 def parsed(js, owner=0):
     """The request the entry point reads from a subjob (it must accept it)."""
-    return request.parse(task(js)[1], owner)
+    return variables.parse(task(js)[1], owner)
 
 
 POLICY = Policy(
@@ -240,10 +240,10 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
     assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (1, 2)
     site = dataclasses.replace(SPAN, attach="site")
     assert (jobspecs.ports_needed(site, 1), jobspecs.ports_needed(site, 2)) == (0, 2)
-    _, variables = task(
+    _, asked = task(
         jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108)
     )
-    assert variables == {
+    assert asked == {
         "RSA_OP": "hold",
         "RSA_ROOT": "/ram",
         "RSA_NAME": "1234.2",
@@ -257,8 +257,8 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
         "RSA_COMMAND_DESTROY": "/etc/rsa/destroy",
     }
     # each task adds its rank and the job's nodes; a root pool's entry accepts the scripts
-    env = {**variables, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
-    assert request.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
+    env = {**asked, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
+    assert variables.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
 
 
 def test_through_the_imp_no_script_travels_with_a_request():

@@ -21,7 +21,7 @@ from flux.job import JobspecV1
 
 from flux_rsa.core import providercaps, spread
 from flux_rsa.privileged.caller import subjob_environment
-from flux_rsa.privileged.request import stage_mode
+from flux_rsa.privileged.variables import stage_mode
 from flux_rsa.ramdisk import image
 
 OUTPUT_BATCH = 0.05

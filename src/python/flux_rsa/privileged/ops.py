@@ -1,4 +1,4 @@
-"""Carry out a checked request (``request.Request``).
+"""Carry out a checked request (``variables.Request``).
 
 Root is kept only for what needs it: mounting and unmounting RAM disks
 under the RAM-disk root, their markers and top directories, purging and
@@ -22,7 +22,7 @@ import signal
 import sys
 
 from flux_rsa.core.areas import IN_AREA, OUT_AREA
-from flux_rsa.privileged import request, trust
+from flux_rsa.privileged import trust, variables
 from flux_rsa.ramdisk import disks, layout, mounts, signals, sysmount
 from flux_rsa.ramdisk.layout import ProviderError
 
@@ -195,7 +195,7 @@ def _stage(r):
     never wrote them, so it shows them as they are."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
-    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
+    producer = r["DIRECTION"] == "in" and variables.producer_area(r["ROOT"], r["SRC"])
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
     what = f"the stage-{r['DIRECTION']} of job {os.path.basename(ramdisk)}"
@@ -220,11 +220,11 @@ def _stage(r):
                     # a replica only saves reading data_in: read data_in
                     print(f"{PROG}: not reusing {replica}: {exc}", file=sys.stderr)
                     values = {k: v for k, v in r.values.items() if k != "REPLICA"}
-                    r = request.Request(r.op, values)
+                    r = variables.Request(r.op, values)
             if producer and r.get("PRODUCER_SERVERS") is not None:
                 there = stack.enter_context(_producer_elsewhere(r, producer, ramdisk))
                 src = there + r["SRC"][len(producer) :]
-                r, producer = request.Request(r.op, dict(r.values, SRC=src)), there
+                r, producer = variables.Request(r.op, dict(r.values, SRC=src)), there
             elif producer:
                 stack.enter_context(_opened(producer, False, what))
             return _stage_here(r, producer, ramdisk)
@@ -291,7 +291,7 @@ def _per_node(r, ramdisk, what):
                     ramdisk, True, what, reclaim, jobid, index
                 ):
                     here = dict(r.values, SRC=os.path.join(first, IN_AREA))
-                    code = _stage_here(request.Request(r.op, here), None, ramdisk)
+                    code = _stage_here(variables.Request(r.op, here), None, ramdisk)
             return code
         with contextlib.ExitStack() as stack:
             trees = []
@@ -308,7 +308,7 @@ def _per_node(r, ramdisk, what):
                 if code != 0:
                     break
                 at = os.path.dirname(tree)
-                mine = request.Request(r.op, dict(r.values, SRC=tree))
+                mine = variables.Request(r.op, dict(r.values, SRC=tree))
                 code = _forked(
                     lambda: _stager(
                         mine,
@@ -352,7 +352,7 @@ def _stage_here(r, producer, ramdisk):
         provider = disks.provider_of(marker)
         # (here, not before: an image's areas exist once it is mounted)
         trust.owner_areas(r)
-    except (layout.RamdiskError, request.Refused) as exc:
+    except (layout.RamdiskError, variables.Refused) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     if (
