@@ -20,7 +20,7 @@ flux = pytest.importorskip(
 import flux_rsa  # noqa: E402
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jobspecs  # noqa: E402
-from flux_rsa.privileged import caller, ops, request  # noqa: E402
+from flux_rsa.privileged import caller, ops, variables  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
 from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
 from flux_rsa.ramdisk.providers.glusterfs import volume_of  # noqa: E402
@@ -40,7 +40,7 @@ def task(js):
 
 def parsed(js, owner=0):
     """The request the entry point reads from a subjob (it must accept it)."""
-    return request.parse(task(js)[1], owner)
+    return variables.parse(task(js)[1], owner)
 
 
 POLICY = Policy(
@@ -271,10 +271,10 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
     assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (1, 2)
     site = dataclasses.replace(SPAN, attach="site")
     assert (jobspecs.ports_needed(site, 1), jobspecs.ports_needed(site, 2)) == (0, 2)
-    _, variables = task(
+    _, asked = task(
         jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108)
     )
-    assert variables == {
+    assert asked == {
         "RSA_OP": "hold",
         "RSA_ROOT": "/ram",
         "RSA_NAME": "1234.2",
@@ -288,8 +288,8 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
         "RSA_COMMAND_DESTROY": "/etc/rsa/destroy",
     }
     # each task adds its rank and the job's nodes; a root pool's entry accepts the scripts
-    env = {**variables, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
-    assert request.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
+    env = {**asked, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
+    assert variables.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
 
 
 def test_through_the_imp_no_script_travels_with_a_request():
@@ -412,47 +412,61 @@ def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
 
 
 @pytest.mark.parametrize(
-    "direction, method, src, dst, args",
+    "direction, method, src, dst, asked",
     [
-        ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
-        ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
+        ("in", None, "/p/in", "/ram/1.1/in", ("copy", "/p/in", "/ram/1.1/in", None)),
+        ("in", "tar", "/p/in", "/ram/1.1/in", ("untar", "/p/in", "/ram/1.1/in", None)),
         (
             "in",
             "/home/u/in.sh",
             "/p/in",
             "/ram/1.1/in",
-            ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"],
+            ("script", "/home/u/in.sh", "/ram/1.1/in", "/p/in"),
         ),
-        ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
-        ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
+        (
+            "out",
+            None,
+            "/ram/1.1/out",
+            "/p/out",
+            ("copy", "/ram/1.1/out", "/p/out", None),
+        ),
+        (
+            "out",
+            "tar",
+            "/ram/1.1/out",
+            "/p/out",
+            ("tar", "/ram/1.1/out", "/p/out", None),
+        ),
         (
             "out",
             "/home/u/out.sh",
             "/ram/1.1/out",
             "/p/out",
-            [
-                "script",
-                "/home/u/out.sh",
-                "/ram/1.1/out",
-                "/p/out",
-                "--direction",
-                "out",
-            ],
+            ("script", "/home/u/out.sh", "/ram/1.1/out", "/p/out"),
         ),
     ],
 )
-def test_stage_maps_method_to_the_stagers_mode(direction, method, src, dst, args):
+def test_stage_maps_method_to_the_stagers_request(
+    direction, method, src, dst, asked, monkeypatch
+):
+    """The subjob's RSA_* variables become the stager's typed request: a
+    script gets the RAM-disk directory first, the data directory second,
+    its direction, and the job's environment."""
+    monkeypatch.setattr(ops, "_script_env", lambda r, ramdisk: {"FROM": ramdisk})
     js = jobspecs.stage(
         PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4
     )
-    assert ops.stage_argv(parsed(js)) == [
-        *args,
-        "--progress-json",
-        "--verify",
+    got = ops.stage_request(parsed(js), "/ram/1.1")
+    assert (got.mode, got.src, got.dst, got.data) == asked
+    assert (got.verify, got.workers, got.replica, got.as_user) == (
         "size",
-        "--workers",
-        "4",
-    ]
+        4,
+        None,
+        None,
+    )
+    script = asked[0] == "script"
+    assert got.direction == (direction if script else None)
+    assert got.script_env == ({"FROM": "/ram/1.1"} if script else None)
     assert parsed(js).values["OWNER"] == 1001
 
 

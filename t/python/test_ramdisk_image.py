@@ -277,7 +277,7 @@ def test_an_image_removed_from_its_store_gives_its_memory_back(tmp_path):
     # a compute node's client that looked the image up left GlusterFS's
     # handle of it on the store's brick: a second hard link, which kept the
     # memory of every removed image taken until the store was full
-    from flux_rsa.ramdisk import imagedisk, registry
+    from flux_rsa.ramdisk import disks, imagedisk
 
     brick = tmp_path / "images"
     handles = brick / ".glusterfs" / "3f" / "2a"
@@ -292,7 +292,7 @@ def test_an_image_removed_from_its_store_gives_its_memory_back(tmp_path):
     ramdisk = tmp_path / "7.1"
     ramdisk.mkdir()
     marker = {"kind": imagedisk.KIND, "name": "7.1", "image": str(file)}
-    registry.get("tmpfs").destroy(str(ramdisk), marker)
+    disks.provider("tmpfs").destroy(str(ramdisk), marker)
     assert not file.exists() and not (handles / gfid).exists()
     assert other.exists() and os.stat(other).st_nlink == 2
 

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from flux_rsa.privileged import request
+from flux_rsa.privileged import variables
 from flux_rsa.privileged.main import IMP_RUN_NAME, SITE_FREE, TASK_FACTS
 
 MODES = ("auto", "direct", "imp")
@@ -45,15 +45,15 @@ class Via:
             argv = [self.imp, "run", IMP_RUN_NAME]
         elif self.mode == "imp":
             argv += ["--imp", self.imp]
-        steps = request.OPS[op].scripts
+        steps = variables.OPS[op].scripts
         values.update(
             {
-                request.script_var(step).lower(): path
+                variables.script_var(step).lower(): path
                 for step, path in self.scripts
                 if step in steps
             }
         )
-        return argv, request.environment(op, **values)
+        return argv, variables.environment(op, **values)
 
     def describe(self):
         return {"mode": self.mode, "imp": self.imp}
@@ -70,7 +70,7 @@ def choose(python, privilege, imp, uid, scripts=None):
 def subjob_environment(environ):
     """A subjob's base environment: the agent's without any RSA_* variable
     (the entry point refuses variables that are not its operation's)."""
-    return {k: v for k, v in environ.items() if not k.startswith(request.PREFIX)}
+    return {k: v for k, v in environ.items() if not k.startswith(variables.PREFIX)}
 
 
 def imp_config_hint(confdir):
@@ -89,7 +89,7 @@ def problem(via, confdir, user, environ=None):
         for step, path in via.scripts:
             try:
                 trust.secure_file(path, f"[rsa] command-{step}")
-            except request.Refused as exc:
+            except variables.Refused as exc:
                 return f"{exc} (see flux-config-rsa(5))"
         return None
     conf = imp_config_hint(confdir)
