@@ -237,7 +237,7 @@ def test_the_attach_path_imports_nothing_beyond_the_standard_library():
     without the site module's directories (a package from there would
     fail on every compute node)."""
     code = (
-        "import sys; from flux_rsa.privileged import main, ops, request, trust; "
+        "import sys; from flux_rsa.privileged import main, ops, variables, trust; "
         "from flux_rsa.ramdisk import image, imagedisk, store, sysmount; "
         "from flux_rsa.ramdisk.providers import tmpfs, glusterfs; "
         "print('site' in sys.modules)"
