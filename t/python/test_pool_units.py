@@ -22,6 +22,7 @@ from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jobspecs  # noqa: E402
 from flux_rsa.privileged import caller, ops, variables  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
+from flux_rsa.ramdisk import imagedisk  # noqa: E402
 from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
 from flux_rsa.ramdisk.providers.glusterfs import volume_of  # noqa: E402
 
@@ -526,3 +527,21 @@ def test_purge_jobspec():
         PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {}
     )
     assert "RSA_LINK" not in task(js)[1]
+
+
+def test_a_one_node_holder_tells_its_image_what_a_compute_node_keeps_unwritten():
+    """[rsa] image-writeback reaches the holder (and, in its volume, the
+    attach); a RAM disk over several nodes, which is no image, gets none."""
+    policy = dataclasses.replace(SPAN, image_writeback=24 * MiB)
+    assert policy.images
+    _, one = task(jobspecs.holder(PY, policy, 1234, 2, 64 * MiB, 1001, 1, {}, images=1))
+    assert one["RSA_WRITEBACK"] == str(24 * MiB)
+    assert variables.parse(one, 0, trusted=True)["WRITEBACK"] == 24 * MiB
+    _, two = task(jobspecs.holder(PY, policy, 1234, 2, 2 * 64 * MiB, 1001, 2, {}))
+    assert "RSA_WRITEBACK" not in two
+
+
+def test_an_attach_keeps_the_site_bound_or_the_kernels_own():
+    assert imagedisk.writeback_limit({}) == imagedisk.DIRTY_LIMIT
+    assert imagedisk.writeback_limit({"WRITEBACK": 24 * MiB}) == 24 * MiB
+    assert imagedisk.writeback_limit({"WRITEBACK": 0}) is None

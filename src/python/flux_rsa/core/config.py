@@ -154,6 +154,7 @@ SCHEMA = {
         "max-hold": DURATION,
         "handoff-keep": DURATION,
         "script-quiet": DURATION,
+        "image-writeback": SIZE,
     },
 }
 
@@ -220,6 +221,11 @@ class Policy:
     max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
     handoff_keep: float = 600.0  # a producer's RAM disk kept for its readers, once home
     script_quiet: float = 300.0  # a stage script this long quiet is said to be (status)
+    #: the most a compute node keeps unwritten of a job's image (0: the
+    #: kernel's own limits); the rest goes to the RSA node while the job
+    #: runs, so that its end (after its nodes are given back) has at most
+    #: this much to write
+    image_writeback: int = 64 * 2**20
 
     @classmethod
     def from_config(cls, table, imp="", userns=True):

@@ -105,8 +105,11 @@ PROVIDERS = {
             ports=lambda nodes, exported: 1 if exported else 0,
             secret=True,
             images=True,
-            hold_vars=((), ("NODES", "PORT", "SECRET", "FS_HOST", "IMAGE")),
-            attach_vars=((), _LOGIN + ("IMAGE", "STORE", "JOBID")),
+            hold_vars=(
+                (),
+                ("NODES", "PORT", "SECRET", "FS_HOST", "IMAGE", "WRITEBACK"),
+            ),
+            attach_vars=((), _LOGIN + ("IMAGE", "STORE", "JOBID", "WRITEBACK")),
             attach_together=(_LOGIN,),
         ),
         Caps(

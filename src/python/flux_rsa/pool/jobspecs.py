@@ -167,6 +167,8 @@ def holder_task(
         gen=gen,
         adopt=adopt,
         image=images or None,
+        # (an adopted kept image too: its compute node is told again)
+        writeback=policy.image_writeback if nodes == 1 and policy.images else None,
         **serving,
     )
 

@@ -56,6 +56,7 @@ def _hold(r):
         host=r.get("HOST"),
         adopt=r.get("ADOPT"),
         image=r.get("IMAGE", 0),
+        writeback=r.get("WRITEBACK"),
     )
     return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 

@@ -105,8 +105,10 @@ OPS = {
             "SECRET": secret,
             "FS_HOST": fs_host,
             # a one-node RAM disk made of file-system images in the node's
-            # store, one per compute node of the job
+            # store, one per compute node of the job, and the most a compute
+            # node keeps unwritten of one ([rsa] image-writeback)
             "IMAGE": number,
+            "WRITEBACK": number,
         },
         for_owner=True,
         scripts=("create", "destroy"),
@@ -134,6 +136,7 @@ OPS = {
             # an image (its file in the store the login reaches), mounted here
             "IMAGE": name,
             "STORE": flag,
+            "WRITEBACK": number,
             # this compute node's name (who holds the image, for everyone to see)
             "HOST": host,
         },

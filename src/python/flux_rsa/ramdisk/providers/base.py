@@ -51,6 +51,7 @@ class Task:
     host: Optional[str] = None  # this node's name in the pool (for a kept marker)
     adopt: Optional[str] = None  # the kept RAM disk to take over
     image: int = 0  # file-system images, one per compute node of the job (0: none)
+    writeback: Optional[int] = None  # what a compute node keeps unwritten of one
     extra: dict = field(default_factory=dict)
 
     @property
