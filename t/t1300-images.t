@@ -8,7 +8,8 @@ and creates files in its own kernel; its outputs come home.  While the
 compute node holds the image nobody else mounts it (a look on the RSA node
 is refused, naming the node and the job).  The switch drops the inputs
 inside the image, making room for outputs.  rsa.fs=shared keeps a -N1 job
-on the served file system.  The attach and the detach are timed phases.
+on the served file system.  The attach and the detach are timed phases,
+and the compute node keeps at most [rsa] image-writeback unwritten.
 A compute node'"'"'s client of a store that died is mounted again by the
 next attach through it.
 Nothing is left: no image, no loop device, no mount but the pool'"'"'s
@@ -22,7 +23,12 @@ if test "$(id -u)" -ne 0 || ! { command -v glusterfsd >/dev/null || test -x /usr
 	test_done
 fi
 
-test_under_rsa_instance
+# a site's bound on what a compute node keeps unwritten of an image
+mkdir -p conf && cat >conf/rsa.toml <<'EOF2'
+[rsa]
+image-writeback = "24M"
+EOF2
+test_under_rsa_instance --config "$PWD/conf"
 
 # job.sh OUT SEEN: what the job sees, then files written at its own paths
 cat >job.sh <<'EOF2'
@@ -65,6 +71,12 @@ test_expect_success 'the image is in its RSA node'"'"'s store, reached through t
 	dev=$(rsa_on_node $rank findmnt -n -o SOURCE --mountpoint "$(rsa_field mount_path $id)") &&
 	backing=$(cat /sys/block/${dev#/dev/}/loop/backing_file) &&
 	test "$(basename "$backing")" = "$name.img" &&
+	# what it may keep unwritten is the site'"'"'s image-writeback (as the
+	# kernel keeps it: a share of its own limit, read back within 1%)
+	bdi=/sys/class/bdi/$(cat /sys/block/${dev#/dev/}/dev) &&
+	kept=$(cat $bdi/max_bytes) && want=$((24 * 1024 * 1024)) &&
+	test $kept -ge $((want * 99 / 100)) && test $kept -le $((want * 101 / 100)) &&
+	test "$(cat $bdi/strict_limit)" = 1 &&
 	transport=$(dirname "$backing") &&
 	test "$(dirname "$transport")" = "$RSA_INSTANCE_TMP/mnt/.stores" &&
 	rsa_on_node $rank findmnt -n -o FSTYPE --mountpoint "$transport" >fstype &&

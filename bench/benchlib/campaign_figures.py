@@ -7,6 +7,7 @@ import json
 import statistics
 
 from benchlib.figures import GiB, fmt, human, parse_size
+from benchlib.instance import mount_seconds
 
 MODES = ("direct", "perilog", "rsa")
 TITLES = {"direct": "direct I/O", "perilog": "prolog/epilog staging", "rsa": "flux-rsa"}
@@ -71,13 +72,6 @@ def collect(inst, args, mode, jobs, ids, t0):
             }
         per.append(row)
     return summarize(args, mode, per, t0)
-
-
-def mount_seconds(rec, step):
-    """How long the compute side's STEP ("attach", "detach") of the job's
-    RAM disk took, from its record's mount_times, or None."""
-    start, end = ((rec.get("mount_times") or {}).get(step) or (None, None))[:2]
-    return end - start if start is not None and end is not None else None
 
 
 def fs_of(rec):

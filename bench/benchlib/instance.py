@@ -189,3 +189,12 @@ def phase_seconds(record, state):
     entered to the next change of rsa-state), or None."""
     entered, left = phase_span(record, state)
     return left - entered if entered is not None and left is not None else None
+
+
+def mount_seconds(record, step):
+    """How long the compute side's STEP ("attach", "detach") of the job's
+    RAM disk took, from its record's mount_times, or None."""
+    start, end = (((record or {}).get("mount_times") or {}).get(step) or (None, None))[
+        :2
+    ]
+    return end - start if start is not None and end is not None else None

@@ -27,7 +27,7 @@ import time
 
 from benchlib.span_measure import creates, fill, uncreate, write_read
 
-from flux_rsa.ramdisk import gluster, image, imagedisk, registry, store, sysmount
+from flux_rsa.ramdisk import disks, gluster, image, imagedisk, store, sysmount
 
 KIND = "image (served)"
 HOST = "rsa0"
@@ -46,7 +46,7 @@ class ImageDisk:
         self.root = os.path.join(work, "ramdisks")  # the RSA node's RAM-disk root
         self.mount_root = os.path.join(work, "compute-img")  # the compute node's
         self.size, self.port = size, port
-        self.provider = registry.get("tmpfs")
+        self.provider = disks.provider("tmpfs")
         self.store = store.path_of(self.root, HOST)
         self.file = store.image_of(self.store, NAME)
         self.job_path = os.path.join(self.mount_root, NAME)

@@ -10,7 +10,7 @@ import time
 
 from benchlib import BENCH, PY
 from benchlib.figures import MiB, human, med, spread, tree_size
-from benchlib.instance import phase_seconds
+from benchlib.instance import mount_seconds, phase_seconds
 from benchlib.system import say, write_data
 
 
@@ -156,6 +156,8 @@ class Bench:
             rec = self.inst.record(jobid)
             res["staged"] = ok
             res["stage_s"] = phase_seconds(rec, "STAGING_OUT")
+            # the job's end on its compute nodes (after they are given back)
+            res["detach_s"] = mount_seconds(rec, "detach")
             self.seen_fs(res, rec)
             env = (rec or {}).get("env") or {}
             res["on_ramdisk"] = bool(env.get("out_on_ramdisk"))
@@ -368,6 +370,7 @@ class Bench:
                 "open_s",
                 "run_s",
                 "stage_s",
+                "detach_s",
                 "on_ramdisk",
                 "fs",
                 "error",
@@ -396,6 +399,9 @@ def summarize(table, what, direct, rsa, direction):
             "open_s": med(r.get("open_s") for r in runs),
             "stage_s": med(r.get("stage_s") for r in runs),
             "stage_range": spread(r.get("stage_s") for r in runs),
+            "detach_max": max(
+                (r["detach_s"] for r in runs if r.get("detach_s")), default=None
+            ),
             "fs": ",".join(sorted({r["fs"] for r in runs if r.get("fs")})) or None,
             "runs": runs,
         }

@@ -37,6 +37,7 @@ def test_config_values_with_units():
             "[rsa] proportion: 0 is not valid (use compute nodes per RSA node)",
         ),
         ({"granule": "lots"}, "[rsa] granule: 'lots' is not a size"),
+        ({"image-writeback": "fast"}, "[rsa] image-writeback: 'fast' is not a size"),
         ({"delay": "-5s"}, "[rsa] delay: '-5s' is not a duration"),
         (
             {"on-late": "maybe"},
@@ -234,3 +235,11 @@ def test_the_schema_is_a_valid_json_schema():
     from flux_rsa.core.config import SCHEMA
 
     jsonschema.validators.validator_for(SCHEMA).check_schema(SCHEMA)
+
+
+def test_image_writeback_is_a_size_64M_unless_the_site_says():
+    assert Policy.from_config({}).image_writeback == 64 * 2**20
+    assert (
+        Policy.from_config({"image-writeback": "256M"}).image_writeback == 256 * 2**20
+    )
+    assert Policy.from_config({"image-writeback": 0}).image_writeback == 0

@@ -1,17 +1,21 @@
-"""The modules of flux_rsa import each other without a cycle: every import
-statement counts, at the top of a module or inside a function (an import
-put in a function to dodge a cycle is still one).  The RAM-disk providers
-are loaded by name (ramdisk.registry) and import no other provider."""
+"""The modules of flux_rsa import each other without a cycle, and each
+room (a subpackage such as ``core``, or a top-level module such as
+``validate``) imports only from the rooms below it in the layer list of
+doc/dataflow.md: every import statement counts, at the top of a module or
+inside a function (an import put in a function to dodge a cycle is still
+one).  The RAM-disk providers are loaded by name (core.providercaps;
+ramdisk.disks.provider) and import no other provider."""
 
 import ast
 import os
+import re
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE = os.path.join(
-    os.path.dirname(os.path.dirname(HERE)), "src", "python", "flux_rsa"
-)
+TOP = os.path.dirname(os.path.dirname(HERE))
+PACKAGE = os.path.join(TOP, "src", "python", "flux_rsa")
+DATAFLOW = os.path.join(TOP, "doc", "dataflow.md")
 
 
 def modules():
@@ -84,6 +88,76 @@ def cycles(edges):
     return out
 
 
+def layer_list(text):
+    """The rooms of the ```layers block of ``text`` (doc/dataflow.md), from
+    the top down: the first word of each line that is not blank or a
+    comment."""
+    found = re.search(r"^```layers\n(.*?)^```", text, re.M | re.S)
+    assert found, "doc/dataflow.md has no ```layers block"
+    rooms = [
+        line.split()[0]
+        for line in found.group(1).splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert len(rooms) == len(set(rooms)), f"a room is listed twice: {rooms}"
+    return rooms
+
+
+def room(module):
+    """The room of a dotted module name: its subpackage or top-level
+    module under flux_rsa (``flux_rsa`` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward(edges, rooms):
+    """The imports that break the layer list ``rooms`` (top down): from a
+    room to one above it, or from or to a room the list does not name;
+    one line each."""
+    height = {name: len(rooms) - i for i, name in enumerate(rooms)}
+    bad = []
+    for module in sorted(edges):
+        mine = room(module)
+        if mine not in height:
+            bad.append(f"{module}: room {mine!r} is not in the layer list")
+            continue
+        for other in sorted(edges[module]):
+            theirs = room(other)
+            if theirs == mine:
+                continue
+            if theirs not in height:
+                bad.append(f"{module} -> {other}: room {theirs!r} is not in the list")
+            elif height[theirs] > height[mine]:
+                bad.append(f"{module} -> {other}: {mine} may not import {theirs}")
+    return bad
+
+
+def test_every_room_imports_only_from_the_rooms_below_it():
+    rooms = layer_list(open(DATAFLOW).read())
+    bad = upward(graph(), rooms)
+    assert bad == [], "imports against doc/dataflow.md's layers:\n" + "\n".join(bad)
+
+
+def test_the_layer_check_finds_an_import_that_runs_up_and_an_unknown_room():
+    text = "intro\n```layers\n# top\nservice  the broker module\ncore\n```\n"
+    rooms = layer_list(text)
+    assert rooms == ["service", "core"]
+    edges = {
+        "flux_rsa.service.a": {"flux_rsa.core.b", "flux_rsa.service.c"},
+        "flux_rsa.service.c": set(),
+        "flux_rsa.core.b": {"flux_rsa.service.c"},
+        "flux_rsa.stray": {"flux_rsa.core.b"},
+        "flux_rsa.core.d": {"flux_rsa.stray"},
+    }
+    assert upward(edges, rooms) == [
+        "flux_rsa.core.b -> flux_rsa.service.c: core may not import service",
+        "flux_rsa.core.d -> flux_rsa.stray: room 'stray' is not in the list",
+        "flux_rsa.stray: room 'stray' is not in the layer list",
+    ]
+    downward = {k: edges[k] for k in ("flux_rsa.service.a", "flux_rsa.service.c")}
+    assert upward(downward, rooms) == []
+
+
 def test_no_module_of_flux_rsa_is_part_of_an_import_cycle():
     found = cycles(graph())
     assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
@@ -105,11 +179,11 @@ def test_a_provider_imports_no_other_provider(provider):
 
 
 def test_no_provider_is_named_outside_the_ramdisk_package():
-    """Outside flux_rsa.ramdisk, code asks the registry what a provider
+    """Outside flux_rsa.ramdisk, code asks core.providercaps what a provider
     can do; it never compares a provider's name."""
-    from flux_rsa.ramdisk import registry
+    from flux_rsa.core import providercaps
 
-    names = set(registry.PROVIDERS)
+    names = set(providercaps.PROVIDERS)
     offenders = []
     for module, path in modules().items():
         if module.startswith("flux_rsa.ramdisk"):

@@ -113,7 +113,7 @@ def test_adopted_on_its_nodes_its_files_are_all_there(story):
 
 def test_a_compute_node_attaches_the_adopted_volume(story):
     from flux_rsa.privileged.caller import subjob_environment
-    from flux_rsa.privileged.request import environment
+    from flux_rsa.privileged.variables import environment
 
     mount_root = os.path.join(story.workdir, "compute")
     env = environment(

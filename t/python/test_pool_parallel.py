@@ -135,7 +135,7 @@ def test_a_client_without_the_secret_is_refused(pool):
 
 
 def attach(pool, op, rank, mount_root):
-    from flux_rsa.privileged.request import environment
+    from flux_rsa.privileged.variables import environment
 
     if op == "attach":
         env = environment(

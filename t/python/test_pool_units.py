@@ -5,6 +5,9 @@ test_pool_holder_end.py).  No Flux instance needed (only its Python
 bindings for the value types)."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 from test_pool_helpers import MiB
@@ -14,10 +17,12 @@ flux = pytest.importorskip(
     reason="no Flux (flux-core and flux-sched not installed): the pool tests need a real instance",
 )
 
+import flux_rsa  # noqa: E402
 from flux_rsa.core.config import Policy  # noqa: E402
 from flux_rsa.pool import jobspecs  # noqa: E402
-from flux_rsa.privileged import caller, ops, request  # noqa: E402
+from flux_rsa.privileged import caller, ops, variables  # noqa: E402
 from flux_rsa.privileged.caller import Via  # noqa: E402
+from flux_rsa.ramdisk import imagedisk  # noqa: E402
 from flux_rsa.ramdisk.providers.base import Task  # noqa: E402
 from flux_rsa.ramdisk.providers.glusterfs import volume_of  # noqa: E402
 
@@ -36,7 +41,7 @@ def task(js):
 
 def parsed(js, owner=0):
     """The request the entry point reads from a subjob (it must accept it)."""
-    return request.parse(task(js)[1], owner)
+    return variables.parse(task(js)[1], owner)
 
 
 POLICY = Policy(
@@ -219,6 +224,33 @@ def test_through_the_imp_an_attach_starts_the_imp_itself():
     assert variables["RSA_OP"] == "attach"
 
 
+def test_an_attach_or_detach_starts_python_without_site_other_operations_with_it():
+    via = caller.choose("py", "direct", "", 0)
+    for op in ("attach", "detach"):
+        argv, _ = via.command(op, root="/ram", name="1.1", rank=0)
+        assert argv == ["py", "-S", "-m", "flux_rsa.privileged"]
+    argv, _ = via.command("purge", root="/ram", path="/ram/1.1/in")
+    assert argv == ["py", "-m", "flux_rsa.privileged"]
+
+
+def test_the_attach_path_imports_nothing_beyond_the_standard_library():
+    """What ``python3 -S`` runs for an attach or a detach must import
+    without the site module's directories (a package from there would
+    fail on every compute node)."""
+    code = (
+        "import sys; from flux_rsa.privileged import main, ops, variables, trust; "
+        "from flux_rsa.ramdisk import image, imagedisk, store, sysmount; "
+        "from flux_rsa.ramdisk.providers import tmpfs, glusterfs; "
+        "print('site' in sys.modules)"
+    )
+    env = {"PYTHONPATH": os.path.dirname(os.path.dirname(flux_rsa.__file__))}
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
 COMMAND = Policy(
     node_capacity=64 * MiB,
     granule=4 * MiB,
@@ -240,10 +272,10 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
     assert (jobspecs.ports_needed(SPAN, 1), jobspecs.ports_needed(SPAN, 2)) == (1, 2)
     site = dataclasses.replace(SPAN, attach="site")
     assert (jobspecs.ports_needed(site, 1), jobspecs.ports_needed(site, 2)) == (0, 2)
-    _, variables = task(
+    _, asked = task(
         jobspecs.holder(via, COMMAND, 1234, 2, 8 * MiB, 1001, 2, {}, port=24108)
     )
-    assert variables == {
+    assert asked == {
         "RSA_OP": "hold",
         "RSA_ROOT": "/ram",
         "RSA_NAME": "1234.2",
@@ -257,8 +289,8 @@ def test_provider_command_holders_run_the_site_scripts_even_on_one_node():
         "RSA_COMMAND_DESTROY": "/etc/rsa/destroy",
     }
     # each task adds its rank and the job's nodes; a root pool's entry accepts the scripts
-    env = {**variables, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
-    assert request.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
+    env = {**asked, "RSA_TASK_RANK": "0", "RSA_NODES": "rsa0"}
+    assert variables.parse(env, 0, trusted=True)["COMMAND_CREATE"] == "/etc/rsa/create"
 
 
 def test_through_the_imp_no_script_travels_with_a_request():
@@ -381,47 +413,61 @@ def stage_request(direction, method, src="/p/in", dst="/ram/1.1/in"):
 
 
 @pytest.mark.parametrize(
-    "direction, method, src, dst, args",
+    "direction, method, src, dst, asked",
     [
-        ("in", None, "/p/in", "/ram/1.1/in", ["copy", "/p/in", "/ram/1.1/in"]),
-        ("in", "tar", "/p/in", "/ram/1.1/in", ["untar", "/p/in", "/ram/1.1/in"]),
+        ("in", None, "/p/in", "/ram/1.1/in", ("copy", "/p/in", "/ram/1.1/in", None)),
+        ("in", "tar", "/p/in", "/ram/1.1/in", ("untar", "/p/in", "/ram/1.1/in", None)),
         (
             "in",
             "/home/u/in.sh",
             "/p/in",
             "/ram/1.1/in",
-            ["script", "/home/u/in.sh", "/ram/1.1/in", "/p/in", "--direction", "in"],
+            ("script", "/home/u/in.sh", "/ram/1.1/in", "/p/in"),
         ),
-        ("out", None, "/ram/1.1/out", "/p/out", ["copy", "/ram/1.1/out", "/p/out"]),
-        ("out", "tar", "/ram/1.1/out", "/p/out", ["tar", "/ram/1.1/out", "/p/out"]),
+        (
+            "out",
+            None,
+            "/ram/1.1/out",
+            "/p/out",
+            ("copy", "/ram/1.1/out", "/p/out", None),
+        ),
+        (
+            "out",
+            "tar",
+            "/ram/1.1/out",
+            "/p/out",
+            ("tar", "/ram/1.1/out", "/p/out", None),
+        ),
         (
             "out",
             "/home/u/out.sh",
             "/ram/1.1/out",
             "/p/out",
-            [
-                "script",
-                "/home/u/out.sh",
-                "/ram/1.1/out",
-                "/p/out",
-                "--direction",
-                "out",
-            ],
+            ("script", "/home/u/out.sh", "/ram/1.1/out", "/p/out"),
         ),
     ],
 )
-def test_stage_maps_method_to_the_stagers_mode(direction, method, src, dst, args):
+def test_stage_maps_method_to_the_stagers_request(
+    direction, method, src, dst, asked, monkeypatch
+):
+    """The subjob's RSA_* variables become the stager's typed request: a
+    script gets the RAM-disk directory first, the data directory second,
+    its direction, and the job's environment."""
+    monkeypatch.setattr(ops, "_script_env", lambda r, ramdisk: {"FROM": ramdisk})
     js = jobspecs.stage(
         PY, POLICY, stage_request(direction, method, src, dst), 1, {}, workers=4
     )
-    assert ops.stage_argv(parsed(js)) == [
-        *args,
-        "--progress-json",
-        "--verify",
+    got = ops.stage_request(parsed(js), "/ram/1.1")
+    assert (got.mode, got.src, got.dst, got.data) == asked
+    assert (got.verify, got.workers, got.replica, got.as_user) == (
         "size",
-        "--workers",
-        "4",
-    ]
+        4,
+        None,
+        None,
+    )
+    script = asked[0] == "script"
+    assert got.direction == (direction if script else None)
+    assert got.script_env == ({"FROM": "/ram/1.1"} if script else None)
     assert parsed(js).values["OWNER"] == 1001
 
 
@@ -481,3 +527,21 @@ def test_purge_jobspec():
         PY, POLICY, {"jobid": 1, "path": "/ram/1.1/in", "data_in": None}, 0, {}
     )
     assert "RSA_LINK" not in task(js)[1]
+
+
+def test_a_one_node_holder_tells_its_image_what_a_compute_node_keeps_unwritten():
+    """[rsa] image-writeback reaches the holder (and, in its volume, the
+    attach); a RAM disk over several nodes, which is no image, gets none."""
+    policy = dataclasses.replace(SPAN, image_writeback=24 * MiB)
+    assert policy.images
+    _, one = task(jobspecs.holder(PY, policy, 1234, 2, 64 * MiB, 1001, 1, {}, images=1))
+    assert one["RSA_WRITEBACK"] == str(24 * MiB)
+    assert variables.parse(one, 0, trusted=True)["WRITEBACK"] == 24 * MiB
+    _, two = task(jobspecs.holder(PY, policy, 1234, 2, 2 * 64 * MiB, 1001, 2, {}))
+    assert "RSA_WRITEBACK" not in two
+
+
+def test_an_attach_keeps_the_site_bound_or_the_kernels_own():
+    assert imagedisk.writeback_limit({}) == imagedisk.DIRTY_LIMIT
+    assert imagedisk.writeback_limit({"WRITEBACK": 24 * MiB}) == 24 * MiB
+    assert imagedisk.writeback_limit({"WRITEBACK": 0}) is None

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from flux_rsa.privileged import signed
-from flux_rsa.privileged.request import Refused, environment, parse
+from flux_rsa.privileged.variables import Refused, environment, parse
 
 ROOT = "/var/lib/flux-rsa"
 ALICE, BOB = 1001, 1002

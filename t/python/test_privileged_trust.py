@@ -10,7 +10,7 @@ import tempfile
 import pytest
 
 from flux_rsa.privileged import trust
-from flux_rsa.privileged.request import Refused, environment, parse
+from flux_rsa.privileged.variables import Refused, environment, parse
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root-owned files need root")
 

@@ -80,7 +80,7 @@ class Site:
     def scripts(self, op, **scripts):
         """The RSA_COMMAND_* variables a trusted caller gives ``op``: the
         scripts of its steps (``step="name"`` replaces one)."""
-        from flux_rsa.privileged.request import OPS, script_var
+        from flux_rsa.privileged.variables import OPS, script_var
 
         return {
             f"RSA_{script_var(step)}": self.path(scripts.get(step, step))

@@ -8,11 +8,11 @@ import tempfile
 
 import pytest
 
-from flux_rsa.ramdisk import disks, gluster, holder, layout, registry, signals
+from flux_rsa.ramdisk import disks, gluster, holder, layout, signals
 from flux_rsa.ramdisk.providers.base import Task
 from flux_rsa.ramdisk.providers.glusterfs import brick_path
 
-GLUSTER = registry.get("glusterfs")
+GLUSTER = disks.provider("glusterfs")
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="bricks are tmpfs mounts: need root"),

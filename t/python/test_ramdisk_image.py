@@ -277,7 +277,7 @@ def test_an_image_removed_from_its_store_gives_its_memory_back(tmp_path):
     # a compute node's client that looked the image up left GlusterFS's
     # handle of it on the store's brick: a second hard link, which kept the
     # memory of every removed image taken until the store was full
-    from flux_rsa.ramdisk import imagedisk, registry
+    from flux_rsa.ramdisk import disks, imagedisk
 
     brick = tmp_path / "images"
     handles = brick / ".glusterfs" / "3f" / "2a"
@@ -292,6 +292,55 @@ def test_an_image_removed_from_its_store_gives_its_memory_back(tmp_path):
     ramdisk = tmp_path / "7.1"
     ramdisk.mkdir()
     marker = {"kind": imagedisk.KIND, "name": "7.1", "image": str(file)}
-    registry.get("tmpfs").destroy(str(ramdisk), marker)
+    disks.provider("tmpfs").destroy(str(ramdisk), marker)
     assert not file.exists() and not (handles / gfid).exists()
     assert other.exists() and os.stat(other).st_nlink == 2
+
+
+def resident(path):
+    """Bytes of ``path`` in this node's page cache (util-linux fincore)."""
+    said = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(said.stdout.split()[0])
+
+
+@needs_root
+def test_the_read_ahead_brings_the_files_into_memory_and_no_more(work):
+    """What a compute node reads ahead after its attach is what the file
+    system holds (the job's inputs), not the image's empty rest; its
+    detach lets the node's memory go."""
+    path = made(work, 64 * MiB)
+    mnt = os.path.join(work, "m")
+    os.mkdir(mnt)
+    image.mount(path, mnt)
+    data = os.urandom(16 * 1024)
+    os.makedirs(os.path.join(mnt, "in", "a"))
+    for i in range(600):  # 9.4 MiB in files of 16 KiB
+        with open(os.path.join(mnt, "in", "a", f"f{i}"), "wb") as f:
+            f.write(data)
+    image.unmount(mnt)
+    used = sum(n for _, n in image.used_ranges(path))
+    assert 600 * len(data) <= used < 32 * MiB  # the files, not the 64 MiB
+    image.forget(path)
+    assert resident(path) < 1 * MiB
+    assert image.read_ahead(path) == used
+    assert used <= resident(path) <= used + 4 * MiB  # (the kernel's own read-ahead)
+    assert image.read_ahead(path, limit=1 * MiB) == 1 * MiB
+    image.forget(path)
+    assert resident(path) < 1 * MiB
+
+
+@needs_root
+def test_a_read_ahead_runs_apart_and_is_stopped(work):
+    path = made(work, 16 * MiB)
+    who = image.start_read_ahead(path)
+    image.stop_read_ahead(who)
+    _, status = os.waitpid(who[0], 0)
+    # killed, or done already (a small image): either way it ended cleanly
+    assert os.WIFSIGNALED(status) or os.WEXITSTATUS(status) == 0
+    assert layout.starttime(who[0]) is None
+    image.stop_read_ahead(who)  # gone already: nothing to do

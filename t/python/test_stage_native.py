@@ -406,7 +406,7 @@ def test_the_c_verify_checks_every_file_the_c_loop_copied(
     src = tmp_path / "src"
     _many_files(src, ndirs=3, per_dir=4)
     checked = _watch_c_verify(tmp_path, monkeypatch)
-    api.run("copy", src, tmp_path / "dst", workers=2)
+    api.run(api.StageRequest("copy", str(src), str(tmp_path / "dst"), workers=2))
     passes = checked.read_text().split("\n")[:-1]
     assert sum(int(line.split()[1]) for line in passes) == 12  # every file in a C pass
 
@@ -425,7 +425,7 @@ def test_the_c_verify_names_a_copy_that_differs(tmp_path, library, monkeypatch, 
     bad = dst / "d001" / "f3"
     checked = _watch_c_verify(tmp_path, monkeypatch, damage, bad)
     with pytest.raises(StageError) as err:
-        api.run("copy", src, dst, workers=2)
+        api.run(api.StageRequest("copy", str(src), str(dst), workers=2))
     assert "d001 4" in checked.read_text().split("\n")  # found by a C pass
     assert err.value.code == EXIT_VERIFY and err.value.path == os.fsencode(bad)
     why = {

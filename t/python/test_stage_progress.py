@@ -6,7 +6,7 @@ import subprocess
 
 from test_stage_helpers import PY, PYPATH, make_tree, stage
 
-from flux_rsa.stage import run
+from flux_rsa.stage import StageRequest, run
 from flux_rsa.stage.progress import Meter
 
 KEYS = {
@@ -74,14 +74,16 @@ def test_api_run_returns_result(tmp_path):
     src = make_tree(tmp_path / "src")
     snaps = []
     r = run(
-        "copy",
-        os.fsdecode(src),
-        str(tmp_path / "dst"),
-        workers=2,
-        verify="checksum",
-        progress=snaps.append,
+        StageRequest(
+            "copy",
+            os.fsdecode(src),
+            str(tmp_path / "dst"),
+            workers=2,
+            verify="checksum",
+        ),
+        snaps.append,
     )
     assert r.files_copied == r.files_total == 7 and r.verified == "checksum"
     assert snaps[-1].phase == "done"
-    r2 = run("copy", src, str(tmp_path / "dst"), workers=2)
+    r2 = run(StageRequest("copy", src, str(tmp_path / "dst"), workers=2))
     assert (r2.bytes_copied, r2.files_skipped) == (0, 7)

@@ -82,7 +82,10 @@ def test_a_stage_in_script_s_progress_is_measured_as_the_ramdisk_fills(tmp_path)
             if snap.bytes_done >= opened * 100_000 and opened < 4:
                 (tmp_path / f"gate{opened + 1}").touch()
 
-    api.run("script", script, (ram, data), progress=progress, direction="in")
+    api.run(
+        api.StageRequest("script", str(script), str(ram), str(data), direction="in"),
+        progress,
+    )
     copying = [
         done for phase, done, total in seen if phase == "copy" and total == 400_000
     ]
@@ -100,10 +103,8 @@ def test_a_script_without_a_direction_reports_no_sizes(tmp_path):
     from flux_rsa.stage import api
 
     api.run(
-        "script",
-        s,
-        (tmp_path, tmp_path),
-        progress=lambda snap: seen.append(snap.bytes_total),
+        api.StageRequest("script", str(s), str(tmp_path), str(tmp_path)),
+        lambda snap: seen.append(snap.bytes_total),
     )
     assert set(seen) == {0}
 
@@ -144,7 +145,11 @@ def test_a_jobs_script_runs_in_the_jobs_environment_less_what_flux_sets_for_task
     s.chmod(0o755)
     data = tmp_path / "data"
     data.mkdir()
-    api.run("script", s, (ram, data), direction="out", script_env=env)
+    api.run(
+        api.StageRequest(
+            "script", str(s), str(ram), str(data), direction="out", script_env=env
+        )
+    )
     seen = dict(line.split("=", 1) for line in (data / "env").read_text().splitlines())
     seen.pop("PWD", None)  # the shell's own
     seen.pop("SHLVL", None)
@@ -177,7 +182,10 @@ def test_a_quiet_script_is_measured_quiet_and_output_ends_it(tmp_path):
         elif before and snap.quiet < before[0]:
             (tmp_path / "end").touch()  # it spoke: quiet counts from 0 again
 
-    api.run("script", s, (ram, data), progress=progress, direction="out")
+    api.run(
+        api.StageRequest("script", str(s), str(ram), str(data), direction="out"),
+        progress,
+    )
     assert before and quiet[: quiet.index(before[0])] == sorted(
         quiet[: quiet.index(before[0])]
     )

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stage_helpers import make_tree, rsync_diff, stage
 
-from flux_rsa.stage import run
+from flux_rsa.stage import StageRequest, run
 
 
 def test_shards_together_make_the_whole_tree(tmp_path):
@@ -28,7 +28,11 @@ def test_each_shard_copies_only_its_share(tmp_path):
         (src / f"f{i}").write_bytes(b"x")
     counts = []
     for k in range(2):
-        r = run("copy", str(src), str(tmp_path / f"d{k}"), shard=(k, 2), workers=2)
+        r = run(
+            StageRequest(
+                "copy", str(src), str(tmp_path / f"d{k}"), shard=(k, 2), workers=2
+            )
+        )
         counts.append(r.files_copied)
     assert sum(counts) == 60 and min(counts) > 10
     names = [set(os.listdir(tmp_path / f"d{k}")) for k in range(2)]
@@ -70,10 +74,21 @@ def test_random_trees_with_odd_names_copy_and_round_trip(spec):
     try:
         src = os.path.join(base, b"src")
         _build(src, spec)
-        run("copy", src, os.path.join(base, b"dst"), workers=2, verify="checksum")
+        run(
+            StageRequest(
+                "copy", src, os.path.join(base, b"dst"), workers=2, verify="checksum"
+            )
+        )
         assert rsync_diff(src, os.path.join(base, b"dst")) == ""
-        run("tar", src, os.path.join(base, b"arch"), workers=2)
-        run("untar", os.path.join(base, b"arch"), os.path.join(base, b"un"), workers=2)
+        run(StageRequest("tar", src, os.path.join(base, b"arch"), workers=2))
+        run(
+            StageRequest(
+                "untar",
+                os.path.join(base, b"arch"),
+                os.path.join(base, b"un"),
+                workers=2,
+            )
+        )
         assert rsync_diff(src, os.path.join(base, b"un")) == ""
     finally:
         shutil.rmtree(base)

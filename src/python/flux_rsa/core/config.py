@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import jsonschema
 
 from flux_rsa.core import paths as job_paths
-from flux_rsa.core import spread
+from flux_rsa.core import providercaps, spread
 from flux_rsa.core.units import parse_duration, parse_size
-from flux_rsa.ramdisk import registry
 
 SIZE = {"type": ["string", "integer"], "description": 'a size such as "16G"'}
 DURATION = {"type": ["string", "number"], "description": 'a duration such as "5m"'}
@@ -25,7 +24,7 @@ SCRIPT = {
     "description": "the absolute path of a site script (owned by root, not writable by others)",
 }
 #: the steps of provider ``command``: its site scripts, required first
-COMMAND_STEPS = registry.COMMAND_STEPS
+COMMAND_STEPS = providercaps.COMMAND_STEPS
 
 SCHEMA = {
     "type": "object",
@@ -75,10 +74,10 @@ SCHEMA = {
             "nodes every job can fill, such as 0.95",
         },
         "provider": {
-            "enum": list(registry.PROVIDERS),
+            "enum": list(providercaps.PROVIDERS),
             "description": " or ".join(
                 f'"{name}" ({caps.summary})'
-                for name, caps in registry.PROVIDERS.items()
+                for name, caps in providercaps.PROVIDERS.items()
             ),
         },
         "attach": {
@@ -155,6 +154,7 @@ SCHEMA = {
         "max-hold": DURATION,
         "handoff-keep": DURATION,
         "script-quiet": DURATION,
+        "image-writeback": SIZE,
     },
 }
 
@@ -221,6 +221,11 @@ class Policy:
     max_hold: float = 1200.0  # read by the jobtap plugin (not the service)
     handoff_keep: float = 600.0  # a producer's RAM disk kept for its readers, once home
     script_quiet: float = 300.0  # a stage script this long quiet is said to be (status)
+    #: the most a compute node keeps unwritten of a job's image (0: the
+    #: kernel's own limits); the rest goes to the RSA node while the job
+    #: runs, so that its end (after its nodes are given back) has at most
+    #: this much to write
+    image_writeback: int = 64 * 2**20
 
     @classmethod
     def from_config(cls, table, imp="", userns=True):
@@ -308,8 +313,8 @@ class Policy:
 
     @property
     def caps(self):
-        """What the provider can do (ramdisk.registry)."""
-        return registry.caps(self.provider)
+        """What the provider can do (core.providercaps)."""
+        return providercaps.caps(self.provider)
 
     @property
     def spans(self):
@@ -326,7 +331,7 @@ class Policy:
         """May a one-node RAM disk be a file-system image that its job's one
         compute node mounts itself (the provider of one-node RAM disks makes
         them, and exports RAM disks to compute nodes)?"""
-        one = registry.caps(self.caps.one_node or self.provider)
+        one = providercaps.caps(self.caps.one_node or self.provider)
         return one.images and one.exported(self) and self.simulate_rate == 0
 
     def image_for(self, request, one_node):
@@ -420,7 +425,7 @@ def _check_provider_keys(policy, table):
     others; it needs some of them, some come in pairs, and a script's path
     must be plain."""
     caps = policy.caps
-    for other in registry.PROVIDERS.values():
+    for other in providercaps.PROVIDERS.values():
         if other is caps or not other.config_prefix:
             continue
         given = [key for key in table if key.startswith(other.config_prefix)]

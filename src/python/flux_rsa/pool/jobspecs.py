@@ -19,10 +19,10 @@ import math
 
 from flux.job import JobspecV1
 
-from flux_rsa.core import spread
+from flux_rsa.core import providercaps, spread
 from flux_rsa.privileged.caller import subjob_environment
-from flux_rsa.privileged.request import stage_mode
-from flux_rsa.ramdisk import image, registry
+from flux_rsa.privileged.variables import stage_mode
+from flux_rsa.ramdisk import image
 
 OUTPUT_BATCH = 0.05
 
@@ -76,7 +76,7 @@ def layout(need, policy, nnodes):
     granules = max(1, math.ceil(need / policy.granule))
     per_node = policy.node_granules
     if not policy.spans:
-        spanning = [c.name for c in registry.PROVIDERS.values() if c.spans is True]
+        spanning = [c.name for c in providercaps.PROVIDERS.values() if c.spans is True]
         fix = (
             f"[rsa] {policy.caps.spans} = true"
             if isinstance(policy.caps.spans, str)
@@ -120,7 +120,7 @@ def adopt_granules(need, kept_bytes, policy, nodes=1):
 
 def holder_provider(policy, nodes):
     """The provider a holder over ``nodes`` RSA nodes runs: a spanning
-    provider may leave one-node RAM disks to another (registry: one_node)."""
+    provider may leave one-node RAM disks to another (providercaps: one_node)."""
     caps = policy.caps
     return caps.one_node if nodes == 1 and caps.one_node else policy.provider
 
@@ -128,12 +128,12 @@ def holder_provider(policy, nodes):
 def ports_needed(policy, nodes):
     """TCP ports a new holder over ``nodes`` RSA nodes gets from ``[rsa]
     fs-ports`` (its servers', or a block for the site's scripts)."""
-    return registry.caps(holder_provider(policy, nodes)).ports_for(nodes, policy)
+    return providercaps.caps(holder_provider(policy, nodes)).ports_for(nodes, policy)
 
 
 def needs_secret(policy, nodes):
     """Does a holder over ``nodes`` get a volume secret (with its ports)?"""
-    return registry.caps(holder_provider(policy, nodes)).secret
+    return providercaps.caps(holder_provider(policy, nodes)).secret
 
 
 def holder_task(
@@ -167,6 +167,8 @@ def holder_task(
         gen=gen,
         adopt=adopt,
         image=images or None,
+        # (an adopted kept image too: its compute node is told again)
+        writeback=policy.image_writeback if nodes == 1 and policy.images else None,
         **serving,
     )
 

@@ -4,7 +4,7 @@ A stage runs the stager on the holder's first node; its progress JSON lines
 become ``stage-progress`` (at most one a second; the newest wins) and its
 end ``stage-end {ok, error}`` with the stager's last stderr line or the
 Flux exception.  A purge runs ``flux_rsa.ramdisk purge`` there and ends in
-``purge-end``.  A measure runs ``flux_rsa.pool.measure`` as the job owner
+``purge-end``.  A measure runs ``flux_rsa.stage.measure`` as the job owner
 on any pool node and ends in ``measure-end {ok, bytes, files, error}``.  A
 discard runs ``flux_rsa.ramdisk discard`` on a kept RAM disk's node and
 ends in ``discard-end {path, ok, error}``.

@@ -15,8 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from flux_rsa.privileged import request
-from flux_rsa.privileged.main import IMP_RUN_NAME, TASK_FACTS
+from flux_rsa.privileged import variables
+from flux_rsa.privileged.main import IMP_RUN_NAME, SITE_FREE, TASK_FACTS
 
 MODES = ("auto", "direct", "imp")
 CHECK_TIMEOUT = 30.0
@@ -37,22 +37,23 @@ class Via:
     def command(self, op, **values):
         """(argv, environment) of a task that runs ``op`` with ``values``
         (lower-case names of its ``RSA_*`` variables)."""
-        argv = [self.python, "-m", "flux_rsa.privileged"]
+        argv = [self.python, *(("-S",) if op in SITE_FREE else ()), "-m"]
+        argv.append("flux_rsa.privileged")
         if self.mode == "imp" and op not in TASK_FACTS:
             # nothing for the task to add (an attach, a detach): the IMP
             # itself, one interpreter fewer on every compute node and job
             argv = [self.imp, "run", IMP_RUN_NAME]
         elif self.mode == "imp":
             argv += ["--imp", self.imp]
-        steps = request.OPS[op].scripts
+        steps = variables.OPS[op].scripts
         values.update(
             {
-                request.script_var(step).lower(): path
+                variables.script_var(step).lower(): path
                 for step, path in self.scripts
                 if step in steps
             }
         )
-        return argv, request.environment(op, **values)
+        return argv, variables.environment(op, **values)
 
     def describe(self):
         return {"mode": self.mode, "imp": self.imp}
@@ -69,7 +70,7 @@ def choose(python, privilege, imp, uid, scripts=None):
 def subjob_environment(environ):
     """A subjob's base environment: the agent's without any RSA_* variable
     (the entry point refuses variables that are not its operation's)."""
-    return {k: v for k, v in environ.items() if not k.startswith(request.PREFIX)}
+    return {k: v for k, v in environ.items() if not k.startswith(variables.PREFIX)}
 
 
 def imp_config_hint(confdir):
@@ -88,7 +89,7 @@ def problem(via, confdir, user, environ=None):
         for step, path in via.scripts:
             try:
                 trust.secure_file(path, f"[rsa] command-{step}")
-            except request.Refused as exc:
+            except variables.Refused as exc:
                 return f"{exc} (see flux-config-rsa(5))"
         return None
     conf = imp_config_hint(confdir)

@@ -4,7 +4,7 @@ starts either.
 
 * ``imp_main(conf_dir)``: the installed ``rsa-imp-run`` (root, through the
   IMP).  The caller is the instance owner; its request is checked
-  (``request.parse``), it may act as a job's owner only as the owner's
+  (``variables.parse``), it may act as a job's owner only as the owner's
   signed job request asks (``signed.verify``) and as root only under the
   site's RAM-disk root (``trust.check``, from root-owned configuration).
 * ``direct(environ)``: the same operations in this process, for a caller
@@ -21,8 +21,8 @@ starts either.
 import os
 import sys
 
-from flux_rsa.privileged import request
-from flux_rsa.privileged.request import PREFIX, Refused
+from flux_rsa.privileged import variables
+from flux_rsa.privileged.variables import PREFIX, Refused
 
 # Everything else is imported where it is used: this module starts every
 # privileged operation, an attach on every compute node of every job among
@@ -48,6 +48,10 @@ def imp_main(conf_dir, environ=None):
             f"runs as uid {os.geteuid()}: this entry point must be started by "
             f"flux-imp run {IMP_RUN_NAME} (installed setuid root)"
         )
+    if environ.get(f"{PREFIX}OP") not in SITE_FREE and "site" not in sys.modules:
+        import site  # rsa-imp-run starts Python without it (-S)
+
+        site.main()
     caller = environ.get("FLUX_OWNER_USERID", "")
     if not caller.isdigit():
         return _refuse(
@@ -61,7 +65,7 @@ def imp_main(conf_dir, environ=None):
         trust.secure_path(
             os.path.dirname(os.path.abspath(flux_rsa.__file__)), "the flux_rsa package"
         )
-        req = request.parse(environ, int(caller))
+        req = variables.parse(environ, int(caller))
         signed.verify(req)  # as the job owner only what the owner signed
         trust.check(req, conf_dir)
         scripts = trust.scripts(req, conf_dir)  # the site's, never the caller's
@@ -80,12 +84,20 @@ def direct(environ=None):
 
     environ = os.environ if environ is None else environ
     try:
-        req = request.parse(environ, os.getuid(), trusted=True)
+        req = variables.parse(environ, os.getuid(), trusted=True)
         scripts = trust.scripts(req)
     except Refused as exc:
         return _refuse(str(exc))
     return ops.run(req, scripts)
 
+
+#: the operations that need nothing outside the standard library and
+#: flux_rsa, started without the ``site`` module (``python3 -S``): an
+#: attach and a detach run on every compute node of every job, and site's
+#: start-up work (its ``.pth`` files, which may import packages) is for
+#: them pure delay.  Every other operation loads it (a stage needs xxhash,
+#: a signed request flux-security's bindings).
+SITE_FREE = frozenset({"attach", "detach"})
 
 #: the operations to which the running task adds facts (``task_facts``);
 #: through the IMP the others start ``flux-imp run rsa`` at once
@@ -101,7 +113,8 @@ def task_facts(environ, imp):
     op = env.get(f"{PREFIX}OP")
     if op not in TASK_FACTS:
         return env
-    from flux_rsa.ramdisk import holder, registry
+    from flux_rsa.core import providercaps
+    from flux_rsa.ramdisk import holder
 
     if op in ("store", "stage"):
         if imp and f"{PREFIX}HOST" not in env:
@@ -111,8 +124,8 @@ def task_facts(environ, imp):
     if rank is not None and f"{PREFIX}TASK_RANK" not in env:
         env[f"{PREFIX}TASK_RANK"] = rank
     try:
-        needs, may = registry.caps(env.get(f"{PREFIX}PROVIDER")).hold_vars
-    except registry.UnknownProvider:
+        needs, may = providercaps.caps(env.get(f"{PREFIX}PROVIDER")).hold_vars
+    except providercaps.UnknownProvider:
         needs = may = ()  # refused by the request's checks
     if "NODES" in needs + may and f"{PREFIX}NODES" not in env:
         env[f"{PREFIX}NODES"] = ",".join(holder.job_nodes())

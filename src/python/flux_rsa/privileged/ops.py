@@ -1,4 +1,4 @@
-"""Carry out a checked request (``request.Request``).
+"""Carry out a checked request (``variables.Request``).
 
 Root is kept only for what needs it: mounting and unmounting RAM disks
 under the RAM-disk root, their markers and top directories, purging and
@@ -22,8 +22,8 @@ import signal
 import sys
 
 from flux_rsa.core.areas import IN_AREA, OUT_AREA
-from flux_rsa.privileged import request, trust
-from flux_rsa.ramdisk import disks, layout, mounts, registry, signals, sysmount
+from flux_rsa.privileged import trust, variables
+from flux_rsa.ramdisk import disks, layout, mounts, signals, sysmount
 from flux_rsa.ramdisk.layout import ProviderError
 
 # What only some operations use is imported in them: an attach, on every
@@ -56,6 +56,7 @@ def _hold(r):
         host=r.get("HOST"),
         adopt=r.get("ADOPT"),
         image=r.get("IMAGE", 0),
+        writeback=r.get("WRITEBACK"),
     )
     return hold(task, r["PROVIDER"], prog=RAMDISK_PROG)
 
@@ -65,7 +66,7 @@ def _attach(r):
     job will be given is that RAM disk (its marker: name and owner), not
     an empty directory or another one; if not, undo the attach."""
     mountpoint = os.path.join(r["ROOT"], r["NAME"])
-    provider = registry.get(r["PROVIDER"])
+    provider = disks.provider(r["PROVIDER"])
     try:
         os.makedirs(r["ROOT"], mode=0o755, exist_ok=True)
         provider.attach(mountpoint, r["RANK"], r.values)
@@ -87,7 +88,7 @@ def _detach(r):
     try:
         mounts.detach(mountpoint, r["RANK"])
         if r.get("LEAVE") and r.get("PROVIDER"):
-            registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+            disks.provider(r["PROVIDER"]).transports(r["ROOT"]).leave()
     except (OSError, ProviderError) as exc:
         return _fail(f"detach {mountpoint}: {exc}")
     return 0
@@ -150,23 +151,34 @@ def _sweep(r):
     return 1 if failed else 0
 
 
-def stage_argv(r):
-    """The stager's command line for a stage request (after the switch to
-    the owner: no --as-user).  A script gets the RAM-disk directory first
-    and the data directory second (thesis Appendix U); --direction lets
-    the stager measure its progress."""
+def stage_request(r, ramdisk):
+    """The stager's typed request (``stage.api.StageRequest``) for the stage
+    request ``r`` of the RAM disk ``ramdisk``, run after the switch to the
+    owner (no ``as_user``).  A script gets the RAM-disk directory first and
+    the data directory second (thesis Appendix U); its direction lets the
+    stager measure its progress, and it runs in the job's own environment
+    (``_script_env``)."""
+    from flux_rsa.stage.api import StageRequest
+
     mode, src, dst = r["MODE"], r["SRC"], r["DST"]
-    if mode == "script":
-        ramdisk, data = (dst, src) if r["DIRECTION"] == "in" else (src, dst)
-        argv = ["script", r["SCRIPT"], ramdisk, data, "--direction", r["DIRECTION"]]
-    else:
-        argv = [mode, src, dst]
-    argv += ["--progress-json", "--verify", r.get("VERIFY", "size")]
-    if r.get("WORKERS"):
-        argv += ["--workers", str(r["WORKERS"])]
-    if r.get("REPLICA") is not None:
-        argv += ["--replica", r["REPLICA"]]
-    return argv
+    verify = r.get("VERIFY", "size")
+    common = dict(
+        verify=None if verify == "none" else verify,
+        workers=r.get("WORKERS") or None,
+        replica=r.get("REPLICA"),
+    )
+    if mode != "script":
+        return StageRequest(mode, src, dst, **common)
+    area, data = (dst, src) if r["DIRECTION"] == "in" else (src, dst)
+    return StageRequest(
+        "script",
+        r["SCRIPT"],
+        area,
+        data=data,
+        direction=r["DIRECTION"],
+        script_env=_script_env(r, ramdisk),
+        **common,
+    )
 
 
 def _stage(r):
@@ -184,7 +196,7 @@ def _stage(r):
     never wrote them, so it shows them as they are."""
     from flux_rsa.stage.errors import EXIT_FAILED, PROG
 
-    producer = r["DIRECTION"] == "in" and request.producer_area(r["ROOT"], r["SRC"])
+    producer = r["DIRECTION"] == "in" and variables.producer_area(r["ROOT"], r["SRC"])
     side = r["DST"] if r["DIRECTION"] == "in" else r["SRC"]
     ramdisk = os.path.dirname(side)
     what = f"the stage-{r['DIRECTION']} of job {os.path.basename(ramdisk)}"
@@ -209,11 +221,11 @@ def _stage(r):
                     # a replica only saves reading data_in: read data_in
                     print(f"{PROG}: not reusing {replica}: {exc}", file=sys.stderr)
                     values = {k: v for k, v in r.values.items() if k != "REPLICA"}
-                    r = request.Request(r.op, values)
+                    r = variables.Request(r.op, values)
             if producer and r.get("PRODUCER_SERVERS") is not None:
                 there = stack.enter_context(_producer_elsewhere(r, producer, ramdisk))
                 src = there + r["SRC"][len(producer) :]
-                r, producer = request.Request(r.op, dict(r.values, SRC=src)), there
+                r, producer = variables.Request(r.op, dict(r.values, SRC=src)), there
             elif producer:
                 stack.enter_context(_opened(producer, False, what))
             return _stage_here(r, producer, ramdisk)
@@ -280,7 +292,7 @@ def _per_node(r, ramdisk, what):
                     ramdisk, True, what, reclaim, jobid, index
                 ):
                     here = dict(r.values, SRC=os.path.join(first, IN_AREA))
-                    code = _stage_here(request.Request(r.op, here), None, ramdisk)
+                    code = _stage_here(variables.Request(r.op, here), None, ramdisk)
             return code
         with contextlib.ExitStack() as stack:
             trees = []
@@ -297,12 +309,12 @@ def _per_node(r, ramdisk, what):
                 if code != 0:
                     break
                 at = os.path.dirname(tree)
+                mine = variables.Request(r.op, dict(r.values, SRC=tree))
                 code = _forked(
                     lambda: _stager(
-                        request.Request(r.op, dict(r.values, SRC=tree)),
+                        mine,
                         disks.provider_of(layout.read_marker(ramdisk)),
                         at,
-                        stage_argv(request.Request(r.op, dict(r.values, SRC=tree))),
                     )
                 )
             return code
@@ -341,27 +353,30 @@ def _stage_here(r, producer, ramdisk):
         provider = disks.provider_of(marker)
         # (here, not before: an image's areas exist once it is mounted)
         trust.owner_areas(r)
-    except (layout.RamdiskError, request.Refused) as exc:
+    except (layout.RamdiskError, variables.Refused) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    argv = stage_argv(r)
     if (
         r["DIRECTION"] == "in"
         and r["MODE"] == "copy"
         and r.get("VERIFY", "size") != "none"
         and provider.sees_own_writes_late(ramdisk)
     ):
-        verify = argv.index("--verify")
-        unverified = argv[: verify + 1] + ["none"] + argv[verify + 2 :]
-        code = _forked(lambda: _through_fresh_client(provider, r, ramdisk, unverified))
+        code = _forked(
+            lambda: _through_fresh_client(provider, r, ramdisk, verify=False)
+        )
         if code != 0:
             return code
-    return _forked(lambda: _stager(r, provider, ramdisk, argv))
+    return _forked(lambda: _stager(r, provider, ramdisk))
 
 
-def _stager(r, provider, ramdisk, argv):
-    """Become the owner for good and run the stager with ``argv``."""
-    from flux_rsa.stage import cli, identity
+def _stager(r, provider, ramdisk, verify=True):
+    """Become the owner for good and run the stager on ``r``'s stage
+    (``verify``: as ``r`` asks; else nothing compared)."""
+    import dataclasses
+
+    from flux_rsa.stage import api, identity
+    from flux_rsa.stage import progress as progmod
     from flux_rsa.stage.errors import EXIT_FAILED, PROG, StageError
 
     try:
@@ -371,8 +386,14 @@ def _stager(r, provider, ramdisk, argv):
         return exc.code
     try:
         provider.check_whole(ramdisk)
-        code = cli.main(argv, script_env=_script_env(r, ramdisk))
+        stage = stage_request(r, ramdisk)
+        if not verify:
+            stage = dataclasses.replace(stage, verify=None)
+        code = api.command(stage, progmod.json_printer())
         provider.check_whole(ramdisk)
+    except StageError as exc:  # a request the stager refuses
+        print(exc.line(), file=sys.stderr, flush=True)
+        return exc.code
     except (OSError, ProviderError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
@@ -419,7 +440,7 @@ def _producer_elsewhere(r, producer, ramdisk):
         shutil.rmtree(top, ignore_errors=True)
 
 
-def _through_fresh_client(provider, r, ramdisk, argv):
+def _through_fresh_client(provider, r, ramdisk, verify):
     """In a mount namespace of this process alone, mount a new client of
     the RAM disk over it, run the stager there as the owner, unmount."""
     import shutil
@@ -438,7 +459,7 @@ def _through_fresh_client(provider, r, ramdisk, argv):
         )
         return EXIT_FAILED
     try:
-        return _forked(lambda: _stager(r, provider, ramdisk, argv))
+        return _forked(lambda: _stager(r, provider, ramdisk, verify))
     finally:
         sysmount.umount(ramdisk)
         shutil.rmtree(workdir)
@@ -482,15 +503,14 @@ def _reap(pid):
 
 
 def _measure(r):
-    from flux_rsa.pool import measure
-    from flux_rsa.stage import identity
+    from flux_rsa.stage import identity, measure
     from flux_rsa.stage.errors import StageError
 
     try:
         identity.become(r["OWNER"])
     except StageError as exc:
         return _fail(f"{r['PATH']}: {exc.cause}", prog=measure.PROG)
-    return measure.main([r["PATH"]])
+    return measure.report(r["PATH"])
 
 
 def _script_env(r, ramdisk):
@@ -531,7 +551,7 @@ def _store(r):
     from flux_rsa.ramdisk import holder
 
     signals.block()
-    provider = registry.get(r["PROVIDER"])
+    provider = disks.provider(r["PROVIDER"])
     host = r.get("HOST") or holder.node_name()
     try:
         marker = provider.serve_store(
@@ -561,7 +581,7 @@ def _leave(r):
     """Unmount this compute node's clients of the RSA nodes' stores that no
     attached image uses."""
     try:
-        left, in_use = registry.get(r["PROVIDER"]).transports(r["ROOT"]).leave()
+        left, in_use = disks.provider(r["PROVIDER"]).transports(r["ROOT"]).leave()
     except (OSError, ProviderError, layout.RamdiskError) as exc:
         return _fail(f"cannot leave the image stores: {exc}")
     print(json.dumps({"event": "left", "left": left, "in_use": in_use}), flush=True)

@@ -33,7 +33,7 @@ import json
 import os
 
 from flux_rsa.privileged import trust
-from flux_rsa.privileged.request import PREFIX, Refused, producer_area, stage_mode
+from flux_rsa.privileged.variables import PREFIX, Refused, producer_area, stage_mode
 
 #: operations that act on a user's paths as that user: they need RSA_J
 OPS = ("stage", "measure")
@@ -90,7 +90,7 @@ def check(request, payload, signer):
         method, mode = getattr(asked, step), request["MODE"]
         script = request.get(
             "SCRIPT"
-        )  # set exactly when mode is script (request.parse)
+        )  # set exactly when mode is script (variables.parse)
         if mode != stage_mode(request["DIRECTION"], method) or (
             script and script != method
         ):

@@ -15,7 +15,7 @@ file that only root can change, in directories only root can change.
 import os
 import stat
 
-from flux_rsa.privileged.request import OPS, PREFIX, Refused, script_var
+from flux_rsa.privileged.variables import OPS, PREFIX, Refused, script_var
 
 
 def default_root():

@@ -3,7 +3,7 @@
 Each kind is a check ``kind(var, value)`` that returns the value (converted
 where it is a number, a flag or a list) or raises ``Refused`` with one line
 naming the variable, its value (unless it is a secret) and the fix.  Pure:
-no files, no Flux, no clock.  request.py says which variable of which
+no files, no Flux, no clock.  variables.py says which variable of which
 operation is of which kind.
 """
 

@@ -2,19 +2,33 @@
 gives the space back, then the directory goes.  Nothing without a marker
 is ever touched."""
 
+import importlib
 import os
 
-from flux_rsa.ramdisk import layout, registry
+from flux_rsa.core import providercaps
+from flux_rsa.ramdisk import layout
 from flux_rsa.ramdisk.layout import ProviderError
 from flux_rsa.ramdisk.sysmount import MountError
+
+
+def provider(name):
+    """The provider ``name`` (its module's ``PROVIDER``), loaded on first use
+    (``core.providercaps`` says where it lives; UnknownProvider if
+    nowhere)."""
+    return importlib.import_module(providercaps.caps(name).module).PROVIDER
+
+
+def every_provider():
+    """Every provider, loaded."""
+    return [provider(name) for name in providercaps.PROVIDERS]
 
 
 def provider_of(marker):
     """The provider that made the RAM disk of ``marker`` (RamdiskError when
     the marker names none flux-rsa knows: never made here)."""
     try:
-        return registry.get(marker.get("provider"))
-    except registry.UnknownProvider as exc:
+        return provider(marker.get("provider"))
+    except providercaps.UnknownProvider as exc:
         raise layout.RamdiskError(
             f"the {layout.MARKER} marker of RAM disk {marker.get('name')!r} names "
             f"an {exc}: not a RAM disk flux-rsa made"

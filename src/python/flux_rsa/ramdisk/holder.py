@@ -16,7 +16,8 @@ import os
 import socket
 import sys
 
-from flux_rsa.ramdisk import disks, layout, registry, signals
+from flux_rsa.core import providercaps
+from flux_rsa.ramdisk import disks, layout, signals
 
 PROG = "flux-rsa-ramdisk"
 #: seconds a task that failed waits before it exits (see hold)
@@ -79,8 +80,8 @@ def hold(task, provider_name, prog=PROG):
     signals.block()
     if task.image and task.host is None:
         task = dataclasses.replace(task, host=node_name())  # its store's node
-    provider = registry.get(provider_name)
-    keeps = registry.caps(provider_name).keeps
+    provider = disks.provider(provider_name)
+    keeps = providercaps.caps(provider_name).keeps
     try:
         if task.adopt is not None:
             path = provider.adopt(task)

@@ -35,8 +35,9 @@ from flux_rsa.ramdisk import image, layout, store, sysmount
 
 KIND = "image"
 #: a compute node keeps at most this much written data of an image in its
-#: memory; the rest goes to the RSA node while the job runs, so that its
-#: end (the unmount) has at most this much left to write
+#: memory (unless the attach says otherwise: ``[rsa] image-writeback``);
+#: the rest goes to the RSA node while the job runs, so that its end (the
+#: unmount) has at most this much left to write
 DIRTY_LIMIT = 64 << 20
 #: a compute node's attach waits at most this long for a stage to let go
 STOPPING_STAGE = 10.0
@@ -225,11 +226,23 @@ def attach(transports, values, mountpoint, host, rank):
                 f"{file} was not unmounted cleanly where it was last used: the stage "
                 "that reads it next checks it first"
             )
-        device = image.mount(file, mountpoint, dirty=DIRTY_LIMIT)
+        device = image.mount(file, mountpoint, dirty=writeback_limit(values))
     except BaseException:
         use.give(name)
         raise
-    return {"image": file, "use": name, "device": device, "host": host}
+    how = {"image": file, "use": name, "device": device, "host": host}
+    # the job's inputs, read from the RSA node while the job starts
+    how["read_ahead"] = image.start_read_ahead(file)
+    return how
+
+
+def writeback_limit(values):
+    """The most this node may keep unwritten of the image the attach
+    ``values`` name (None: the kernel's own limits)."""
+    said = values.get("WRITEBACK")
+    if said is None:
+        return DIRTY_LIMIT
+    return int(said) or None
 
 
 def _take(use, who):
@@ -251,8 +264,11 @@ def detach(mountpoint, how):
     it still held in memory written back first) and stop being its user;
     prints how long the unmount took."""
     seconds = 0.0
+    if how.get("read_ahead"):
+        image.stop_read_ahead(how["read_ahead"])
     if sysmount.mounted(mountpoint):
         seconds = image.unmount(mountpoint)
+    image.forget(how["image"])
     try:
         image.Use(how["image"], how.get("host")).give(how["use"])
     except OSError as exc:

@@ -13,7 +13,7 @@ import fcntl
 import json
 import os
 
-from flux_rsa.ramdisk import registry
+from flux_rsa.ramdisk import disks
 from flux_rsa.ramdisk.sysmount import write_private
 
 
@@ -73,7 +73,7 @@ def detach(mountpoint, rank):
         if lock is None or _refs_update(workdir, rank, add=False):
             return  # never attached here, or another rank still uses it
         how = _read_json(os.path.join(workdir, "how"), {})
-        registry.get(how.get("provider")).detach(mountpoint, how, rank)
+        disks.provider(how.get("provider")).detach(mountpoint, how, rank)
         _remove(mountpoint)
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -16,7 +16,7 @@ import fcntl
 import json
 import os
 
-from flux_rsa.ramdisk import disks, imagedisk, layout, registry, store, sysmount
+from flux_rsa.ramdisk import disks, imagedisk, layout, store, sysmount
 
 
 def _part_of(entry, name):
@@ -73,7 +73,7 @@ def _sweep(root, say, report_kept, gone):
     for entry in entries:
         if not entry.is_dir(follow_symlinks=False):
             continue
-        for provider in registry.providers():
+        for provider in disks.every_provider():
             provider.before_sweep(entry.path)
         marker = layout.read_marker(entry.path)
         if marker is None and _unmarked_tmpfs(entry.path):

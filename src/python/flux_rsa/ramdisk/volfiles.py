@@ -16,7 +16,7 @@ travels only to the processes that mount.
 
 from dataclasses import dataclass
 
-from flux_rsa.ramdisk import registry
+from flux_rsa.core import providercaps
 
 #: brick xlator names end in this; clients ask for it as remote-subvolume
 BRICK = "brick"
@@ -31,7 +31,7 @@ MIN_FREE_DISK = "0"
 #: a file over several bricks is cut into pieces of this many bytes, spread
 #: by the distribute layer like files of their own (None: whole files; only
 #: bench/span sets it, to measure what sharding costs)
-SHARD_BLOCK = registry.GLUSTER_SHARD
+SHARD_BLOCK = providercaps.GLUSTER_SHARD
 #: a dead brick turns into ENOTCONN after this many seconds (default 42)
 PING_TIMEOUT = 10
 

@@ -1,24 +1,124 @@
-"""run(): one stage operation, start to finish, as a Python call.
+"""One stage operation, start to finish, as a Python call.
+
+A stage is asked as a ``StageRequest`` (a frozen value, checked when it
+is made): the command line (``python3 -m flux_rsa.stage``, __main__.py)
+parses its argv into one, the privileged stage (``privileged.ops``) builds
+one from its checked ``RSA_*`` variables, and both hand it to ``command``:
+the stage as the stager's process does it (the replica's reuse said on
+stdout, a failure as one line on stderr, an exit status).  ``run`` is the
+stage itself, raising ``StageError``.
 
 A stage is three steps, each in modules of its own: the plan (plan.py; for
 archives untar.py), the copy (copy.py; tarwrite.py writes one archive,
 script.py runs the user's script instead) and the verification
-(verify.py).  This module runs them in that order and reports progress and
+(verify.py).  ``run`` runs them in that order and reports progress and
 the result; it decides nothing else.
 """
 
+import dataclasses
+import json
 import os
+import sys
 import time
+from typing import Optional, Union
 
 from . import identity, native
 from . import plan as planmod
 from . import progress as progmod
+from . import replica as replicamod
 from . import verify as verifymod
 from .copy import Copier
-from .errors import EXIT_USAGE, StageError
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, StageError
 
 MODES = ("copy", "tar", "untar", "script")
+#: a path as the stager takes it (text, bytes, or a path object)
+Path = Union[str, bytes, os.PathLike]
 VERIFY = ("size", "checksum")
+
+
+def _usage(text, hint="see --help"):
+    return StageError(EXIT_USAGE, None, text, hint)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRequest:
+    """One stage, as the stager is asked it.
+
+    ``mode`` is one of MODES.  ``src`` is the source directory (script: the
+    user's script), ``dst`` the destination directory (tar: the directory
+    the archive goes into; script: the RAM-disk directory) and ``data``,
+    for a script only, the data directory.  ``verify`` is "size",
+    "checksum" or None (nothing compared).  ``as_user`` switches the
+    process to that user for good (as root), or must name the current
+    user.  ``shard`` (K, N) copies share K of N; ``finalize`` (copy) only
+    sets directory modes and mtimes, after every shard.  ``name``: tar's
+    archive name.  ``sync``: flush the destination at the end.
+    ``replica`` (an unsharded copy): a staged copy of ``src`` to read
+    instead while it still matches.  ``direction`` (script: "in", data to
+    RAM disk, or "out") lets a script's progress be measured, and
+    ``script_env`` is its environment (None: ours; see
+    script.environment).
+
+    Made with a value out of place, it raises StageError (EXIT_USAGE).
+    """
+
+    mode: str
+    src: Path
+    dst: Path
+    data: Optional[Path] = None
+    workers: Optional[int] = None
+    verify: Optional[str] = "size"
+    as_user: Optional[str] = None
+    shard: tuple = (0, 1)
+    finalize: bool = False
+    name: Optional[str] = None
+    sync: bool = True
+    replica: Optional[Path] = None
+    direction: Optional[str] = None
+    script_env: Optional[dict] = None
+
+    def __post_init__(self):
+        mode = self.mode
+        if mode not in MODES:
+            raise StageError(
+                EXIT_USAGE,
+                None,
+                f"unknown mode {mode!r}",
+                "use one of " + ", ".join(MODES),
+            )
+        if self.verify not in VERIFY and self.verify is not None:
+            raise StageError(
+                EXIT_USAGE,
+                None,
+                f"unknown --verify {self.verify!r}",
+                "use size or checksum",
+            )
+        if mode == "script" and self.data is None:
+            raise _usage("script needs PATH RAMDISK_DIR DATA_DIR")
+        if mode != "script" and self.data is not None:
+            raise _usage(f"unexpected argument {self.data!r}")
+        if self.direction and mode != "script":
+            raise _usage("--direction applies to script only")
+        if self.direction not in (None, "in", "out"):
+            raise _usage(f"unknown --direction {self.direction!r}", "use in or out")
+        if self.name and mode != "tar":
+            raise _usage("--name applies to tar only")
+        if self.finalize and mode != "copy":
+            raise _usage("--finalize applies to copy only")
+        if self.replica and (mode != "copy" or self.shard != (0, 1)):
+            raise _usage("--replica applies to an unsharded copy only")
+        k, n = self.shard
+        if not (n >= 1 and 0 <= k < n):
+            raise StageError(
+                EXIT_USAGE, None, f"bad shard {k}/{n}", "K/N with 0 <= K < N"
+            )
+        if n > 1 and mode in ("tar", "untar", "script"):
+            raise StageError(
+                EXIT_USAGE,
+                None,
+                f"--shard is not supported with {mode}",
+                "shard only 'copy'",
+            )
 
 
 class Result:
@@ -55,58 +155,62 @@ def default_workers():
     return max(2, os.cpu_count() or 2)
 
 
-def run(
-    mode,
-    src,
-    dst,
-    *,
-    workers=None,
-    verify="size",
-    as_user=None,
-    progress=None,
-    shard=(0, 1),
-    finalize=False,
-    name=None,
-    sync=True,
-    direction=None,
-    script_env=None,
-):
-    """Stage SRC to DST.  MODE is one of MODES; for 'script', SRC is the
-    script and DST is (ramdisk_dir, data_dir), DIRECTION ("in": data to
-    RAM disk, "out": RAM disk to data; None: not said) lets its progress be
-    measured, and SCRIPT_ENV is its environment (None: ours; see
-    script.environment).  PROGRESS, if given, is called with
-    progress.Snapshot objects.  Returns a Result; raises StageError.
+def command(request, progress=None, summary=False):
+    """Carry out ``request`` (a StageRequest) as the stager's process does:
+    the reuse of its replica said on stdout (``{"reused": DIR}``), a
+    failure as one line on stderr; with ``summary``, the Result as JSON on
+    stderr.  PROGRESS as for ``run``.  Returns the exit status."""
+    try:
+        result = run(_source(request), progress)
+    except StageError as exc:
+        sys.stdout.flush()
+        print(exc.line(), file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # not classified by the stager: still one line
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if summary:
+        print(json.dumps(result.as_dict()), file=sys.stderr)
+    return EXIT_OK
 
-    AS_USER switches this whole process to that user for good (as root), or
-    must name the current user.
-    """
-    if mode not in MODES:
-        raise StageError(
-            EXIT_USAGE, None, f"unknown mode {mode!r}", "use one of " + ", ".join(MODES)
-        )
-    if verify not in VERIFY and verify is not None:
-        raise StageError(
-            EXIT_USAGE, None, f"unknown --verify {verify!r}", "use size or checksum"
-        )
-    k, n = shard
-    if not (n >= 1 and 0 <= k < n):
-        raise StageError(EXIT_USAGE, None, f"bad shard {k}/{n}", "K/N with 0 <= K < N")
-    if n > 1 and mode in ("tar", "untar", "script"):
-        raise StageError(
-            EXIT_USAGE,
-            None,
-            f"--shard is not supported with {mode}",
-            "shard only 'copy'",
-        )
-    identity.become(as_user)  # before any user path is touched
-    workers = workers or default_workers()
+
+def _source(request):
+    """REQUEST, or the same from its replica when the replica still matches
+    its source (compared as the user)."""
+    if not request.replica:
+        return request
+    identity.become(request.as_user)
+    if not replicamod.same_tree(request.src, request.replica):
+        return dataclasses.replace(request, replica=None)
+    print(json.dumps({"reused": request.replica}), flush=True)
+    return dataclasses.replace(request, src=request.replica, replica=None)
+
+
+def run(request, progress=None):
+    """Stage as ``request`` (a StageRequest) says.  PROGRESS, if given, is
+    called with progress.Snapshot objects.  Returns a Result; raises
+    StageError.  (``request.replica`` is not read here: ``command``
+    chooses the source.)"""
+    r = request
+    mode, src, dst, verify, name = r.mode, r.src, r.dst, r.verify, r.name
+    shard, finalize, sync = r.shard, r.finalize, r.sync
+    identity.become(r.as_user)  # before any user path is touched
+    workers = r.workers or default_workers()
     meter = progmod.Meter(progress)
     result = Result(mode)
     t0 = time.monotonic()
     if mode == "script":
         _script(
-            _b(src), dst, direction, progress is not None, meter, result, script_env
+            _b(src),
+            (dst, r.data),
+            r.direction,
+            progress is not None,
+            meter,
+            result,
+            r.script_env,
         )
     elif mode == "tar":
         _tar(_b(src), _b(dst), name, workers, verify, meter, result, sync)

@@ -1,2 +1,2 @@
-"""The RAM-disk providers, one module each (``ramdisk.registry`` lists
+"""The RAM-disk providers, one module each (``core.providercaps`` lists
 them; ``base`` is the interface they implement)."""

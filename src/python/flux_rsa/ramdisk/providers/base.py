@@ -23,7 +23,7 @@ paths the task will make (``parts``), ``create`` (task 0 returns the RAM
 disk, ``ROOT/NAME``, where the stager works), report it with its
 ``volume`` (what compute nodes need to attach it), wait for a signal,
 then ``keep`` or ``stop``.  A provider's module imports no other
-provider's; ``ramdisk.registry`` lists them and what each can do.
+provider's; ``core.providercaps`` lists them and what each can do.
 """
 
 from dataclasses import dataclass, field
@@ -51,6 +51,7 @@ class Task:
     host: Optional[str] = None  # this node's name in the pool (for a kept marker)
     adopt: Optional[str] = None  # the kept RAM disk to take over
     image: int = 0  # file-system images, one per compute node of the job (0: none)
+    writeback: Optional[int] = None  # what a compute node keeps unwritten of one
     extra: dict = field(default_factory=dict)
 
     @property
@@ -198,7 +199,7 @@ class Provider:
     def detach(self, mountpoint, how, rank):
         """Undo an attach (for the last rank of the job on this node)."""
 
-    # --- the image store (registry: Caps.images) ----------------------------------
+    # --- the image store (providercaps: Caps.images) ----------------------------------
 
     def serve_store(self, root, host, size, port, secret, fs_host):
         """Serve this RSA node's image store (``store.open_store``) on

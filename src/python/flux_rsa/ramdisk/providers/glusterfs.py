@@ -1,7 +1,7 @@
 """Provider ``glusterfs``: one RAM disk over several RSA nodes, a GlusterFS
 volume started and stopped per reservation (the thesis's PVFS over the
 RSA nodes' RAM disks).  A reservation that fits one node gets a tmpfs
-(``registry``: its ``one_node`` provider).
+(``core.providercaps``: its ``one_node`` provider).
 
 On RSA node ``i`` of the reservation, holder task ``i`` keeps a brick:
 

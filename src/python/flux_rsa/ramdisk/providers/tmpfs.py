@@ -127,6 +127,7 @@ class Tmpfs(Provider):
                 "image": names[0],
                 **({"images": names} if len(names) > 1 else {}),
                 "store": True,
+                **({"writeback": task.writeback} if task.writeback is not None else {}),
                 **imagedisk.served_by(path),
             }
         if task.port is None:

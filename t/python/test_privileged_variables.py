@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flux_rsa.privileged.request import OPS, Refused, environment, parse
+from flux_rsa.privileged.variables import OPS, Refused, environment, parse
 
 ROOT = "/var/lib/flux-rsa"
 FLUX = 990  # the instance owner's uid

@@ -1,4 +1,4 @@
-"""python3 -m flux_rsa.pool.measure PATH --as-user UID: the apparent size and
+"""python3 -m flux_rsa.stage.measure PATH --as-user UID: the apparent size and
 file count of a tree, as its owner, never following a symbolic link."""
 
 import json
@@ -13,7 +13,7 @@ from test_ramdisk_hold import IS_ROOT, PY, PYPATH
 def measure(path, *args):
     env = dict(os.environ, PYTHONPATH=PYPATH)
     return subprocess.run(
-        [PY, "-m", "flux_rsa.pool.measure", path, *args],
+        [PY, "-m", "flux_rsa.stage.measure", path, *args],
         env=env,
         capture_output=True,
         text=True,

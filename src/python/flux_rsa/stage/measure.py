@@ -1,4 +1,4 @@
-"""``python3 -m flux_rsa.pool.measure PATH [--as-user UID]``
+"""``python3 -m flux_rsa.stage.measure PATH [--as-user UID]``
 
 Sum the apparent size and count the files of the tree at PATH, as the job
 owner (privileges dropped the way the stager drops them, before PATH is
@@ -77,9 +77,21 @@ def measure(path):
     return nbytes, files, dirs
 
 
+def report(path):
+    """Measure ``path`` as this process's user and say it: the JSON line on
+    stdout, or the error on stderr.  Returns the exit status."""
+    try:
+        nbytes, files, dirs = measure(path)
+    except MeasureError as exc:
+        print(f"{PROG}: {exc} (as uid {os.geteuid()})", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps({"bytes": nbytes, "files": files, "dirs": dirs}), flush=True)
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(
-        prog="python3 -m flux_rsa.pool.measure",
+        prog="python3 -m flux_rsa.stage.measure",
         description="Size and file count of a tree, as its owner.",
     )
     p.add_argument("path")
@@ -87,23 +99,20 @@ def main(argv=None):
         "--as-user", metavar="UID", help="switch to this user first (needs root)"
     )
     args = p.parse_args(argv)
-    who = f" (as uid {os.geteuid()})"
-    try:
-        if args.as_user is not None:
-            from flux_rsa.stage import identity
-            from flux_rsa.stage.errors import StageError
+    if args.as_user is not None:
+        from flux_rsa.stage import identity
+        from flux_rsa.stage.errors import StageError
 
-            try:
-                identity.become(args.as_user)
-            except StageError as exc:
-                raise MeasureError(f"{args.path}: {exc}") from None
-            who = f" (as uid {os.geteuid()})"
-        nbytes, files, dirs = measure(args.path)
-    except MeasureError as exc:
-        print(f"{PROG}: {exc}{who}", file=sys.stderr, flush=True)
-        return 1
-    print(json.dumps({"bytes": nbytes, "files": files, "dirs": dirs}), flush=True)
-    return 0
+        try:
+            identity.become(args.as_user)
+        except StageError as exc:
+            print(
+                f"{PROG}: {args.path}: {exc} (as uid {os.geteuid()})",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
+    return report(args.path)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ script anyway); through ``flux-imp`` they come from the site's root-owned
 import os
 from dataclasses import dataclass, field
 
+from flux_rsa.core import providercaps
 from flux_rsa.core.areas import IN_AREA, OUT_AREA
 from flux_rsa.privileged.values import (
     NAME,
@@ -41,10 +42,9 @@ from flux_rsa.privileged.values import (
     secret,
     servers,
 )
-from flux_rsa.ramdisk import registry
 
 PREFIX = "RSA_"
-PROVIDERS = tuple(registry.PROVIDERS)
+PROVIDERS = tuple(providercaps.PROVIDERS)
 MODES = ("copy", "tar", "untar", "script")
 VERIFY = ("size", "checksum", "none")
 
@@ -105,8 +105,10 @@ OPS = {
             "SECRET": secret,
             "FS_HOST": fs_host,
             # a one-node RAM disk made of file-system images in the node's
-            # store, one per compute node of the job
+            # store, one per compute node of the job, and the most a compute
+            # node keeps unwritten of one ([rsa] image-writeback)
             "IMAGE": number,
+            "WRITEBACK": number,
         },
         for_owner=True,
         scripts=("create", "destroy"),
@@ -134,6 +136,7 @@ OPS = {
             # an image (its file in the store the login reaches), mounted here
             "IMAGE": name,
             "STORE": flag,
+            "WRITEBACK": number,
             # this compute node's name (who holds the image, for everyone to see)
             "HOST": host,
         },
@@ -207,7 +210,7 @@ OPS = {
     ),
     "check": Spec(
         {},
-        scripts=registry.COMMAND_STEPS,
+        scripts=providercaps.COMMAND_STEPS,
         what="answer, to show the IMP runs this entry point (and the site's scripts "
         "are fit to run)",
     ),
@@ -316,10 +319,10 @@ def ramdisk_of(root, value, var, areas=()):
 
 
 def _provider_vars(r, provider, kind, common=()):
-    """Refuse a request that lacks a variable its provider needs (registry:
+    """Refuse a request that lacks a variable its provider needs (providercaps:
     ``kind``, "hold_vars" or "attach_vars"), has one of another provider's,
     or has only part of a group that comes together."""
-    caps = registry.caps(provider)
+    caps = providercaps.caps(provider)
     needs, may = getattr(caps, kind)
     missing = [v for v in needs if r.get(v) is None]
     if missing:
@@ -327,11 +330,11 @@ def _provider_vars(r, provider, kind, common=()):
             f"{PREFIX}PROVIDER={provider} needs {PREFIX}{missing[0]} (and "
             f"{', '.join(PREFIX + v for v in needs)})"
         )
-    for var in sorted(registry.all_vars(kind) - set(common)):
+    for var in sorted(providercaps.all_vars(kind) - set(common)):
         if r.get(var) is not None and var not in needs + may:
             users = [
                 c.name
-                for c in registry.PROVIDERS.values()
+                for c in providercaps.PROVIDERS.values()
                 if var in getattr(c, kind)[0] + getattr(c, kind)[1]
             ]
             raise Refused(
@@ -350,17 +353,17 @@ def _provider_vars(r, provider, kind, common=()):
 
 
 def _check_store(r):
-    if not registry.caps(r["PROVIDER"]).images:
+    if not providercaps.caps(r["PROVIDER"]).images:
         raise Refused(
             f"{PREFIX}PROVIDER={r['PROVIDER']} keeps no image store (only "
-            f"{', '.join(c.name for c in registry.PROVIDERS.values() if c.images)})"
+            f"{', '.join(c.name for c in providercaps.PROVIDERS.values() if c.images)})"
         )
 
 
 def _check_hold(r):
     provider = r["PROVIDER"]
     _provider_vars(r, provider, "hold_vars", common=("TASK_RANK",))
-    caps = registry.caps(provider)
+    caps = providercaps.caps(provider)
     nodes = r.get("NODES") or ("",)
     if r.get("TASK_RANK", 0) >= len(nodes):
         raise Refused(

@@ -1,16 +1,16 @@
 """The RAM-disk providers: their names, what each can do, and where each
-lives.  The one place that lists them (pure: no files, no processes; the
-core and the request checks read it).
+lives.  The one place that lists them (pure: no files, no processes, no
+module loaded; the core, the request checks and the RAM-disk code read
+it).
 
 A provider is how a RAM disk comes to exist on the RSA nodes and reaches
 the job's compute nodes.  Its code is one module of
 ``flux_rsa.ramdisk.providers`` (a ``Provider`` subclass, see
-``providers.base``), loaded by name when a RAM disk is made, attached or
-removed; nothing else names a provider.  Adding one: write its module and
-add its ``Caps`` here.
+``providers.base``), loaded by name (``ramdisk.disks.provider``) when a
+RAM disk is made, attached or removed; nothing else names a provider.
+Adding one: write its module and add its ``Caps`` here.
 """
 
-import importlib
 from dataclasses import dataclass, field
 
 #: TCP ports (from [rsa] fs-ports) each reservation of provider command gets
@@ -105,8 +105,11 @@ PROVIDERS = {
             ports=lambda nodes, exported: 1 if exported else 0,
             secret=True,
             images=True,
-            hold_vars=((), ("NODES", "PORT", "SECRET", "FS_HOST", "IMAGE")),
-            attach_vars=((), _LOGIN + ("IMAGE", "STORE", "JOBID")),
+            hold_vars=(
+                (),
+                ("NODES", "PORT", "SECRET", "FS_HOST", "IMAGE", "WRITEBACK"),
+            ),
+            attach_vars=((), _LOGIN + ("IMAGE", "STORE", "JOBID", "WRITEBACK")),
             attach_together=(_LOGIN,),
         ),
         Caps(
@@ -160,16 +163,6 @@ def caps(name):
         raise UnknownProvider(
             f"unknown RAM-disk provider {name!r} (known: " f"{', '.join(PROVIDERS)})"
         ) from None
-
-
-def get(name):
-    """The provider ``name`` (its module's ``PROVIDER``), loaded on first use."""
-    return importlib.import_module(caps(name).module).PROVIDER
-
-
-def providers():
-    """Every provider, loaded."""
-    return [get(name) for name in PROVIDERS]
 
 
 def all_vars(kind):
