@@ -19,9 +19,32 @@ import flux.util
 from flux.job import JobID
 
 # each subcommand's body is in a module of its own
-from flux_rsa.cli import ask, demo, gather, nodes, release, status
+from flux_rsa.cli import ask, demo, gather, release, rsanodes, status
 
 LOGGER = logging.getLogger("flux-rsa")
+
+
+def add_listing_options(p, names, what, example=""):
+    """The options of a listing like `flux jobs` (status, pool): -n, -o
+    (``names``: its named formats), --sort and --json (printing ``what``)."""
+    p.add_argument(
+        "-n", "--no-header", action="store_true", help="do not print a header"
+    )
+    p.add_argument(
+        "-o",
+        "--format",
+        default="default",
+        metavar="FORMAT",
+        help=f"output format: a name ({names}) or a Python format string; "
+        "'help' lists names",
+    )
+    p.add_argument(
+        "--sort",
+        default="",
+        metavar="KEY,...",
+        help=f"sort by these fields (-KEY: reversed){example}",
+    )
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
 def parse_args():
@@ -55,24 +78,12 @@ def parse_args():
         default="",
         help="only jobs in these job-states or rsa-states (e.g. STAGING_IN,READY)",
     )
-    p.add_argument(
-        "-n", "--no-header", action="store_true", help="do not print a header"
+    add_listing_options(
+        p,
+        "default, long, progress, times, json",
+        "the records",
+        example=", e.g. --sort=-capacity,id",
     )
-    p.add_argument(
-        "-o",
-        "--format",
-        default="default",
-        metavar="FORMAT",
-        help="output format: a name (default, long, progress, times, json) or a Python "
-        "format string; 'help' lists names",
-    )
-    p.add_argument(
-        "--sort",
-        default="",
-        metavar="KEY,...",
-        help="sort by these fields (-KEY: reversed), e.g. --sort=-capacity,id",
-    )
-    p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.add_argument(
         "-w",
         "--watch",
@@ -126,26 +137,7 @@ def parse_args():
     p.set_defaults(func=release.cmd_release)
 
     p = sub.add_parser("pool", help="capacity and reservations of each RSA node")
-    p.add_argument(
-        "-o",
-        "--format",
-        default="default",
-        metavar="FORMAT",
-        help="output format: a name (default, long, json) or a Python format string; "
-        "'help' lists names",
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print the pool's status as JSON"
-    )
-    p.add_argument(
-        "--sort",
-        default="",
-        metavar="KEY,...",
-        help="sort by these fields (-KEY: reversed)",
-    )
-    p.add_argument(
-        "-n", "--no-header", action="store_true", help="do not print a header"
-    )
+    add_listing_options(p, "default, long, json", "the pool's status")
     p.add_argument(
         "--wait",
         type=flux.util.parse_fsd,
@@ -158,7 +150,7 @@ def parse_args():
         action="store_true",
         help="stop the pool in order (instance owner; done at instance shutdown)",
     )
-    p.set_defaults(func=nodes.cmd_pool)
+    p.set_defaults(func=rsanodes.cmd_pool)
 
     p = sub.add_parser(
         "timeline", help="a Gantt picture of what the RSA did (PNG or SVG)"
@@ -196,13 +188,13 @@ def parse_args():
     )
     p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
     p.add_argument("reason", nargs="*", help="why (shown by flux rsa pool)")
-    p.set_defaults(func=nodes.cmd_drain)
+    p.set_defaults(func=rsanodes.cmd_drain)
 
     p = sub.add_parser(
         "undrain", help="let drained RSA nodes take new reservations again"
     )
     p.add_argument("nodes", metavar="NODES", help="RSA node names, e.g. rsa[0-1]")
-    p.set_defaults(func=lambda a: nodes.cmd_drain(a, undrain=True), reason=None)
+    p.set_defaults(func=lambda a: rsanodes.cmd_drain(a, undrain=True), reason=None)
 
     p = sub.add_parser(
         "stats", help="service figures as JSON (latency, CPU, memory, records)"

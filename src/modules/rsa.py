@@ -1,9 +1,10 @@
 """rsa: the RAMDISK Storage Accelerator service (a Flux broker module).
 
-Follows the job-manager journal, keeps one record per RSA job in the KVS
-(rsa.jobs.<jobid>), runs the pool of RSA nodes, and answers the rsa jobtap
-plugin and `flux rsa`.  All decisions are taken by flux_rsa.core; this file
-only routes messages.
+The service (flux_rsa.service) follows the job-manager journal, keeps one
+record per RSA job in the KVS (rsa.jobs.<jobid>), runs the pool of RSA
+nodes, and answers the rsa jobtap plugin and `flux rsa`; all decisions are
+taken by flux_rsa.core.  This file only routes messages to the service and
+its answers back.
 
     flux module load rsa          (or via modprobe when [rsa] is configured)
 """
@@ -16,7 +17,7 @@ from flux.constants import FLUX_ROLE_OWNER
 
 from flux_rsa.core import BadConfig, Policy
 from flux_rsa.core import events as E
-from flux_rsa.service.pool_start import start_pool
+from flux_rsa.service.pool_job import start_pool
 from flux_rsa.service.service import Service
 from flux_rsa.service.userns import job_namespaces
 
@@ -68,6 +69,18 @@ class RsaModule(BrokerModule):
             self.log.error(f"rsa: {msg.topic}: {exc!r}")
             self.handle.respond_error(msg, errno.EINVAL, f"{msg.topic}: {exc}")
 
+    def _answer(self, msg):
+        """answer(result) for an answer that comes later: a payload, or an
+        OSError to answer as an error."""
+
+        def answer(result):
+            if isinstance(result, OSError):
+                self.handle.respond_error(msg, result.errno, result.strerror)
+            else:
+                self.handle.respond(msg, result)
+
+        return answer
+
     # --- job-manager (rsa jobtap plugin) and the pool: instance owner only ---
 
     @request_handler("start")
@@ -103,16 +116,12 @@ class RsaModule(BrokerModule):
         """Answer when a job's outputs are settled (jobtap plugin: a job
         submitted with --dependency=afterstaged:JOBID waits for it)."""
 
-        def answer(result):
-            if isinstance(result, OSError):
-                self.handle.respond_error(msg, result.errno, result.strerror)
-            else:
-                self.handle.respond(msg, result)
-
         try:
             waiter = msg.payload.get("for")
             self.service.when_staged(
-                int(msg.payload["id"]), answer, None if waiter is None else int(waiter)
+                int(msg.payload["id"]),
+                self._answer(msg),
+                None if waiter is None else int(waiter),
             )
         except Exception as exc:
             self.log.error(f"rsa: afterstaged {msg.payload}: {exc!r}")
@@ -193,44 +202,7 @@ class RsaModule(BrokerModule):
     def pool_shutdown(self, msg):
         """Stop the pool in order (RAM disks destroyed), answer when it ended
         and the compute nodes let go of its image stores."""
-        from flux_rsa.pool import launch
-
-        keeper = self.service.keeper
-        jobid = keeper.jobid if keeper is not None else launch.find(self.handle)
-        if jobid is None:
-            self.handle.respond(msg, {"stopped": False})
-            return
-        self.service.pool.down()
-        if keeper is not None:
-            keeper.next_try = float("inf")  # no relaunch: we are shutting down
-
-        def ended(f):
-            try:
-                f.get_info()
-                self.service.mounts.leave(
-                    lambda: self.handle.respond(msg, {"stopped": True, "jobid": jobid})
-                )
-            except OSError as exc:
-                self.handle.respond_error(
-                    msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
-                )
-
-        def stop():
-            try:
-                keep = self.service.keep_list()
-                if keep:
-                    self.log.info(
-                        f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
-                    )
-                launch.shutdown_async(self.handle, jobid, keep=keep).then(ended)
-            except OSError as exc:
-                self.handle.respond_error(
-                    msg, exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"
-                )
-
-        # images still mounted by jobs' compute nodes are written back first
-        attached = [r for r in self.service.records.values() if r.image_attached]
-        self.service.mounts.flush(attached, stop)
+        self.service.shut_down_pool(self._answer(msg))
 
     @request_handler("drain")
     def drain(self, msg):

@@ -173,7 +173,7 @@ def test_a_big_job_is_looked_at_earlier_when_its_stage_in_takes_longer():
 
 def test_the_stage_rate_is_measured_from_finished_stage_ins():
     from flux_rsa.core import Progress
-    from flux_rsa.core.rates import stage_rate
+    from flux_rsa.core.ondeck import stage_rate
     from flux_rsa.core.record import Transition
 
     recs = records((1, "8M"), (2, "8M"))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux_rsa.core import Policy, admit, parse_request, rates
+from flux_rsa.core import Policy, admit, ondeck, parse_request
 from flux_rsa.core.ondeck import Pending, engaged, head, plan
 from flux_rsa.core.record import Progress, Transition
 from flux_rsa.core.states import JobState as J
@@ -157,9 +157,11 @@ def test_the_stage_rate_kept_from_changes_is_the_one_read_from_every_record():
             rec, history=hist, progress=Progress(bytes_total=j * MB)
         )
         recs[j] = rec
-        if rates.sample(rec) is not None:
-            kept.append(rates.sample(rec))
-    assert rates.median_rate(kept[-rates.RECENT :], 1.0) == rates.stage_rate(recs, 1.0)
+        if ondeck.sample(rec) is not None:
+            kept.append(ondeck.sample(rec))
+    assert ondeck.median_rate(kept[-ondeck.RECENT :], 1.0) == ondeck.stage_rate(
+        recs, 1.0
+    )
 
 
 def test_a_pass_has_work_only_for_rsa_jobs_before_their_run():

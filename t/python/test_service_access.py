@@ -1,4 +1,4 @@
-"""Who sees and acts on a job's record (service.access): its owner and the
+"""Who sees and acts on a job's record (service.records): its owner and the
 instance owner; others are told there is no record; a RAM disk's secret
 is never shown."""
 
@@ -8,7 +8,7 @@ import pytest
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 
 access = pytest.importorskip(
-    "flux_rsa.service.access",
+    "flux_rsa.service.records",
     reason="Flux's Python bindings are missing: no service tests",
 )
 

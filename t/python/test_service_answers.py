@@ -1,4 +1,4 @@
-"""One-answer futures let go of their answer at once (service.answers),
+"""One-answer futures let go of their answer at once (service.reactor),
 under a real Flux instance with Python's collector off, as the service
 runs between its quiet-tick full collections: an RPC's callback, what it
 closes over, and a KVS commit's records are freed as soon as the answer
@@ -42,7 +42,7 @@ class Kept:
 
 
 def ask(h, topic, answers, kept):
-    from flux_rsa.service.answers import on_answer
+    from flux_rsa.service.reactor import on_answer
 
     mine = Kept()
     kept.append(weakref.ref(mine))
@@ -80,12 +80,12 @@ def test_a_committed_batch_of_records_is_written_and_freed(h, no_collector):
 
     from flux_rsa.core import Policy, admit, parse_request
     from flux_rsa.core.states import RsaState
-    from flux_rsa.service import store
+    from flux_rsa.service import records
 
     policy = Policy.from_config(
         {"proportion": 1, "node-capacity": "64M", "granule": "4M"}
     )
-    st = store.Store(h, Log())
+    st = records.Store(h, Log())
     refs = []
     for jobid in (101, 102):
         rec = admit(jobid, 1000, 1, parse_request({"data_out": "/out"}), policy, 0.0)
@@ -97,6 +97,6 @@ def test_a_committed_batch_of_records_is_written_and_freed(h, no_collector):
     st.flush(lambda: done.append(True))
     h.reactor_run()
     assert done == [True]
-    assert flux.kvs.get(h, store.key(101))["jobid"] == 101
-    assert sorted(store.load(h)) == [101, 102]
+    assert flux.kvs.get(h, records.key(101))["jobid"] == 101
+    assert sorted(records.load(h)) == [101, 102]
     assert [ref() for ref in refs] == [None, None]

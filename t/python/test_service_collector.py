@@ -1,4 +1,4 @@
-"""The service's full garbage collections (service.collector): Python never
+"""The service's full garbage collections (service.reactor): Python never
 starts one itself while the service runs; the service's tick runs one once
 enough young collections have promoted objects, at a quiet tick, or after
 waiting MOST seconds on a service that is never quiet."""
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from flux_rsa.service import collector as C
+from flux_rsa.service import reactor as C
 
 
 class FakeGC:

@@ -150,7 +150,7 @@ def test_afterstaged_waiters_are_answered_once_when_the_outputs_settle():
     import logging
 
     from flux_rsa.core import Policy, admit, parse_request, process
-    from flux_rsa.service.afterstaged import Waiters
+    from flux_rsa.service.workflow import Waiters
 
     policy = Policy.from_config(
         {"proportion": 1, "node-capacity": "64M", "granule": "4M"}

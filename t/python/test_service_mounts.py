@@ -1,4 +1,4 @@
-"""The service's attach and detach over a job's ranks (service.mounts),
+"""The service's attach and detach over a job's ranks (service.compute_nodes),
 with its rank operations and timer replaced: what is undone when."""
 
 import types
@@ -7,7 +7,7 @@ import pytest
 import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path)
 
 mounts = pytest.importorskip(
-    "flux_rsa.service.mounts",
+    "flux_rsa.service.compute_nodes",
     reason="Flux's Python bindings are missing: no service tests",
 )
 

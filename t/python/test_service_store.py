@@ -1,4 +1,4 @@
-"""Records to the KVS (service.store), with a stand-in KVS: changes are
+"""Records to the KVS (service.records), with a stand-in KVS: changes are
 committed in batches, one commit at a time; a commit that fails is logged
 and made again, and the record lands; a newer change is never overwritten
 by the retry of an older one."""
@@ -11,7 +11,7 @@ import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path
 from fake_reactor import FakeReactor, Log
 
 store = pytest.importorskip(
-    "flux_rsa.service.store",
+    "flux_rsa.service.records",
     reason="Flux's Python bindings are missing: no service tests",
 )
 

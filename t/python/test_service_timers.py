@@ -1,4 +1,4 @@
-"""The service's one timer helper (service.timers): a call asked for many
+"""The service's one timer helper (service.reactor): a call asked for many
 times while pending happens once; a restart moves it; a failing call is
 logged and the timer keeps working; the core's per-job timers replace each
 other."""
@@ -10,7 +10,7 @@ import test_pool_helpers  # noqa: F401  (puts Flux's Python bindings on the path
 from fake_reactor import FakeReactor, Log
 
 timers = pytest.importorskip(
-    "flux_rsa.service.timers",
+    "flux_rsa.service.reactor",
     reason="Flux's Python bindings are missing: no service tests",
 )
 

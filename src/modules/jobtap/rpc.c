@@ -14,17 +14,12 @@
 
 #include "rsa.h"
 
-/* Answer a job-manager.rsa.<topic> request: success (rc 0), or errno
- * with errmsg (NULL: errno's own text).
+/* What a service does with one request: 0, with *result the payload to
+ * answer with (NULL: an empty answer), or -1 with errno and *errmsg (NULL:
+ * errno's own text).  service_cb answers.
  */
-static void respond (flux_t *h, const flux_msg_t *msg, const char *topic,
-                     int rc, const char *errmsg)
-{
-    if ((rc == 0 ? flux_respond (h, msg, NULL)
-                 : flux_respond_error (h, msg, errno, errmsg))
-        < 0)
-        flux_log_error (h, "rsa: %s: respond", topic);
-}
+typedef int (*service_f) (flux_plugin_t *p, const flux_msg_t *msg,
+                          json_t **result, const char **errmsg);
 
 /* The RSA state of active job id, or NULL with errno and errmsg set. */
 static struct rsa_job *active_job (flux_plugin_t *p, flux_jobid_t id,
@@ -38,102 +33,94 @@ static struct rsa_job *active_job (flux_plugin_t *p, flux_jobid_t id,
     return job;
 }
 
-/* job-manager.rsa.answer {id, env}: the service's start decision */
-static void answer_cb (flux_t *h, flux_msg_handler_t *mh, const flux_msg_t *msg,
-                       void *arg)
+/* A request {id, env}: the active RSA job it names, and env (not checked
+ * yet); NULL with errno (and errmsg) set. */
+static struct rsa_job *env_request (flux_plugin_t *p, const flux_msg_t *msg,
+                                    json_t **env, const char **errmsg)
 {
-    flux_plugin_t *p = arg;
     flux_jobid_t id;
-    json_t *env = NULL;
-    struct rsa_job *job;
-    const char *errmsg = NULL;
 
-    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env)
-        < 0)
-        goto error;
-    if (!(job = active_job (p, id, &errmsg)))
-        goto error;
+    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", env) < 0)
+        return NULL;
+    return active_job (p, id, errmsg);
+}
+
+/* job-manager.rsa.answer {id, env}: the service's start decision */
+static int answer (flux_plugin_t *p, const flux_msg_t *msg, json_t **result,
+                   const char **errmsg)
+{
+    json_t *env;
+    struct rsa_job *job;
+
+    if (!(job = env_request (p, msg, &env, errmsg)))
+        return -1;
     if (job->phase != HOLDING) {
-        errmsg = job->phase == DONE ? "job was already released"
-                                    : "job is not starting yet";
+        *errmsg = job->phase == DONE ? "job was already released"
+                                     : "job is not starting yet";
         errno = EINVAL;
-        goto error;
+        return -1;
     }
     if (!json_is_object (env) && !json_is_null (env)) {
-        errmsg = "env must be an object or null";
+        *errmsg = "env must be an object or null";
         errno = EPROTO;
-        goto error;
+        return -1;
     }
-    if (rsa_release_job (job, env, 0) < 0)
-        goto error;
-    respond (h, msg, "answer", 0, NULL);
-    return;
-error:
-    respond (h, msg, "answer", -1, errmsg);
+    return rsa_release_job (job, env, 0);
 }
 
 /* job-manager.rsa.offer {id, env}: start with env at once, if it runs */
-static void offer_cb (flux_t *h, flux_msg_handler_t *mh, const flux_msg_t *msg,
-                      void *arg)
+static int offer (flux_plugin_t *p, const flux_msg_t *msg, json_t **result,
+                  const char **errmsg)
 {
-    flux_plugin_t *p = arg;
-    flux_jobid_t id;
-    json_t *env = NULL;
+    json_t *env;
     struct rsa_job *job;
-    const char *errmsg = NULL;
 
-    if (flux_request_unpack (msg, NULL, "{s:I s:o}", "id", &id, "env", &env)
-        < 0)
-        goto error;
+    if (!(job = env_request (p, msg, &env, errmsg)))
+        return -1;
     if (!json_is_object (env)) {
-        errmsg = "env must be an object";
+        *errmsg = "env must be an object";
         errno = EPROTO;
-        goto error;
+        return -1;
     }
-    if (!(job = active_job (p, id, &errmsg)))
-        goto error;
     if (job->phase != IDLE) {
-        errmsg = "job is starting or started already";
+        *errmsg = "job is starting or started already";
         errno = EINVAL;
-        goto error;
+        return -1;
     }
     json_t *offer = json_deep_copy (env);
     if (!offer || json_object_set_new (offer, "offered", json_true ()) < 0) {
         json_decref (offer);
         errno = ENOMEM;
-        goto error;
+        return -1;
     }
     json_decref (job->offer);
     job->offer = offer;
-    respond (h, msg, "offer", 0, NULL);
-    return;
-error:
-    respond (h, msg, "offer", -1, errmsg);
+    return 0;
 }
 
 /* job-manager.rsa.withdraw {id} -> {withdrawn}: false only when the job
  * already started with the offer.  A job that is gone took nothing.
  */
-static void withdraw_cb (flux_t *h, flux_msg_handler_t *mh,
-                         const flux_msg_t *msg, void *arg)
+static int withdraw (flux_plugin_t *p, const flux_msg_t *msg, json_t **result,
+                     const char **errmsg)
 {
-    flux_plugin_t *p = arg;
     flux_jobid_t id;
     struct rsa_job *job;
     bool withdrawn = true;
 
-    if (flux_request_unpack (msg, NULL, "{s:I}", "id", &id) < 0) {
-        respond (h, msg, "withdraw", -1, NULL);
-        return;
-    }
+    if (flux_request_unpack (msg, NULL, "{s:I}", "id", &id) < 0)
+        return -1;
     if ((job = flux_jobtap_job_aux_get (p, id, JOB_AUX))) {
         if (job->offer_used)
             withdrawn = false;
         json_decref (job->offer);
         job->offer = NULL;
     }
-    if (flux_respond_pack (h, msg, "{s:b}", "withdrawn", withdrawn) < 0)
-        flux_log_error (h, "rsa: withdraw: respond");
+    if (!(*result = json_pack ("{s:b}", "withdrawn", withdrawn))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
 }
 
 static bool valid_event_name (const char *name)
@@ -147,75 +134,106 @@ static bool valid_event_name (const char *name)
 }
 
 /* job-manager.rsa.post {id, name, context}: post "rsa-<name>" */
-static void post_cb (flux_t *h, flux_msg_handler_t *mh, const flux_msg_t *msg,
-                     void *arg)
+static int post (flux_plugin_t *p, const flux_msg_t *msg, json_t **result,
+                 const char **errmsg)
 {
-    flux_plugin_t *p = arg;
     flux_jobid_t id;
     const char *name;
     json_t *context;
     char event[64];
-    const char *errmsg = NULL;
 
     if (flux_request_unpack (msg, NULL, "{s:I s:s s:o}", "id", &id, "name",
                              &name, "context", &context)
         < 0)
-        goto error;
+        return -1;
     if (!valid_event_name (name) || !json_is_object (context)) {
-        errmsg =
+        *errmsg =
             "name must be lower-case letters and dashes, context an object";
         errno = EPROTO;
-        goto error;
+        return -1;
     }
-    if (!active_job (p, id, &errmsg))
-        goto error;
+    if (!active_job (p, id, errmsg))
+        return -1;
     snprintf (event, sizeof (event), "rsa-%s", name);
-    if (flux_jobtap_event_post_pack (p, id, event, "O", context) < 0)
-        goto error;
-    respond (h, msg, "post", 0, NULL);
-    return;
-error:
-    respond (h, msg, "post", -1, errmsg);
+    return flux_jobtap_event_post_pack (p, id, event, "O", context);
 }
 
 /* job-manager.rsa.writers {writers: {"<id>": data_out}}: the service's
  * whole table of ended jobs whose stage-out may still write into their
  * data_out (replaces the one before) */
-static void writers_cb (flux_t *h, flux_msg_handler_t *mh,
-                        const flux_msg_t *msg, void *arg)
+static int writers (flux_plugin_t *p, const flux_msg_t *msg, json_t **result,
+                    const char **errmsg)
 {
-    flux_plugin_t *p = arg;
     struct rsa_ctx *ctx = rsa_ctx (p);
-    json_t *writers;
+    json_t *table;
     const char *key;
     json_t *path;
 
-    if (flux_request_unpack (msg, NULL, "{s:o}", "writers", &writers) < 0) {
-        respond (h, msg, "writers", -1, NULL);
-        return;
-    }
-    json_object_foreach (writers, key, path)
+    if (flux_request_unpack (msg, NULL, "{s:o}", "writers", &table) < 0)
+        return -1;
+    json_object_foreach (table, key, path)
     {
         if (!json_is_string (path)) {
+            *errmsg = "writers: each value must be a path";
             errno = EPROTO;
-            respond (h, msg, "writers", -1,
-                     "writers: each value must be a path");
-            return;
+            return -1;
         }
     }
     json_decref (ctx->writers);
-    ctx->writers = json_incref (writers);
-    respond (h, msg, "writers", 0, NULL);
+    ctx->writers = json_incref (table);
+    return 0;
+}
+
+/* The services, by the last word of their topic (job-manager.rsa.<name>) */
+static const struct {
+    const char *name;
+    service_f fn;
+} services[] = {
+    {"answer", answer},     {"post", post},       {"offer", offer},
+    {"withdraw", withdraw}, {"writers", writers},
+};
+
+#define NSERVICES (sizeof (services) / sizeof (services[0]))
+
+/* Every service's request: run its service_f and answer for it. */
+static void service_cb (flux_t *h, flux_msg_handler_t *mh,
+                        const flux_msg_t *msg, void *arg)
+{
+    flux_plugin_t *p = arg;
+    const char *topic = "?";
+    const char *name;
+    json_t *result = NULL;
+    const char *errmsg = NULL;
+    int rc = -1;
+
+    if (flux_msg_get_topic (msg, &topic) < 0)
+        errno = EPROTO;
+    else {
+        name = strrchr (topic, '.') ? strrchr (topic, '.') + 1 : topic;
+        errno = ENOSYS;
+        for (size_t i = 0; i < NSERVICES; i++)
+            if (!strcmp (services[i].name, name)) {
+                rc = services[i].fn (p, msg, &result, &errmsg);
+                break;
+            }
+    }
+    if (rc < 0)
+        rc = flux_respond_error (h, msg, errno, errmsg);
+    else if (result)
+        rc = flux_respond_pack (h, msg, "O", result);
+    else
+        rc = flux_respond (h, msg, NULL);
+    if (rc < 0)
+        flux_log_error (h, "rsa: %s: respond", topic);
+    json_decref (result);
 }
 
 int rsa_services_register (flux_plugin_t *p)
 {
-    if (flux_jobtap_service_register (p, "answer", answer_cb, p) < 0
-        || flux_jobtap_service_register (p, "post", post_cb, p) < 0
-        || flux_jobtap_service_register (p, "offer", offer_cb, p) < 0
-        || flux_jobtap_service_register (p, "withdraw", withdraw_cb, p) < 0
-        || flux_jobtap_service_register (p, "writers", writers_cb, p) < 0)
-        return -1;
+    for (size_t i = 0; i < NSERVICES; i++)
+        if (flux_jobtap_service_register (p, services[i].name, service_cb, p)
+            < 0)
+            return -1;
     return 0;
 }
 

@@ -98,7 +98,7 @@ def reads_ramdisk(b):
 
 def may_read_ramdisk(b):
     """B is to read its producer's RAM disk: it can, or will once its
-    reservation is placed (next to it, ``service.handoff``)."""
+    reservation is placed (next to it, ``service.workflow``)."""
     h = b.handoff
     if h is None or not h.on_ramdisk or h.failed:
         return False

@@ -68,7 +68,7 @@ def drop_consumer(rec, ev):
 
 def expired(rec, ev):
     """``[rsa] handoff-keep`` is over: the readers left use data_in (they
-    learn it as the RAM disk goes, ``service.handoff``)."""
+    learn it as the RAM disk goes, ``service.workflow``)."""
     n = len(rec.consumers)
     why = f"[rsa] handoff-keep is over; {n} job(s) not served read data_out"
     return rec, [

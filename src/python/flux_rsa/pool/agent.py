@@ -12,9 +12,10 @@ at once (``drain``/``undrain`` once Fluxion has the change); outcomes are
 notifications.
 
 The agent is start-up and routing: what the methods do lives in its parts,
-``work`` (the subjobs: holders, stages, measures, purges, discards),
-``kept`` (the RAM disks an earlier pool kept), ``nodes`` (up, down,
-drained) and ``status`` (the answers of ``list`` and ``status``).
+``work`` (the subjobs: holders, stages, measures, purges, discards; the
+answer of ``list``), ``kept`` (the RAM disks an earlier pool kept) and
+``nodes`` (up, down, drained; each node's part of the answer of
+``status``).
 
 With ``Policy.simulate_rate > 0`` holders, stages and purges are
 test-execution jobs (see ``jobspecs``): no process, no mount, no copy.
@@ -38,14 +39,14 @@ from flux.conf_builtin import conf_builtin_get
 from flux.job import JobID
 
 from flux_rsa.core.config import Policy
-from flux_rsa.pool import graph, jgf, jobspecs, protocol, status
+from flux_rsa.pool import graph, jgf, jobspecs, protocol
 from flux_rsa.pool.kept import Kept
-from flux_rsa.pool.nodes import Nodes
+from flux_rsa.pool.nodes import Nodes, capacity
 from flux_rsa.pool.notifier import Notifier
 from flux_rsa.pool.ports import Ports, ephemeral_clash
 from flux_rsa.pool.stores import Stores
 from flux_rsa.pool.subjob import Context
-from flux_rsa.pool.work import Work
+from flux_rsa.pool.work import Work, listing
 from flux_rsa.privileged import caller
 
 #: `shutdown`: how long to wait for subjobs to end, then for their
@@ -407,7 +408,7 @@ class Agent:
         return None
 
     def do_list(self, msg, p):
-        return status.listing(self.work, self.kept)
+        return listing(self.work, self.kept)
 
     def do_status(self, msg, p):
         future = self.h.rpc(
@@ -425,7 +426,7 @@ class Agent:
             self.parent.respond(
                 msg,
                 {
-                    "nodes": status.capacity(
+                    "nodes": capacity(
                         used,
                         self.policy,
                         self.hosts,

@@ -1,4 +1,5 @@
-"""The pool's nodes: their names, whether they are up, whether they are drained.
+"""The pool's nodes: their names, whether they are up, whether they are
+drained, and what each holds (``capacity``, for the answer of ``status``).
 
 **Drain** takes a node out of new reservations without disturbing the ones
 it holds.  Flux's own drain (``resource.drain``) marks the whole node down
@@ -192,3 +193,33 @@ class Nodes:
                     self.changed(rank, down)
         except Exception as exc:
             self.log(f"resource journal: {exc!r}")
+
+
+def capacity(used, policy, hosts, nodes, holders):
+    """The nodes of the answer of `status` (doc/pool.md): each one's
+    capacity, what Fluxion has allocated there (``used``: rank ->
+    granules), the live ``holders`` on it and its state (up or down,
+    drained)."""
+    g = policy.granule
+    out = []
+    for rank in sorted(hosts):
+        total = policy.node_granules * g
+        reserved = used.get(rank, 0) * g
+        on_node = [
+            {"jobid": h.key[0], "gen": h.key[1], "bytes": n * g}
+            for h in holders
+            for r, n in h.granted_by_rank().items()
+            if r == rank
+        ]
+        out.append(
+            {
+                "host": hosts[rank],
+                "rank": rank,
+                "total": total,
+                "reserved": reserved,
+                "free": total - reserved,
+                "holders": on_node,
+                **nodes.describe(rank),
+            }
+        )
+    return out

@@ -395,3 +395,16 @@ class Work:
                 job.stop("pool shutting down")
             else:
                 job.cancel("flux-rsa: pool shutting down")
+
+
+def listing(work, kept):
+    """The answer of `list` (doc/pool.md): what runs now (ended holders
+    and stages are not listed), and the kept RAM disks nobody adopted yet."""
+    holders = work.live_holders()
+    adopting = {h.adopt: h.key for h in holders if h.adopt is not None}
+    return {
+        "holders": [h.describe() for h in holders],
+        "stages": [s.describe() for s in work.stages.values() if not s.ended],
+        "measures": [m.describe() for m in work.measures.values() if not m.ended],
+        "kept": kept.listing(adopting),
+    }

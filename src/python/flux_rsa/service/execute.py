@@ -1,10 +1,14 @@
-"""Carry out the core's actions.  One small function per action kind; each
-is idempotent on the receiving side, so re-sending after a restart is safe.
+"""Actions out: those the core asked for while a message was handled wait
+in the ``Outbox`` and go out together once it is done, each carried out by
+the ``Executor``, one small function per action kind.  Each is idempotent
+on the receiving side, so re-sending after a restart is safe.
 """
+
 
 import errno
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 from flux.constants import FLUX_JOB_URGENCY_EXPEDITE
 
@@ -12,8 +16,54 @@ from flux_rsa.core import Record
 from flux_rsa.core import actions as A
 from flux_rsa.core import events as E
 from flux_rsa.core.states import RsaState as S
-from flux_rsa.service import wire
-from flux_rsa.service.answers import on_answer
+from flux_rsa.service.pool_link import to_request
+from flux_rsa.service.reactor import Timer, on_answer
+
+# --- Waiting to be sent ------------------------------------------------------
+# Actions waiting to be sent: those the core asked for while a message was
+# handled go out together once it is done (at the next turn of the reactor),
+# in the order they were asked for. Records are not waited for: the store
+# commits them on its own schedule (service.records).
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    action: A.Action  # a core action, or the service's own (execute.PostState)
+    intake: Optional[
+        float
+    ]  # when what caused it arrived; None: not counted in the latency
+
+
+class Outbox:
+    """``prepare(action)`` may amend an action just before it goes
+    (``run(action)`` sends it); ``metrics.sent(intake)`` times it."""
+
+    def __init__(self, h, log, run, metrics, prepare=lambda action: action):
+        self.run = run
+        self.metrics = metrics
+        self.prepare = prepare
+        self.waiting = []  # Outgoing
+        self.timer = Timer(h, log, "flush", self.flush)
+
+    def add(self, actions, intake):
+        """Send ``actions`` soon, timed from ``intake`` (None: not timed)."""
+        self.waiting.extend(Outgoing(a, intake) for a in actions)
+        self.timer.arm()
+
+    def stop(self):
+        self.timer.stop()
+
+    def flush(self):
+        out, self.waiting = self.waiting, []
+        for item in out:
+            self.run(self.prepare(item.action))
+            if item.intake is not None:
+                self.metrics.sent(item.intake)
+
+
+# --- Carried out -------------------------------------------------------------
+# Carry out the core's actions. One small function per action kind; each is
+# idempotent on the receiving side, so re-sending after a restart is safe.
 
 
 @dataclass(frozen=True)
@@ -44,7 +94,7 @@ class Executor:
         self.h = h
         self.log = log
         self.pool = pool
-        self.mounts = mounts  # service.mounts.Mounts: the job's compute nodes
+        self.mounts = mounts  # compute_nodes.Mounts: the job's compute nodes
         self.timers = timers  # timers(StartTimer action)
         self.active = active  # active(jobid) -> bool
         self.table = {
@@ -91,7 +141,7 @@ class Executor:
             self.pool_action(a)
 
     def pool_action(self, a):
-        method, payload = wire.request(a)
+        method, payload = to_request(a)
         with_j = needs_j(a, self.signed())
         queue = self.waiting.get(a.jobid)
         if queue is None and not with_j:

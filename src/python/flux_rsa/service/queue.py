@@ -20,8 +20,7 @@ import time
 from flux.constants import FLUX_JOB_STATE_SCHED
 
 from flux_rsa.core.ondeck import Pending, queue_key
-from flux_rsa.service.answers import on_answer
-from flux_rsa.service.timers import Timer
+from flux_rsa.service.reactor import Timer, on_answer
 
 QUERY_GAP = 0.05
 QUERY_DUTY = 0.1

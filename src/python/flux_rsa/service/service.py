@@ -8,10 +8,15 @@ can lag behind what the pool was asked to do; every action is idempotent
 and the restart reconciles both ways (orphan holders and stages are
 cancelled, in-flight requests are asked again).
 
-This class only wires the pieces, one concern each: intake (job events),
-queue (reads of job-manager's queue), pool_events, timers, store (the
-KVS), outbox and execute (actions out), reconcile, drain, access (who
-sees what), metrics.
+This class only wires the rooms, one family of messages each: intake
+and jobs (job events from the jobtap plugin), queue (reads of
+job-manager's queue), workflow (jobs reading other jobs' outputs:
+afterstaged, the hand-off), pool_link (requests to the pool and its
+notifications, drained nodes, reconciling after restarts), pool_job (the
+pool's job: launch, keep, shut down), compute_nodes (attach and detach on
+a job's nodes), records (the KVS, the on-deck index, who sees what),
+execute (actions out), reactor (timers, one-answer futures, full
+collections), metrics.
 """
 
 import dataclasses
@@ -36,24 +41,16 @@ from flux_rsa.core import (
 )
 from flux_rsa.core.states import RsaState as S
 from flux_rsa.privileged import caller
-from flux_rsa.service import access, store
-from flux_rsa.service.afterstaged import Waiters
-from flux_rsa.service.collector import Collector
-from flux_rsa.service.deckindex import DeckIndex
-from flux_rsa.service.drain import Drains
-from flux_rsa.service.execute import Executor, PostState
-from flux_rsa.service.handoff import Handoffs
+from flux_rsa.service import pool_job, records
+from flux_rsa.service.compute_nodes import Mounts
+from flux_rsa.service.execute import Executor, Outbox, PostState
 from flux_rsa.service.intake import Intake
 from flux_rsa.service.jobs import Tracker
 from flux_rsa.service.metrics import Metrics
-from flux_rsa.service.mounts import Mounts
-from flux_rsa.service.outbox import Outbox
-from flux_rsa.service.pool import PoolLink
-from flux_rsa.service.pool_events import PoolEvents
+from flux_rsa.service.pool_link import Drains, PoolEvents, PoolLink, Reconciler
 from flux_rsa.service.queue import QueueReader
-from flux_rsa.service.reconcile import Reconciler
-from flux_rsa.service.timers import JobTimers, Timer, timer_event
-from flux_rsa.service.writers import Writers
+from flux_rsa.service.reactor import Collector, JobTimers, Timer, timer_event
+from flux_rsa.service.workflow import Handoffs, Waiters, Writers
 
 TICK = 2.0  # seconds between on-deck passes when nothing else happens
 PLAN_DELAY = 0.05  # on-deck passes are batched: at most one per PLAN_DELAY
@@ -70,14 +67,14 @@ class Service:
         self.h = h
         self.log = log
         self.policy = policy
-        self.records = store.load(
+        self.records = records.load(
             h
         )  # jobid -> Record (shared with the pieces: never replaced)
         self.metrics = Metrics()
         self.tracker = Tracker()
-        self.store = store.Store(h, log, delay=SAVE_DELAY)
+        self.store = records.Store(h, log, delay=SAVE_DELAY)
         self.pool = PoolLink(h, log)
-        self.drains = Drains(self.pool, self.store, store.load_drained(h))
+        self.drains = Drains(self.pool, self.store, records.load_drained(h))
         self.mounts = Mounts(h, log, self.via, self.withdrawn, lambda: self.policy)
         self.timers = JobTimers(h, log, self.timer_fired)
         self.execute = Executor(
@@ -94,7 +91,7 @@ class Service:
             h, log, self.execute.run, self.metrics, prepare=self.reusing
         )
         self.intake = Intake(h, log, self.tracker, self)
-        self.index = DeckIndex(self.records)
+        self.index = records.DeckIndex(self.records)
         self.reader = QueueReader(
             h,
             log,
@@ -248,7 +245,7 @@ class Service:
         self.arm_flush()
         self.arm_plan()
 
-    # --- the pool (service.pool_events) ---
+    # --- the pool (service.pool_link, service.pool_job) ---
 
     def on_pool_event(self, payload):
         self.pool_events.on_event(payload)
@@ -256,8 +253,10 @@ class Service:
     def pool_up(self, info):
         self.pool_events.up(info)
 
-    def keep_list(self):
-        return self.reconciler.keep_list()
+    def shut_down_pool(self, answer):
+        """Stop the pool in order; ``answer(payload or OSError)`` once it
+        ended (service.pool_job)."""
+        pool_job.shut_down(self, answer)
 
     # --- job-manager asks ---
 
@@ -414,7 +413,7 @@ class Service:
         return self.drains.drain(host, reason, undrain)
 
     def status(self, jobids, userid, owner):
-        return access.status(self.records, jobids, userid, owner)
+        return records.status(self.records, jobids, userid, owner)
 
     def when_staged(self, jobid, answer, waiter=None):
         """``answer(payload or OSError)`` once job ``jobid``'s outputs are
@@ -425,6 +424,6 @@ class Service:
 
     def request(self, jobid, event, userid, owner):
         """A person's request on a job (retry, release, release-input)."""
-        access.check_request(self.records.get(jobid), jobid, event, userid, owner)
+        records.check_request(self.records.get(jobid), jobid, event, userid, owner)
         self.apply(jobid, event)
         return self.records[jobid].to_dict()

@@ -29,7 +29,7 @@ from flux.hostlist import Hostlist
 
 from flux_rsa.core import events as E
 from flux_rsa.privileged.caller import subjob_environment
-from flux_rsa.service.answers import on_answer
+from flux_rsa.service.reactor import on_answer
 
 TIMEOUT = 60.0
 #: the ranks that mounted a client of an RSA node's image store

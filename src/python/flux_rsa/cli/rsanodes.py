@@ -1,6 +1,6 @@
-"""`flux rsa pool`, `drain` and `undrain`: the RSA nodes, their capacity
-and reservations as the pool reports them, and the instance owner taking
-nodes out of new reservations or back."""
+"""The RSA nodes, as `flux rsa pool`, `drain` and `undrain` show and change
+them: their capacity and reservations as the pool reports them, and the
+instance owner taking nodes out of new reservations or back."""
 
 import json
 import sys

@@ -1,17 +1,28 @@
-"""Records in the KVS: ``rsa.jobs.<jobid>`` holds one record as JSON.
-
-Writes are batched: the service marks records dirty and ``flush`` commits
-them in one transaction; a record is the truth after a restart, so a
-commit that fails is made again.  A fresh record (``Record.fresh``: just
-admitted, nothing happened yet) is not written: the replay of the journal
-after a restart admits its job again.
+"""The service's records (``core.Record``, one per RSA job): kept in the
+KVS (``load``, ``Store``: batched commits, a failed one made again),
+indexed for the on-deck pass as they change (``DeckIndex``), and shown to
+whom may see them (``status``, ``check_request``).
 """
 
+
+import collections
+import errno
+
+import flux.job
 import flux.kvs
 
-from flux_rsa.core import Record
-from flux_rsa.service.answers import on_answer
-from flux_rsa.service.timers import Timer
+from flux_rsa.core import Record, accepts, ondeck
+from flux_rsa.core.states import RsaState
+from flux_rsa.service.reactor import Timer, on_answer
+
+# --- In the KVS --------------------------------------------------------------
+# Records in the KVS: ``rsa.jobs.<jobid>`` holds one record as JSON.
+#
+# Writes are batched: the service marks records dirty and ``flush`` commits
+# them in one transaction; a record is the truth after a restart, so a commit
+# that fails is made again. A fresh record (``Record.fresh``: just admitted,
+# nothing happened yet) is not written: the replay of the journal after a
+# restart admits its job again.
 
 DIR = "rsa.jobs"
 DRAINED = "rsa.drained"
@@ -150,3 +161,86 @@ class Store:
             then()
 
         on_answer(future, committed)
+
+
+# --- Indexed for the on-deck pass --------------------------------------------
+# What an on-deck pass needs besides the queue's head, kept up to date as
+# records change, so that a pass costs the same however long the queue and
+# however many records: the engaged jobs (core.ondeck.engaged: holding
+# capacity or on deck) and the newest measured stage-in rates.
+
+
+class DeckIndex:
+    def __init__(self, records):
+        self.records = records  # the service's (jobid -> Record)
+        self.engaged = {j for j, r in records.items() if ondeck.engaged(r)}
+        samples = (s for s in map(ondeck.sample, records.values()) if s is not None)
+        self.samples = collections.deque(ondeck.newest(samples), maxlen=ondeck.RECENT)
+
+    def changed(self, old, new):
+        if ondeck.engaged(new):
+            self.engaged.add(new.jobid)
+        else:
+            self.engaged.discard(new.jobid)
+        if new.rsa_state is RsaState.READY and (
+            old is None or old.rsa_state is not RsaState.READY
+        ):
+            sample = ondeck.sample(new)
+            if sample is not None:
+                self.samples.append(sample)
+
+    def removed(self, jobid):
+        self.engaged.discard(jobid)
+
+    def stage_rate(self, default):
+        """core.ondeck.stage_rate over every record, from the kept samples."""
+        return ondeck.median_rate(self.samples, default)
+
+    def view(self, pending):
+        """The records a pass over ``pending`` needs: those of the jobs in
+        it and the engaged ones (the same decisions as every record)."""
+        seen = {p.jobid for p in pending} | self.engaged
+        return {j: self.records[j] for j in seen if j in self.records}
+
+
+# --- Who may see a record ----------------------------------------------------
+# Who may see and act on a job's record: its owner, and the instance owner.
+# Others are told there is no record (not that it is someone else's).
+
+
+def visible(rec, userid, owner):
+    return owner or rec.userid == userid
+
+
+def shown(rec):
+    """A record as `flux rsa status` shows it: without the secret that lets
+    a client mount its RAM disk."""
+    d = rec.to_dict()
+    if d.get("volume"):
+        d["volume"] = {k: v for k, v in d["volume"].items() if k != "secret"}
+    return d
+
+
+def status(records, jobids, userid, owner):
+    """The records of ``jobids`` (all when empty) the caller may see."""
+    recs = (
+        [records[j] for j in jobids if j in records]
+        if jobids
+        else list(records.values())
+    )
+    return [shown(r) for r in recs if visible(r, userid, owner)]
+
+
+def check_request(rec, jobid, event, userid, owner):
+    """Raise OSError unless the caller may ask ``event`` of job ``jobid``
+    (record ``rec``, None when there is none) and its record accepts it."""
+    if rec is None or not visible(rec, userid, owner):
+        raise OSError(
+            errno.ENOENT,
+            f"{flux.job.JobID(jobid).f58}: no RSA record for this job (or not yours)",
+        )
+    if not accepts(rec, event):
+        raise OSError(
+            errno.EINVAL,
+            f"{flux.job.JobID(jobid).f58}: not possible in {rec.job_state}/{rec.rsa_state}",
+        )

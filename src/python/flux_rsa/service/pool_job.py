@@ -1,8 +1,10 @@
-"""Keep one RSA pool running: use the one that runs (after a module
-reload), launch one when there is none, launch again (with back-off) when
-it ends or is refused - e.g. when it was submitted before the RSA nodes
-were online."""
+"""The pool as a job of the instance: keep one RSA pool running
+(``PoolKeeper``: use the one that runs after a module reload, launch one
+when there is none, launch again with back-off when it ends or is refused,
+e.g. when it was submitted before the RSA nodes were online), and stop it
+in order when the instance owner asks (``shut_down``)."""
 
+import errno
 import os
 import time
 
@@ -106,3 +108,42 @@ class PoolKeeper:
 def start_pool(service):
     service.keeper = PoolKeeper(service)
     service.keeper.start()
+
+
+def shut_down(service, answer):
+    """Stop the pool in order (RAM disks destroyed, those with outputs not
+    yet home kept), then ``answer(payload or OSError)`` once it ended and
+    the compute nodes let go of its image stores."""
+    keeper = service.keeper
+    jobid = keeper.jobid if keeper is not None else launch.find(service.h)
+    if jobid is None:
+        answer({"stopped": False})
+        return
+    service.pool.down()
+    if keeper is not None:
+        keeper.next_try = float("inf")  # no relaunch: we are shutting down
+
+    def failed(exc):
+        answer(OSError(exc.errno or errno.EIO, f"stopping the RSA pool: {exc}"))
+
+    def ended(f):
+        try:
+            f.get_info()
+            service.mounts.leave(lambda: answer({"stopped": True, "jobid": jobid}))
+        except OSError as exc:
+            failed(exc)
+
+    def stop():
+        try:
+            keep = service.reconciler.keep_list()
+            if keep:
+                service.log.info(
+                    f"rsa: stopping the pool, keeping {len(keep)} RAM disk(s) with outputs not yet home"
+                )
+            launch.shutdown_async(service.h, jobid, keep=keep).then(ended)
+        except OSError as exc:
+            failed(exc)
+
+    # images still mounted by jobs' compute nodes are written back first
+    attached = [r for r in service.records.values() if r.image_attached]
+    service.mounts.flush(attached, stop)
