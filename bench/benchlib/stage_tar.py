@@ -82,13 +82,27 @@ PAIRS = {
         "GNU tar": "stager tar",
         "tarfile": "stager tar",
         "GNU tar -W": "stager tar -c",
+        "baseline tar": "stager tar",
+        "baseline tar -c": "stager tar -c",
     },
     "in": {
         "GNU tar": "stager untar",
         "tarfile": "stager untar",
         "GNU tar -d": "stager untar -c",
+        "baseline untar": "stager untar",
+        "baseline untar -c": "stager untar -c",
     },
 }
+
+
+def baseline(direction, path):
+    """The stager's commands of DIRECTION run from PATH (another tree's
+    src/python), named "baseline ..."."""
+    return {
+        "baseline " + tool[len("stager ") :]: cmd.replace("{pypath}", path)
+        for tool, cmd in TOOLS[direction].items()
+        if tool.startswith("stager ")
+    }
 
 
 def archive_dir(data, key, path, sh):
