@@ -252,6 +252,32 @@ def test_an_archive_or_tree_changed_meanwhile_fails_verification(tmp_path):
     assert err.value.line().endswith("(run the stage again)")
 
 
+def test_verify_checksum_names_a_file_changed_since_it_was_archived(tmp_path):
+    from flux_rsa.stage import tarwrite, verify
+    from flux_rsa.stage.errors import EXIT_VERIFY, StageError
+
+    src = make_tree(tmp_path / "src")
+    w = tarwrite.TarWriter(src, os.fsencode(tmp_path / "out"))
+    w.run(sync=False)
+    verify.check_archive(w, "checksum")
+    path = os.path.join(src, b"a.txt")
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(b"X")  # same size, same mtime: only the content tells
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    try:
+        verify.check_archive(w, "checksum")
+    except StageError as err:
+        assert err.code == EXIT_VERIFY
+        assert err.line() == (
+            f"flux-rsa-stage: {tmp_path}/out/rsa-output.tar/a.txt: verification "
+            "failed: contents differ (GNU tar --compare) (the tree changed since "
+            "it was archived; run the stage again)"
+        )
+    else:
+        raise AssertionError("a changed file passed verification")
+
+
 def test_a_file_changed_while_gnu_tar_reads_it_asks_for_a_run(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

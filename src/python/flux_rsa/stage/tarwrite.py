@@ -19,7 +19,7 @@ import threading
 
 from . import fsutil
 from . import plan as planmod
-from .errors import EXIT_FAILED, StageError, from_oserror
+from .errors import EXIT_FAILED, EXIT_VERIFY, StageError, from_oserror
 
 DEFAULT_NAME = b"rsa-output.tar"
 TAR = "tar"
@@ -228,6 +228,39 @@ class TarWriter:
         if name in (b".", b""):
             return self.src
         return fsutil.full(self.src, name)
+
+    def compare(self):
+        """--verify checksum: GNU tar reads the archive back and compares
+        every member with the tree (size, mode, owner, mtime, link target,
+        content); the first difference fails the stage."""
+        argv = [TAR, "--compare", "--numeric-owner"]
+        argv += [f"--file={os.fsdecode(self.final)}", "-C", os.fsdecode(self.src)]
+        try:
+            proc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, LC_ALL="C"),
+            )
+        except OSError as exc:
+            raise StageError(
+                EXIT_FAILED,
+                TAR,
+                f"could not be started: {exc.strerror}",
+                "mode tar needs GNU tar installed",
+            ) from None
+        if proc.returncode == 0:
+            return
+        lines = proc.stdout.splitlines() or [b"GNU tar --compare failed"]
+        name, _, what = lines[0].removeprefix(b"tar: ").rpartition(b": ")
+        what = what.decode("utf-8", "backslashreplace").lower()
+        raise StageError(
+            EXIT_VERIFY,
+            fsutil.full(self.final, name) if name else self.final,
+            f"verification failed: {what} (GNU tar --compare)",
+            "the tree changed since it was archived; run the stage again",
+        )
 
     def _remove_stale(self, dir_fd):
         for name in os.listdir(dir_fd):
