@@ -5,8 +5,6 @@ import subprocess
 
 from test_stage_helpers import allocated, make_tree, rsync_diff, stage
 
-from flux_rsa.stage import tarformat as tf
-
 
 def test_tar_writes_one_archive_gnu_tar_restores_exactly(tmp_path):
     src = make_tree(tmp_path / "src")
@@ -170,52 +168,6 @@ def test_untar_verify_checksum_reads_members_inside_archives(tmp_path):
     assert rsync_diff(src, tmp_path / "ram") == ""
 
 
-def test_headers_written_in_place_equal_the_built_ones():
-    written = 0
-    for path in (
-        b"a",
-        b"d/",
-        b"./",
-        b"sub/deep/f.dat",
-        b"x" * 99,
-        b"y/" * 60,
-        b"z" * 299,
-        b"z" * 300,
-        b"caf\xc3\xa9",
-        b"bad-\xff",
-        b"new\nline",
-    ):
-        for mtime in (
-            0,
-            1_500_000_000_987_654_321,
-            7 * 10**9,
-            8**11 * 10**9 - 1,
-            8**11 * 10**9,
-            -1,
-        ):
-            for size, uid in (
-                (0, 0),
-                (4096, 1000),
-                (8**11 - 1, 8**7 - 1),
-                (8**11, 0),
-                (1, 8**7),
-            ):
-                for flag in (tf.TYPE_FILE, tf.TYPE_DIR):
-                    buf = bytearray(4000)
-                    n = tf.header_into(
-                        buf, 100, path, 0o100640, uid, 7, size, mtime, flag
-                    )
-                    if not n:
-                        assert not any(buf)
-                        continue
-                    written += 1
-                    assert bytes(buf[100 : 100 + n]) == tf.header(
-                        path, 0o100640, uid, 7, size, mtime, flag
-                    )
-                    assert not any(buf[:100]) and not any(buf[100 + n :])
-    assert written > 100
-
-
 def gnu_extract(tmp_path):
     """GNU tar's extraction of tmp_path/out/rsa-output.tar, in tmp_path/gnu."""
     restored = tmp_path / "gnu"
@@ -271,9 +223,10 @@ def test_tar_many_batches_and_a_big_file_between_small_ones(tmp_path):
     )
 
 
-def test_an_archive_changed_meanwhile_asks_for_a_run_a_wrong_layout_does_not(tmp_path):
-    """Running the stage again can mend an archive another process wrote
-    to, not a layout the stager got wrong (it would lay it out the same)."""
+def test_an_archive_or_tree_changed_meanwhile_fails_verification(tmp_path):
+    """--verify size: an archive another process wrote to after GNU tar, or
+    a tree that lost an entry between the walk and GNU tar, is a
+    difference that running the stage again mends."""
     import pytest
 
     from flux_rsa.stage import tarwrite, verify
@@ -282,15 +235,77 @@ def test_an_archive_changed_meanwhile_asks_for_a_run_a_wrong_layout_does_not(tmp
     src = make_tree(tmp_path / "src")
     w = tarwrite.TarWriter(src, os.fsencode(tmp_path / "out"))
     w.run(sync=False)
+    verify.check_written(w)
     with open(w.final, "ab") as f:
         f.write(b"\0" * 512)
     with pytest.raises(StageError) as err:
-        verify.check_layout(w)
+        verify.check_written(w)
     assert err.value.code == EXIT_VERIFY
-    assert err.value.line().endswith("laid out as %d (run the stage again)" % w.size)
+    assert err.value.line().endswith("written as %d (run the stage again)" % w.size)
     os.truncate(w.final, w.size)
-    w.layout.pop()  # as if a member had been left out
+    w.members -= 1  # as if GNU tar had found one entry fewer than the walk
     with pytest.raises(StageError) as err:
-        verify.check_layout(w)
-    assert "the layout does not hold every entry of the tree" in err.value.line()
-    assert "run the stage again" not in err.value.line()
+        verify.check_written(w)
+    assert f"{w.members} entries archived, the walk found {w.entries()}" in (
+        err.value.line()
+    )
+    assert err.value.line().endswith("(run the stage again)")
+
+
+def test_verify_checksum_names_a_file_changed_since_it_was_archived(tmp_path):
+    from flux_rsa.stage import tarwrite, verify
+    from flux_rsa.stage.errors import EXIT_VERIFY, StageError
+
+    src = make_tree(tmp_path / "src")
+    w = tarwrite.TarWriter(src, os.fsencode(tmp_path / "out"))
+    w.run(sync=False)
+    verify.check_archive(w, "checksum")
+    path = os.path.join(src, b"a.txt")
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(b"X")  # same size, same mtime: only the content tells
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    try:
+        verify.check_archive(w, "checksum")
+    except StageError as err:
+        assert err.code == EXIT_VERIFY
+        assert err.line() == (
+            f"flux-rsa-stage: {tmp_path}/out/rsa-output.tar/a.txt: verification "
+            "failed: contents differ (GNU tar --compare) (the tree changed since "
+            "it was archived; run the stage again)"
+        )
+    else:
+        raise AssertionError("a changed file passed verification")
+
+
+def test_a_file_changed_while_gnu_tar_reads_it_asks_for_a_run(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "grows").write_bytes(b"x" * (1 << 20))
+    w = tarwrite_of(src, tmp_path / "out")
+    # GNU tar finds the file grown from the size it stat'ed
+    line = w.failure_of(b"tar: ./grows: file changed as we read it")
+    assert line == (
+        f"flux-rsa-stage: {src}/grows: changed while being archived "
+        "(run the stage again)"
+    )
+    line = w.failure_of(b"tar: %s: Cannot write: No space left on device" % w.tmp_path)
+    assert line.startswith(f"flux-rsa-stage: {tmp_path}/out/rsa-output.tar: No space")
+    line = w.failure_of(b"tar: %s: Wrote only 4096 of 10240 bytes" % w.tmp_path)
+    assert line.startswith(f"flux-rsa-stage: {tmp_path}/out/rsa-output.tar: No space")
+    line = w.failure_of(b"tar: ./gone: Cannot stat: No such file or directory")
+    assert line.endswith("gone: changed while being archived (run the stage again)")
+
+
+class tarwrite_of:
+    """A TarWriter of SRC into OUT, to see how it words GNU tar's messages."""
+
+    def __init__(self, src, out):
+        from flux_rsa.stage import tarwrite
+
+        self.w = tarwrite.TarWriter(os.fsencode(src), os.fsencode(out))
+        self.final = os.path.join(os.fsencode(out), b"rsa-output.tar")
+        self.tmp_path = os.path.join(os.fsencode(out), b".rsa-stage.0.1.0.tmp")
+
+    def failure_of(self, message):
+        return self.w._failure(2, [message], self.tmp_path, self.final).line()
