@@ -147,12 +147,7 @@ class TarWriter:
                 env=env,
             )
         except OSError as exc:
-            raise StageError(
-                EXIT_FAILED,
-                TAR,
-                f"could not be started: {exc.strerror}",
-                "mode tar needs GNU tar installed",
-            ) from None
+            raise _not_started(exc) from None
         counter = threading.Thread(target=self._count, args=(proc.stdout,))
         counter.start()
         messages = []
@@ -244,12 +239,7 @@ class TarWriter:
                 env=dict(os.environ, LC_ALL="C"),
             )
         except OSError as exc:
-            raise StageError(
-                EXIT_FAILED,
-                TAR,
-                f"could not be started: {exc.strerror}",
-                "mode tar needs GNU tar installed",
-            ) from None
+            raise _not_started(exc) from None
         if proc.returncode == 0:
             return
         lines = proc.stdout.splitlines() or [b"GNU tar --compare failed"]
@@ -272,4 +262,14 @@ class TarWriter:
 def _changed(path):
     return StageError(
         EXIT_FAILED, path, "changed while being archived", "run the stage again"
+    )
+
+
+def _not_started(exc):
+    """GNU tar could not be started (``exc``, an OSError)."""
+    return StageError(
+        EXIT_FAILED,
+        TAR,
+        f"could not be started: {exc.strerror}",
+        "mode tar needs GNU tar installed",
     )
