@@ -37,8 +37,8 @@ class Via:
     def command(self, op, **values):
         """(argv, environment) of a task that runs ``op`` with ``values``
         (lower-case names of its ``RSA_*`` variables)."""
-        argv = [self.python, *(("-S",) if op in SITE_FREE else ()), "-m"]
-        argv.append("flux_rsa.privileged")
+        no_site = ["-S"] if op in SITE_FREE else []
+        argv = [self.python, *no_site, "-m", "flux_rsa.privileged"]
         if self.mode == "imp" and op not in TASK_FACTS:
             # nothing for the task to add (an attach, a detach): the IMP
             # itself, one interpreter fewer on every compute node and job
