@@ -225,7 +225,7 @@ class Policy:
     #: kernel's own limits); the rest goes to the RSA node while the job
     #: runs, so that its end (after its nodes are given back) has at most
     #: this much to write
-    image_writeback: int = 64 * 2**20
+    image_writeback: int = providercaps.IMAGE_WRITEBACK
 
     @classmethod
     def from_config(cls, table, imp="", userns=True):

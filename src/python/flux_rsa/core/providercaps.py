@@ -21,6 +21,9 @@ COMMAND_STEPS = ("create", "destroy", "attach", "detach")
 #: (features/shard's block; 4 MiB is the least it accepts), each placed on
 #: a brick by the hash of its name (cluster/distribute)
 GLUSTER_SHARD = 4 << 20
+#: a compute node keeps at most this much unwritten of a job's image unless
+#: the site says otherwise ([rsa] image-writeback; the attach is told)
+IMAGE_WRITEBACK = 64 << 20
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import json
 import os
 import time
 
+from flux_rsa.core import providercaps
 from flux_rsa.ramdisk import image, layout, store, sysmount
 
 KIND = "image"
@@ -38,7 +39,7 @@ KIND = "image"
 #: memory (unless the attach says otherwise: ``[rsa] image-writeback``);
 #: the rest goes to the RSA node while the job runs, so that its end (the
 #: unmount) has at most this much left to write
-DIRTY_LIMIT = 64 << 20
+DIRTY_LIMIT = providercaps.IMAGE_WRITEBACK
 #: a compute node's attach waits at most this long for a stage to let go
 STOPPING_STAGE = 10.0
 
