@@ -11,7 +11,9 @@ inside the image, making room for outputs.  rsa.fs=shared keeps a -N1 job
 on the served file system.  The attach and the detach are timed phases,
 and the compute node keeps at most [rsa] image-writeback unwritten.
 A compute node'"'"'s client of a store that died is mounted again by the
-next attach through it.
+next attach through it.  Each compute node keeps one resident helper for
+its attaches and detaches; one that died is replaced by the next attach,
+and the pool'"'"'s shutdown ends them all.
 Nothing is left: no image, no loop device, no mount but the pool'"'"'s
 stores and the compute nodes'"'"' clients of them, which the pool'"'"'s
 shutdown removes too.'
@@ -45,6 +47,18 @@ echo ready >"$seen/ready"
 while ! test -e "$seen/go"; do sleep 0.1; done
 EOF2
 chmod +x job.sh
+
+# node_helpers RANK: the pids of the resident helpers (RSA_OP=serve) on
+# node RANK: in its mount namespace, not the read-ahead an attach forked
+# from one (a session of its own)
+node_helpers() {
+	rsa_on_node $1 sh -c 'me=$(readlink /proc/self/ns/mnt)
+	for f in $(grep -l -s -z -x RSA_OP=serve /proc/[0-9]*/environ); do
+		p=${f#/proc/}; p=${p%/environ}
+		test "$(readlink /proc/$p/ns/mnt 2>/dev/null)" = "$me" &&
+			test "$(ps -o sid= -p $p | tr -d " ")" != $p && echo $p
+	done; true'
+}
 
 test_expect_success 'setup: the pool, its stores, inputs' '
 	rsa_wait_pool 60 &&
@@ -104,6 +118,10 @@ test_expect_success 'nothing is left of it: no image, no loop device, no mount' 
 	rsa_at_rest $id &&
 	rsa_nothing_left
 '
+test_expect_success 'its compute node keeps one resident helper for the attaches to come' '
+	node_helpers $rank >helper1 &&
+	test $(wc -l <helper1) = 1
+'
 test_expect_success 'a store client that died is mounted again by the next attach there' '
 	# every compute node'"'"'s clients die (kill -9: their mounts stay, failing)
 	pkill -9 -f "glusterfs.*$RSA_INSTANCE_TMP/mnt/[.]stores/" &&
@@ -129,6 +147,21 @@ test_expect_success 'a store client that died is mounted again by the next attac
 	test "$(rsa_field image $a)" = True && test "$(rsa_field image $b)" = True &&
 	test "$(cat out4/file)" = written && test "$(cat out5/file)" = written &&
 	rsa_on_node $rank stat -f "$transport" >/dev/null
+'
+test_expect_success 'the same helper served those attaches; one that died is replaced by the next' '
+	node_helpers $rank >helper2 &&
+	test_cmp helper1 helper2 &&
+	kill -9 $(cat helper2) &&
+	mkdir out6 &&
+	c=$(flux submit -N1 --requires=host:$host --setattr=rsa.data_out="$PWD/out6" \
+		--setattr=rsa.capacity=32M --setattr=rsa.on_late=wait \
+		sh -c "findmnt -n -o FSTYPE --target \$RSA_DATA_OUT >\$RSA_DATA_OUT/fstype") &&
+	flux rsa wait -t 120 $c &&
+	test "$(rsa_field image $c)" = True &&
+	test "$(cat out6/fstype)" = ext4 &&
+	node_helpers $rank >helper3 &&
+	test $(wc -l <helper3) = 1 &&
+	test "$(cat helper1)" != "$(cat helper3)"
 '
 test_expect_success 'the switch drops the inputs inside the image: room for outputs' '
 	mkdir in2 out2 &&
@@ -162,9 +195,12 @@ test_expect_success 'a bad rsa.fs is refused at submit, naming the value and the
 	grep "rsa.fs" err && grep "per-node" err && grep "shared" err
 '
 test_expect_success 'nothing is left; the pool'"'"'s shutdown takes the stores and their clients too' '
-	rsa_at_rest $a && rsa_at_rest $b && rsa_at_rest $sw && rsa_at_rest $sh3 &&
+	rsa_at_rest $a && rsa_at_rest $b && rsa_at_rest $c && rsa_at_rest $sw && rsa_at_rest $sh3 &&
 	rsa_nothing_left &&
 	flux rsa pool --shutdown &&
+	n=0 && while test -n "$(node_helpers $rank)" && test $n -lt 50; do
+		sleep 0.1; n=$((n + 1)); done &&
+	test -z "$(node_helpers $rank)" &&
 	rsa_on_nodes findmnt -n -l -o TARGET | grep -F "$RSA_INSTANCE_TMP/" >mounts;
 	test_must_fail grep -e "/\.store-" -e "/\.stores/" mounts &&
 	rsa_on_nodes sh -c "ls -d \"$RSA_INSTANCE_TMP\"/ramdisk/.store-* \"$RSA_INSTANCE_TMP\"/mnt/.stores 2>/dev/null; true" >left &&

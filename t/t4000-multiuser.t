@@ -50,11 +50,12 @@ fstype() {
 # runs (one RSA node or several), unless the nodes share one mount table
 job_fstype=tmpfs
 test_have_prereq GLUSTERFS && job_fstype=fuse.glusterfs
-# the entry points running, but the RSA nodes' image stores (the pool's,
-# for as long as it runs)
+# the entry points running, but the RSA nodes' image stores and the compute
+# nodes' resident helpers (the pool's, for as long as it runs)
 entry_points() {
 	for p in $(pgrep -x rsa-imp-run); do
-		tr "\0" "\n" <"/proc/$p/environ" 2>/dev/null | grep -qx RSA_OP=store || echo $p
+		tr "\0" "\n" <"/proc/$p/environ" 2>/dev/null | grep -qx -e RSA_OP=store -e RSA_OP=serve ||
+			echo $p
 	done
 }
 imp_run() {
@@ -183,7 +184,7 @@ test_expect_success 'links A planted were copied as links: B'"'"'s file and /etc
 	test "$(readlink $MU_A/out/copy/etc)" = /etc &&
 	! grep -rs "b secret" $MU_A/out
 '
-test_expect_success 'A'"'"'s one-node RAM disk is an image: mounted through the IMP, A'"'"'s inside, root'"'"'s outside' '
+test_expect_success 'A'"'"'s one-node RAM disk is an image: mounted through the IMP (its node'"'"'s helper), A'"'"'s inside, root'"'"'s outside' '
 	mu_user_dir $MU_A "$T/$MU_A/out7" &&
 	i=$(mu_as $MU_A flux submit -N1 --setattr=rsa.data_in="$T/$MU_A/in" \
 		--setattr=rsa.data_out="$T/$MU_A/out7" --setattr=rsa.on_late=wait \
@@ -202,6 +203,13 @@ test_expect_success 'A'"'"'s one-node RAM disk is an image: mounted through the 
 	test "$(rsa_on_node $(flux hostlist -F $node instance) stat -c "%U %a" "$img")" = "root 600" &&
 	test_must_fail rsa_on_node $(flux hostlist -F $node instance) \
 		runuser -u $MU_B -- head -c1 "$img" &&
+	# the attach was the compute node'"'"'s resident helper'"'"'s: the entry
+	# point, through the IMP, as root
+	for p in $(pgrep -x rsa-imp-run); do
+		! tr "\0" "\n" <"/proc/$p/environ" 2>/dev/null | grep -qx RSA_OP=serve ||
+			ps -o user= -p $p
+	done >helpers &&
+	grep -x root helpers &&
 	touch "$T/i7.go" &&
 	mu_as $MU_A flux rsa wait -t 120 $i &&
 	test "$(cat $MU_A/out7/uid)" = "$(id -u $MU_A)" &&
@@ -386,7 +394,9 @@ assert w[\"seen\"].get(\"rsa-imp-run\", 0) > 0 and w[\"seen\"].get(\"flux-imp\",
 '
 test_expect_success 'the instance stops; no RAM disk, entry point or process of the owner is left' '
 	mu_stop &&
-	test -z "$(mounted)" && test -z "$(entry_points)" &&
+	test -z "$(mounted)" &&
+	n=0 && while pgrep -x rsa-imp-run && test $n -lt 50; do sleep 0.1; n=$((n + 1)); done &&
+	test -z "$(pgrep -x rsa-imp-run)" &&
 	test -z "$(pgrep -u $MU_FLUX)"
 '
 test_done

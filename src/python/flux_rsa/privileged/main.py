@@ -12,6 +12,9 @@ starts either.
   instances, single-user root installs) or an unprivileged test install
   with ``provider = "dir"``.  Only such a caller may name the site scripts
   of provider command in its request.
+* ``RSA_OP=serve`` (either way): a compute node's resident helper, which
+  carries out attach and detach requests read from its stdin, each
+  checked as above (``serve``).
 * ``call(argv)`` (``python3 -m flux_rsa.privileged [--imp PATH]``): the
   pool subjob's task.  It adds what only the task knows (its rank in the
   job, its node's name) and either runs the operation directly or execs
@@ -71,6 +74,8 @@ def imp_main(conf_dir, environ=None):
         scripts = trust.scripts(req, conf_dir)  # the site's, never the caller's
     except Refused as exc:
         return _refuse(str(exc))
+    if req.op == "serve":  # each request checked as if it came through the IMP
+        return _serve(lambda env: imp_main(conf_dir, env), environ)
     # the IMP keeps the caller's groups: act as root:root, not root:flux
     os.setgroups([])
     os.setgid(0)
@@ -88,7 +93,19 @@ def direct(environ=None):
         scripts = trust.scripts(req)
     except Refused as exc:
         return _refuse(str(exc))
+    if req.op == "serve":
+        return _serve(direct, environ)
     return ops.run(req, scripts)
+
+
+def _serve(handle, environ):
+    # what every request imports, imported once: each child finds it loaded
+    from flux_rsa.privileged import ops  # noqa: F401
+    from flux_rsa.privileged import serve
+    from flux_rsa.ramdisk import disks
+
+    disks.every_provider()
+    return serve.serve(handle, environ)
 
 
 #: the operations that need nothing outside the standard library and
@@ -97,7 +114,7 @@ def direct(environ=None):
 #: start-up work (its ``.pth`` files, which may import packages) is for
 #: them pure delay.  Every other operation loads it (a stage needs xxhash,
 #: a signed request flux-security's bindings).
-SITE_FREE = frozenset({"attach", "detach"})
+SITE_FREE = frozenset({"attach", "detach", "serve"})
 
 #: the operations to which the running task adds facts (``task_facts``);
 #: through the IMP the others start ``flux-imp run rsa`` at once

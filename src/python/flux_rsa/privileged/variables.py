@@ -229,6 +229,11 @@ OPS = {
         {"HOST": host, "FS_HOST": fs_host},
         what="serve this RSA node's image store until signalled",
     ),
+    "serve": Spec(
+        {},
+        what="carry out the attach and detach requests read from stdin (one JSON line "
+        "each, checked as if each came alone) until it closes",
+    ),
     "leave": Spec(
         {"ROOT": exact_path, "PROVIDER": one_of(PROVIDERS)},
         what="unmount this compute node's clients of RSA nodes' image stores "

@@ -29,6 +29,8 @@ from flux.hostlist import Hostlist
 
 from flux_rsa.core import events as E
 from flux_rsa.privileged.caller import subjob_environment
+from flux_rsa.privileged.serve import SERVED
+from flux_rsa.service.node_helpers import Helpers
 from flux_rsa.service.reactor import on_answer
 
 TIMEOUT = 60.0
@@ -44,6 +46,7 @@ class Mounts:
         self.deliver = deliver  # deliver(jobid, event)
         self.policy = policy  # policy() -> the current Policy
         self.base_env = {**subjob_environment(os.environ), "PYTHONPATH": _python_path()}
+        self.helpers = Helpers(h, log, self.base_env)
         self._joined_ranks = None  # read from the KVS on first use
         self._hosts = None
         self.closed = False  # the pool stopped for good: nothing is attached any more
@@ -186,6 +189,7 @@ class Mounts:
                 self.log.warning(f"rsa: leaving the RSA nodes' image stores: {why}")
             self.joined.difference_update(ok_ranks)
             self._save_joined()
+            self.helpers.stop()
             done()
 
         root = self._mount_root()
@@ -269,6 +273,9 @@ class Mounts:
 
     def _start(self, op, rank, values, ended):
         argv, variables = self.via().command(op, **values)
+        if op in SERVED:
+            self._ask_helper(op, rank, variables, ended)
+            return
         env = {**self.base_env, **variables}
 
         def waited(f):
@@ -313,6 +320,33 @@ class Mounts:
             )
         except OSError as exc:
             ended(rank, f"cannot start {op}: {exc.strerror or exc}", _unreachable(exc))
+
+    def _ask_helper(self, op, rank, variables, ended):
+        """``op`` by the resident helper of ``rank``."""
+
+        def answered(status, said, unreachable=False):
+            if status is None:
+                ended(rank, f"{op}: {said}", unreachable)
+                if op == "attach" and not unreachable:
+                    # it may have mounted the image before its helper ended
+                    _, undo = self.via().command(
+                        "detach",
+                        **{
+                            k: variables[f"RSA_{k.upper()}"]
+                            for k in ("root", "name", "rank")
+                        },
+                    )
+                    self._ask_helper("detach", rank, undo, lambda *a: None)
+            elif status == 0:
+                ended(rank, None)
+            else:
+                lines = said.strip().splitlines()
+                ended(
+                    rank,
+                    lines[-1] if lines else f"{op} ended with exit status {status}",
+                )
+
+        self.helpers.run(rank, self.via().command("serve"), variables, answered)
 
 
 def _unreachable(exc):
