@@ -82,6 +82,7 @@ class Helper:
         self.p = None
         self.up = False  # RUNNING: requests may be written
         self.over = False
+        self.closing = False  # let go before it ran: closed once it runs
         self.queued = []  # lines written once it runs
         self.sent = {}  # id -> answered
         self.said = []  # its last lines on stderr
@@ -131,7 +132,8 @@ class Helper:
             self.queued.append(line)
 
     def close(self):
-        """No more requests: its stdin closes, and it ends."""
+        """No more requests: its stdin closes (once it runs), and it ends."""
+        self.closing = True
         if self.p is not None and self.up and not self.over:
             lib.flux_subprocess_close(self.p, b"stdin")
 
@@ -154,6 +156,8 @@ class Helper:
                 queued, self.queued = self.queued, []
                 for line in queued:
                     self._write(line)
+                if self.closing:
+                    lib.flux_subprocess_close(p, b"stdin")
             elif state == FAILED:
                 number = lib.flux_subprocess_fail_errno(p)
                 said = lib.flux_subprocess_fail_error(p)
