@@ -63,7 +63,8 @@ class Helpers:
     def _gone(self, helper):
         if self.running.get(helper.rank) is helper:
             del self.running[helper.rank]
-        self.ended.append(helper)
+        if helper not in self.ended:  # (one let go by _stop is there already)
+            self.ended.append(helper)
 
     def _destroy_ended(self):
         for helper in self.ended:
