@@ -2,8 +2,11 @@
 
 One privileged operation (``RSA_OP=attach`` or ``detach``, see
 flux_rsa.privileged) per broker rank of the job, all ranks at once,
-started through the broker's ``rexec`` service (as the instance owner;
-the operation goes through ``flux-imp run rsa`` when the pool's does).
+carried out by the rank's resident helper (``node_helpers``, started
+through the broker's ``rexec`` service as the instance owner, and
+through ``flux-imp run rsa`` when the pool's operations are); the
+rarer ones (purge, flush, leave) each start a process of their own the
+same way.
 The core gets one answer: Attached/Detached, ok only when every rank
 succeeded.  An attach that fails anywhere is undone on the ranks where it
 worked, so the job, which then uses its directories, leaves no mount
