@@ -96,12 +96,14 @@ def journal_bytes(size):
 
 def file_size(capacity):
     """About the size of the image file of a reservation of ``capacity``
-    bytes (``make`` fits it exactly): the capacity for files, what ext4
-    holds back from them, an inode per block, the journal, and 1/64 (at
-    least 2 MiB) for the block groups' bitmaps and descriptors."""
-    inodes = capacity // BLOCK * INODE_SIZE
+    bytes (``make`` fits it exactly): the capacity for files and the room
+    for their extent blocks, what ext4 holds back from them, an inode per
+    block, the journal, and 1/64 (at least 2 MiB) for the block groups'
+    bitmaps and descriptors."""
+    inodes = _free_blocks(capacity) * INODE_SIZE
     return (
         capacity
+        + extent_room(capacity)
         + held_back(capacity // BLOCK) * BLOCK
         + inodes
         + journal_bytes(capacity)
@@ -118,6 +120,23 @@ def store_bytes(capacity, granule):
     return max(file_size(capacity), count * file_size(capacity // count)) + (
         journal_bytes(capacity)
     )
+
+
+def extent_room(capacity):
+    """Room beside a reservation of ``capacity`` bytes for the extent blocks
+    of its files: a file written in pieces (each flushed before the next)
+    may take more extents than its inode holds, and the block that holds
+    them comes out of the same free blocks as the file's own, so that an
+    image with exactly ``capacity`` free would refuse the file's last bytes
+    (ENOSPC) where a tmpfs of that size takes them.  One 4 KiB block per 4
+    MiB (340 extents of at least 64 KiB fit in one), 64 KiB at least."""
+    return max(16 * BLOCK, capacity // 4096 // BLOCK * BLOCK)
+
+
+def _free_blocks(capacity):
+    """The blocks free for files in the image of a reservation of
+    ``capacity`` bytes: the reservation's and the room for extents."""
+    return (capacity + extent_room(capacity)) // BLOCK
 
 
 def held_back(blocks):
@@ -141,7 +160,7 @@ def mkfs_argv(path, capacity, label):
         "0",
         "-N",
         # a file per free block, beside ext4's own first inodes
-        str(max(capacity // BLOCK, 1024) + FIRST_INODES),
+        str(max(_free_blocks(capacity), 1024) + FIRST_INODES),
         "-I",
         str(INODE_SIZE),
         "-L",
@@ -156,9 +175,11 @@ def mkfs_argv(path, capacity, label):
 def make(path, capacity, label):
     """A new image at ``path`` (root's, 0600: only root may open it,
     wherever it is served) holding an empty ext4 file system with exactly
-    ``capacity`` bytes free for files (what ``df`` shows available, as on
-    an empty tmpfs of that size): made once, then again on a file as much
-    larger or smaller as ext4's own share of the first turned out to be."""
+    ``capacity`` bytes free for files and ``extent_room`` for their extent
+    blocks (what ``df`` shows available: files of ``capacity`` bytes fit,
+    as on an empty tmpfs of that size): made once, then again on a file as
+    much larger or smaller as ext4's own share of the first turned out to
+    be."""
     if capacity < 2 << 20:
         raise ImageError(
             f"{path}: an image for {capacity} bytes is too small (2 MiB at least)"
@@ -207,10 +228,11 @@ def _mkfs(path, capacity, label):
 
 def _fit(path, capacity, build):
     """Size the file at ``path`` and ``build()`` the file system in it until
-    exactly ``capacity`` bytes of blocks are free for files once mounted;
-    where no size gives exactly that (mke2fs drops a last block group too
-    small to be worth its bookkeeping), the least that gives more."""
-    want = capacity // BLOCK
+    exactly ``capacity`` bytes of blocks and ``extent_room`` are free for
+    files once mounted; where no size gives exactly that (mke2fs drops a
+    last block group too small to be worth its bookkeeping), the least that
+    gives more."""
+    want = _free_blocks(capacity)
     blocks = file_size(capacity) // BLOCK
     best = None  # (excess, blocks) of the closest that holds it all
     for _ in range(5):
@@ -245,7 +267,7 @@ def _available(path):
 def grow(path, capacity):
     """Grow the (unmounted) image at ``path`` to hold ``capacity`` bytes of
     files (an adopted reservation larger than the kept one)."""
-    if _available(path) * BLOCK >= capacity:
+    if _available(path) >= _free_blocks(capacity):
         return
     check(path, force=True)
 
