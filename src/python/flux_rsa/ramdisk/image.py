@@ -40,6 +40,9 @@ import errno
 import fcntl
 import json
 import os
+import select
+import signal
+import stat
 import struct
 import time
 
@@ -505,42 +508,6 @@ def _major_minor(device):
 
 #: the share of a compute node's available memory the read-ahead may fill
 READ_AHEAD_SHARE = 4
-READ_AHEAD_CHUNK = 1 << 20
-
-
-def used_ranges(path):
-    """The byte ranges ``(offset, length)`` the ext4 file system in the
-    image at ``path`` uses, in order (its block bitmaps, as ``dumpe2fs``
-    reads them: the blocks of files, directories and inode tables); []
-    when they cannot be read."""
-    done = _run(["dumpe2fs", path], "dumpe2fs")
-    if done.returncode != 0:
-        return []
-    block, used, group = 0, [], None
-    for line in done.stdout.splitlines():
-        if line.startswith("Block size:"):
-            block = int(line.split(":", 1)[1])
-        elif line.startswith("Group ") and "(Blocks " in line:
-            first, last = line.split("(Blocks ", 1)[1].split(")", 1)[0].split("-")
-            group = (int(first), int(last) + 1)
-        elif group and line.strip().startswith("Free blocks:"):
-            at = group[0]
-            for part in line.split(":", 1)[1].split(","):
-                if part.strip():
-                    lo, _, hi = part.strip().partition("-")
-                    if int(lo) > at:
-                        used.append([at, int(lo)])
-                    at = int(hi or lo) + 1
-            if at < group[1]:
-                used.append([at, group[1]])
-            group = None
-    merged = []
-    for lo, hi in used:
-        if merged and merged[-1][1] == lo:
-            merged[-1][1] = hi
-        else:
-            merged.append([lo, hi])
-    return [(lo * block, (hi - lo) * block) for lo, hi in merged]
 
 
 def _available_memory():
@@ -554,36 +521,51 @@ def _available_memory():
     return 0
 
 
-def read_ahead(path, limit=None):
-    """Read the used parts of the image at ``path`` once, in order, so
-    that this node's page cache holds them when its file system asks: the
-    job's first reads of its inputs then come from memory, not one round
-    trip to the RSA node each.  At most ``limit`` bytes (default: a
-    quarter of the node's available memory).  Returns the bytes read."""
+def read_ahead(root, limit=None):
+    """Ask the kernel to read every regular file under the mounted image
+    at ``root`` into this node's page cache (``POSIX_FADV_WILLNEED``: the
+    reads are queued, many at once, and not waited for), so that the
+    job's first reads of its inputs come from memory, not one round trip
+    to the RSA node each.  The pages are the file system's own, the ones
+    the job's reads use (the loop device reads the image file directly:
+    nothing is cached twice), and they go with the unmount.  At most
+    ``limit`` bytes (default: a quarter of the node's available memory).
+    Never follows a symbolic link or leaves the file system (the job may
+    change its tree meanwhile), opens nothing that is not a regular
+    file.  Returns the bytes asked for."""
     limit = _available_memory() // READ_AHEAD_SHARE if limit is None else limit
-    buf = memoryview(bytearray(READ_AHEAD_CHUNK))
     done = 0
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        # the chunks are large already: the kernel's own read-ahead would
-        # only read the empty blocks between the ranges too
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        for offset, length in used_ranges(path):
-            end = offset + length
-            while offset < end and done < limit:
-                want = min(end - offset, len(buf), limit - done)
-                n = os.preadv(fd, [buf[:want]], offset)
-                if n <= 0:
-                    return done
-                offset += n
-                done += n
-    finally:
-        os.close(fd)
+    top = os.stat(root).st_dev
+    for _, dirs, files, dirfd in os.fwalk(root):
+        if os.fstat(dirfd).st_dev != top:
+            dirs[:] = []
+            continue
+        for name in files:
+            if done >= limit:
+                return done
+            try:
+                fd = os.open(
+                    name,
+                    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                    dir_fd=dirfd,
+                )
+            except OSError:
+                continue  # gone, a symbolic link, a device (nodev)
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_dev == top:
+                    length = min(st.st_size, limit - done)
+                    os.posix_fadvise(fd, 0, length, os.POSIX_FADV_WILLNEED)
+                    done += length
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
     return done
 
 
-def start_read_ahead(path):
-    """``read_ahead(path)`` in a process of its own, apart from the caller
+def start_read_ahead(root):
+    """``read_ahead(root)`` in a process of its own, apart from the caller
     (a session of its own, no inherited output) so that the caller may
     end at once; returns ``[pid, start time]`` for ``stop_read_ahead``."""
     pid = os.fork()
@@ -594,36 +576,30 @@ def start_read_ahead(path):
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # no lock of the caller's
-            read_ahead(path)
+            read_ahead(root)
         finally:
             os._exit(0)
     return [pid, starttime(pid)]
 
 
-def stop_read_ahead(who):
-    """Stop a read-ahead ``start_read_ahead`` began, if it still runs."""
+def stop_read_ahead(who, wait=5.0):
+    """Stop a read-ahead ``start_read_ahead`` began, if it still runs, and
+    wait (at most ``wait`` seconds) until it has let go of the file system
+    (its open directories would keep the unmount from happening)."""
     pid, start = who
-    if start is not None and starttime(pid) == start:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-
-
-def forget(path):
-    """This node's page cache lets go of the image at ``path`` (clean
-    pages: the unmount wrote everything back), so that the next job on
-    the node has its memory."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        pidfd = os.pidfd_open(pid)
     except OSError:
-        return
+        return  # gone
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if start is None or starttime(pid) != start:
+            return  # gone, and its number taken by another process
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        select.select([pidfd], [], [], wait)  # readable once it has ended
     except OSError:
         pass
     finally:
-        os.close(fd)
+        os.close(pidfd)
 
 
 # --- who has it mounted --------------------------------------------------------------

@@ -265,7 +265,7 @@ def _remote_image(values, mountpoint, workdir):
         use = image.Use(file, values.get("HOST"))
         name = use.take(False, image.me(values.get("HOST"), what=values.get("WHAT")))
         try:
-            image.mount(file, mountpoint, read_only=True)
+            image.mount(file, mountpoint, read_only=True, direct=True)
             try:
                 yield mountpoint
             finally:
