@@ -237,8 +237,8 @@ def test_the_schema_is_a_valid_json_schema():
     jsonschema.validators.validator_for(SCHEMA).check_schema(SCHEMA)
 
 
-def test_image_writeback_is_a_size_64M_unless_the_site_says():
-    assert Policy.from_config({}).image_writeback == 64 * 2**20
+def test_image_writeback_is_a_size_128M_unless_the_site_says():
+    assert Policy.from_config({}).image_writeback == 128 * 2**20
     assert (
         Policy.from_config({"image-writeback": "256M"}).image_writeback == 256 * 2**20
     )

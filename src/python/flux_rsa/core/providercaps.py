@@ -23,7 +23,7 @@ COMMAND_STEPS = ("create", "destroy", "attach", "detach")
 GLUSTER_SHARD = 4 << 20
 #: a compute node keeps at most this much unwritten of a job's image unless
 #: the site says otherwise ([rsa] image-writeback; the attach is told)
-IMAGE_WRITEBACK = 64 << 20
+IMAGE_WRITEBACK = 128 << 20
 
 
 @dataclass(frozen=True)
