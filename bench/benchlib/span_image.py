@@ -5,7 +5,8 @@ The RSA node's image store (a tmpfs served as a one-brick GlusterFS
 volume: the tmpfs provider's ``serve_store``), a compute node's client of
 it (``transports(root).join(login)``), an ext4 image made in the store
 with ``image.make`` and loop-mounted over that client with
-``image.mount(..., dirty=imagedisk.DIRTY_LIMIT)``, as a job's attach does
+``image.mount(..., direct=True, dirty=imagedisk.DIRTY_LIMIT)``, as a job's
+attach does
 (without the use entry and the marker check, a few file operations
 through the client).  Measured on it, as on the other rows of the table:
 sequential write and read, 4 KiB creates, what fits before ENOSPC; and
@@ -88,6 +89,7 @@ class ImageDisk:
         device = image.mount(
             os.path.join(client, os.path.basename(self.file)),
             self.job_path,
+            direct=True,
             dirty=imagedisk.DIRTY_LIMIT,
         )
         seconds = time.monotonic() - t0
