@@ -186,14 +186,22 @@ def test_a_cached_big_file_is_read_through_the_cache(tmp_path):
             assert DIRECT_READ in used, used
         else:
             pytest.skip("the page cache dropped the file before each copy")
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        if source_cached(fsutil.cached_pages(fd, 0, size)):
-            pytest.skip("the page cache kept the file")
+        # and the other way round: on a busy machine the file may be back in
+        # the cache by the copy (then reading it there is right), and the
+        # case is tried again
+        for _ in range(5):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            if source_cached(fsutil.cached_pages(fd, 0, size)):
+                pytest.skip("the page cache kept the file")
+            used = _copy_range(src, os.fsencode(tmp_path / "out2"), size)
+            assert (tmp_path / "out2").read_bytes() == data
+            if used != {CACHED_READ: 1}:
+                break
+        else:
+            pytest.skip("the file was back in the page cache before each copy")
     finally:
         os.close(fd)
-    used = _copy_range(src, os.fsencode(tmp_path / "out2"), size)
     assert used == {DIRECT_READ: 1} or used == {DIRECT_READ: 1, BUFFERED: 1}
-    assert (tmp_path / "out2").read_bytes() == data
 
 
 def test_a_range_cached_only_at_its_start_is_counted(tmp_path):
