@@ -207,8 +207,34 @@ test_expect_success 'rsa.handoff=off: B5 waits until A5'"'"'s outputs are home' 
 	manifest out5 >home5 &&
 	test_cmp home5 b5-seen
 '
+# B7 waits for nothing but A7: its RAM disk is made while A7 runs, beside
+# A7's, and only the copy of A7's outputs is left for A7's end.
+test_expect_success 'B7 gets its RAM disk while A7 still runs, B7 held by its dependency' '
+	mkdir out7 &&
+	A7=$(flux submit -N1 --setattr=rsa.data_out="$PWD/out7" --setattr=rsa.capacity=16M \
+		--setattr=rsa.on_late=wait \
+		sh -c "$WRITE && while ! test -e \"$PWD/a7.go\"; do sleep 0.1; done") &&
+	B7=$(consumer out7 b7-seen --dependency=afterok:$A7 --setattr=rsa.capacity=16M \
+		--setattr=rsa.on_late=wait) &&
+	rsa_wait_state $B7 BOOTED 60 &&
+	test "$(flux jobs -n -o {state} $A7)" = RUN &&
+	test "$(flux jobs -n -o {state} $B7)" = DEPEND &&
+	test "$(rsa_field nodes $B7)" = "$(rsa_field nodes $A7)" &&
+	flux job eventlog $B7 | grep -F "rsa-handoff from=\"$(flux job id --to=f58 $A7)\""
+'
+test_expect_success 'B7 copies A7'"'"'s outputs from its RAM disk once A7 has ended, and sees them whole' '
+	touch a7.go &&
+	flux job wait-event -t 60 $B7 clean &&
+	flux job status $B7 &&
+	flux job eventlog $B7 >b7-events &&
+	grep "rsa-staged-in" b7-events | grep -F "handoff=\"$(flux job id --to=f58 $A7)\"" &&
+	rsa_at_rest $A7 60 &&
+	manifest out7 >home7 &&
+	test_cmp home7 b7-seen
+'
 test_expect_success 'nothing is left: no RAM disk, holder or reserved capacity' '
 	rsa_at_rest $A5 60 &&
+	rsa_at_rest $B7 60 &&
 	rsa_nothing_left
 '
 test_done

@@ -16,8 +16,8 @@ POLICY = Policy.from_config(
 )
 
 
-def producer(data_out="/p/step1", userid=1000, stage_out=None):
-    """Job 7: ran on RSA node rsa0, wrote to its output area, ended."""
+def running_producer(data_out="/p/step1", userid=1000, stage_out=None):
+    """Job 7: runs on RSA node rsa0, writing to its output area."""
     attrs = {"data_out": data_out, "on_late": "wait"}
     if stage_out:
         attrs["stage_out"] = stage_out
@@ -29,8 +29,12 @@ def producer(data_out="/p/step1", userid=1000, stage_out=None):
         E.HolderStarted(3, 1),
         E.RamdiskBuilt(4, 1, "/rd/7.1"),
         E.Starting(5, ranks=(0,)),
-        E.Finished(6),
     )[0]
+
+
+def producer(data_out="/p/step1", userid=1000, stage_out=None):
+    """Job 7 once it has ended."""
+    return run(running_producer(data_out, userid, stage_out), E.Finished(6))[0]
 
 
 def consumer(data_in="/p/step1", userid=1000, **more):
@@ -173,3 +177,58 @@ def test_without_readers_a_producer_goes_as_before():
     a = producer()
     a, _ = run(a, E.StageEnded(8, a.stage_seq, True))
     assert a.rsa_state is S.TEARDOWN
+
+
+def test_a_consumer_is_linked_while_its_producer_runs_and_stages_in_once_it_ended():
+    a = running_producer()
+    assert handoff.producing(a) and not handoff.sealed(a)
+    assert handoff.source(a, consumer()) is None  # not final yet
+    assert handoff.source(a, consumer(), early=True) == "/rd/7.1/out"
+    assert handoff.view(a) == (False, None, True)
+    b = run(
+        consumer(),
+        E.Handoff(
+            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", running=True
+        ),
+    )[0]
+    assert not handoff.served(b)  # the producer's RAM disk must stay for it
+    assert handoff.may_read_ramdisk(b)
+    # its RAM disk is made while the producer runs; its stage-in waits
+    b, acts = run(
+        b,
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
+        E.HolderStarted(10, 1),
+        E.RamdiskBuilt(11, 1, "/rd/9.1"),
+    )
+    assert b.rsa_state is S.BOOTED
+    assert not any(isinstance(x, A.StartStage) for x in acts)
+    b, acts = run(b, E.Starting(12, ranks=(1,)))
+    assert not any(isinstance(x, A.ReplyStart) for x in acts)  # never on a part
+    ended = run(a, E.Finished(13))[0]
+    on_ramdisk, verdict, running = handoff.view(ended)
+    b, acts = run(
+        b,
+        E.ProducerChanged(14, on_ramdisk=on_ramdisk, verdict=verdict, running=running),
+    )
+    [stage] = [x for x in acts if isinstance(x, A.StartStage)]
+    assert b.rsa_state is S.STAGING_IN and stage.src == "/rd/7.1/out"
+
+
+def test_a_producer_that_ends_without_its_ramdisk_sends_an_early_consumer_to_data_in():
+    b = run(
+        consumer(),
+        E.Handoff(
+            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", running=True
+        ),
+        E.OnDeck(8),
+        E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
+        E.HolderStarted(10, 1),
+        E.RamdiskBuilt(11, 1, "/rd/9.1"),
+        # its RAM disk lost as it ended: outputs not final anywhere yet
+        E.ProducerChanged(12, on_ramdisk=False, verdict=None, running=False),
+    )[0]
+    assert b.rsa_state is S.BOOTED and handoff.served(b)
+    b, acts = run(b, E.ProducerChanged(13, on_ramdisk=False, verdict=True))
+    [stage] = [x for x in acts if isinstance(x, A.StartStage)]
+    assert stage.src == "/p/step1"

@@ -174,3 +174,64 @@ def test_afterstaged_waiters_are_answered_once_when_the_outputs_settle():
     assert len(answers) == 2
     waiters.replayed({5: rec})
     assert isinstance(answers[2], OSError) and answers[2].errno == errno.ENOENT
+
+
+def test_a_consumer_of_a_running_producer_is_linked_at_once_and_answered_at_its_end():
+    import logging
+
+    from test_core_handoff import consumer, running_producer
+
+    from flux_rsa.core import process
+    from flux_rsa.service.workflow import Handoffs, Waiters
+
+    records = {7: running_producer()}
+
+    def apply(jobid, ev):
+        old = records[jobid]
+        records[jobid] = new = process(old, ev)[0]
+        if new != old:
+            waiters.check(new)
+            handoffs.check(new, ev.t)
+
+    handoffs = Handoffs(records, apply)
+    waiters = Waiters(
+        logging.getLogger("test"), lambda rec, w: handoffs.link(rec, w, 10.0)
+    )
+    answers = []
+    waiters.add(7, records[7], answers.append, replayed=True, waiter=9)
+    assert answers == [] and waiters.waited_by(9) == [7]  # asked before 9 came
+    records[9] = consumer()
+    waiters.check(records[7])  # (what the service does once 9 came)
+    assert answers == []  # the producer runs: its outputs are not final
+    assert records[9].handoff.running and records[7].consumers == (9,)
+    assert [c.jobid for c in handoffs.linked()] == [9]  # for the on-deck pass
+    apply(7, E.Finished(20.0))
+    assert answers == [{"ok": True, "handoff": True}]
+    h = records[9].handoff
+    assert h.on_ramdisk and not h.running and h.area == "/rd/7.1/out"
+
+
+def test_the_jobs_a_job_waits_for_are_known_and_only_them():
+    tracker = Tracker()
+
+    def after(*deps):
+        spec = {
+            **JOBSPEC,
+            "attributes": {"system": {"rsa": {}, "dependencies": list(deps)}},
+        }
+        return submitted(Tracker(), 1, spec).after
+
+    assert submitted(tracker, 1).after == frozenset()
+    assert after({"scheme": "afterok", "value": "ƒ2LosJpf"}) == {51069845504}
+    assert after(
+        {"scheme": "afterok", "value": "51069845504"},
+        {"scheme": "afterany", "value": "ƒ2"},
+    ) == {51069845504, 1}
+    # waiting also for a time, or a name it cannot read: not only for jobs
+    assert (
+        after(
+            {"scheme": "afterok", "value": "ƒ2"}, {"scheme": "begin-time", "value": 9.0}
+        )
+        is None
+    )
+    assert after({"scheme": "afterok", "value": "not a job"}) is None

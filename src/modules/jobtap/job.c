@@ -211,7 +211,8 @@ int rsa_new_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
                 void *arg)
 {
     json_t *jobspec = NULL;
-    json_t *attrs = NULL;
+    json_t *system;
+    json_t *attrs;
     json_t *context;
     json_t *part;
     flux_jobid_t id;
@@ -227,10 +228,9 @@ int rsa_new_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
         < 0)
         return flux_jobtap_error (p, args, "rsa: unpacking job.new: %s",
                                   flux_plugin_arg_strerror (args));
-    attrs = json_object_get (
-        json_object_get (json_object_get (jobspec, "attributes"), "system"),
-        "rsa");
-    if (!attrs)
+    system =
+        json_object_get (json_object_get (jobspec, "attributes"), "system");
+    if (!(attrs = json_object_get (system, "rsa")))
         return 0; /* not an RSA job */
     if (!(job = rsa_job_create (p, rsa_ctx (p), id, userid, attrs))
         || flux_jobtap_job_aux_set (p, FLUX_JOBTAP_CURRENT_JOB, JOB_AUX, job,
@@ -239,11 +239,13 @@ int rsa_new_cb (flux_plugin_t *p, const char *topic, flux_plugin_arg_t *args,
         rsa_job_destroy (job);
         return flux_jobtap_error (p, args, "rsa: cannot track job");
     }
-    /* what the service reads of the jobspec: the nodes, the request */
+    /* what the service reads of the jobspec: the nodes, the request, the
+     * jobs it waits for */
     context = json_pack ("{s:i}", "userid", (int)userid);
-    part = json_pack ("{s:O? s:{s:{s:O}}}", "resources",
+    part = json_pack ("{s:O? s:{s:{s:O s:O?}}}", "resources",
                       json_object_get (jobspec, "resources"), "attributes",
-                      "system", "rsa", attrs);
+                      "system", "rsa", attrs, "dependencies",
+                      json_object_get (system, "dependencies"));
     if (!context || !part
         || !(job->submit = job_event (job, "submit", t_submit, context, part)))
         flux_log (flux_jobtap_get_flux (p), LOG_ERR,

@@ -204,13 +204,15 @@ class Started(Event):
 @dataclass(frozen=True)
 class Handoff(Event):
     """This job's inputs are the outputs of job ``producer``, final on its
-    RAM disk at ``area`` on RSA node ``node``: its wait is over."""
+    RAM disk at ``area`` on RSA node ``node``: its wait is over; or, while
+    ``running``, to be final there when that job ends."""
 
     producer: int
     name: str  # the producer's jobid as people write it (f58)
     area: str
     node: str
     remote: bool = False  # its RAM disk is a volume other RSA nodes can mount
+    running: bool = False  # the producer still runs: its outputs are not final yet
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,7 @@ class ProducerChanged(Event):
 
     on_ramdisk: bool
     verdict: object  # after_staged(producer): None, True or why never
+    running: bool = False  # it still runs, its outputs on its RAM disk
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,24 @@ def _set(rec, **changes):
 
 def take_handoff(rec, ev):
     """Its inputs are on the producer's RAM disk: read them there."""
-    handoff = Handoff(ev.producer, ev.name, ev.area, ev.node, ev.remote)
+    handoff = Handoff(
+        ev.producer,
+        ev.name,
+        ev.area,
+        ev.node,
+        ev.remote,
+        on_ramdisk=not ev.running,
+        running=ev.running,
+    )
     return _set(rec, handoff=handoff), [
         A.PostEvent(rec.jobid, "handoff", {"from": ev.name, "node": ev.node})
     ]
 
 
 def producer_changed(rec, ev):
-    h = dataclasses.replace(rec.handoff, on_ramdisk=ev.on_ramdisk, verdict=ev.verdict)
+    h = dataclasses.replace(
+        rec.handoff, on_ramdisk=ev.on_ramdisk, verdict=ev.verdict, running=ev.running
+    )
     return _set(rec, handoff=h), []
 
 

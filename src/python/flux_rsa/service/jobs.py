@@ -19,6 +19,7 @@ from flux.constants import FLUX_JOB_STATE_INACTIVE as INACTIVE
 from flux.constants import FLUX_JOB_STATE_PRIORITY as PRIORITY
 from flux.constants import FLUX_JOB_STATE_RUN as RUN
 from flux.constants import FLUX_JOB_STATE_SCHED as SCHED
+from flux.job import JobID
 
 from flux_rsa.core import Env
 from flux_rsa.core import events as E
@@ -32,6 +33,9 @@ class JobFacts:
     nnodes: int
     rsa: Optional[object]  # attributes.system.rsa as submitted (any type)
     one_node: bool = False  # it surely runs on one compute node
+    #: the jobs its submitted dependencies wait for (after*), or None when
+    #: it also waits for something else (a begin time, a singleton)
+    after: Optional[frozenset] = frozenset()
     state: int = DEPEND  # a flux.constants FLUX_JOB_STATE_*
     priority: Optional[int] = None
     allocated: bool = False
@@ -95,6 +99,24 @@ def one_node(jobspec):
     return top.get("type") == "slot" and count(top) == 1
 
 
+#: the dependency schemes that wait for another job (RFC 26, and ours)
+AFTER = frozenset(
+    {"after", "afterany", "afterok", "afternotok", "afterfinish", "afterstaged"}
+)
+
+
+def waits_after(jobspec):
+    """The jobs a jobspec's dependencies wait for, or None when one of them
+    waits for something else (or cannot be read)."""
+    try:
+        deps = jobspec["attributes"]["system"].get("dependencies") or []
+        if not all(d["scheme"] in AFTER for d in deps):
+            return None
+        return frozenset(int(JobID(d["value"])) for d in deps)
+    except (KeyError, TypeError, AttributeError, ValueError, OSError):
+        return None
+
+
 def rsa_attrs(jobspec):
     """attributes.system.rsa, or None when the job does not mention rsa."""
     try:
@@ -148,6 +170,7 @@ class Tracker:
                     nnodes=count_nodes(jobspec),
                     rsa=rsa_attrs(jobspec),
                     one_node=one_node(jobspec),
+                    after=waits_after(jobspec),
                 )
                 self.jobs[jobid] = facts
                 return Fed(facts, new=True)

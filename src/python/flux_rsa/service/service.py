@@ -24,6 +24,7 @@ import os
 import sys
 import time
 
+from flux.constants import FLUX_JOB_STATE_DEPEND as DEPEND
 from flux.idset import IDset
 
 from flux_rsa.core import BadRequest, IllegalEvent, Policy
@@ -185,6 +186,8 @@ class Service:
                     self.outbox.add([PostState(new.jobid, new)], None)
                 if old is not None:  # (an admission: its submit asked, Intake.feed)
                     self.arm_plan()
+            elif old is not None and new.handoff != old.handoff:
+                self.arm_plan()  # (a consumer linked while its producer runs)
         self.outbox.add(actions, self.metrics.intake)
 
     def admit(self, facts, t):
@@ -214,6 +217,9 @@ class Service:
             rec = dataclasses.replace(rec, reason=str(exc))
         rec, actions = settle(rec, E.Event(t))  # e.g. measure data_in for sizing
         self.commit(None, rec, actions)
+        for jobid in self.waiters.waited_by(facts.jobid):  # asked before it came
+            if jobid in self.records:
+                self.waiters.check(self.records[jobid])
         if facts.jobid in self.starts:
             ranks = self.starts.pop(facts.jobid)
             self.apply(facts.jobid, E.Starting(t, ranks=ranks))
@@ -328,6 +334,7 @@ class Service:
         self.metrics.intake = asked  # the actions' latency includes the read
         now = time.time()
         rate = self.index.stage_rate(self.policy.stage_rate)
+        pending = pending + self.consumers_waiting(pending)
         events = ondeck.plan(
             pending,
             self.index.view(pending),
@@ -339,6 +346,24 @@ class Service:
         )
         for jobid, ev in events:
             self.apply(jobid, ev)
+
+    def consumers_waiting(self, listed):
+        """Consumers held by their dependency on a producer that runs (or
+        has just ended), their inputs to come from its RAM disk, and by
+        nothing else: for the pass, pending behind every job that is
+        (priority 0), so their RAM disks are made while the producer runs
+        and only the copy of its outputs is left for its end."""
+        seen = {p.jobid for p in listed}
+        out = []
+        for rec in self.handoffs.linked():
+            facts = self.tracker.jobs.get(rec.jobid)
+            if rec.jobid in seen or facts is None or facts.state != DEPEND:
+                continue
+            if facts.after is None or not facts.after <= {rec.handoff.producer}:
+                continue  # it also waits for something else
+            seen.add(rec.jobid)
+            out.append(ondeck.Pending(rec.jobid, 0, facts.t_submit))
+        return out
 
     # --- actions out ---
 

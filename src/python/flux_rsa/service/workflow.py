@@ -82,6 +82,12 @@ class Waiters:
             except Exception as exc:  # one bad answer must not stop the others
                 self.log.error(f"rsa: afterstaged answer for job {rec.jobid}: {exc!r}")
 
+    def waited_by(self, waiter):
+        """The jobs whose outputs job ``waiter`` waits for."""
+        return [
+            j for j, waits in self.waiting.items() if any(w == waiter for _, w in waits)
+        ]
+
     def replayed(self, records):
         """The journal caught up: a job still without a record has none."""
         for jobid in [j for j in self.waiting if j not in records]:
@@ -97,6 +103,10 @@ class Waiters:
 # * ``link(a, waiter)``: the afterstaged wait of job ``waiter`` on job ``a``
 #   may end now because ``waiter`` will read ``a``'s outputs from its RAM
 #   disk: the consumer gets ``Handoff``, the producer ``ConsumerAdded``.
+#   While ``a`` still runs with its outputs there, the same link is made
+#   and the wait goes on until ``a`` has ended.
+# * ``linked()``: those consumers, for the on-deck pass to place early
+#   (a consumer linked while its producer runs is still waiting).
 # * ``check(rec)`` (every committed change): a producer's consumers get
 #   ``ProducerChanged`` when what they know of it changes; a consumer that
 #   no longer needs its producer's RAM disk is dropped from its consumers.
@@ -120,11 +130,16 @@ class Handoffs:
 
     def link(self, a, waiter, t):
         """True when job ``waiter`` now reads ``a``'s outputs from its RAM
-        disk (its wait is over)."""
+        disk (its wait is over).  While ``a``'s job still runs with its
+        outputs there, ``waiter`` is linked already (its RAM disk is made
+        meanwhile) but waits on."""
         b = self.records.get(waiter)
-        if b is None or b.handoff is not None:
-            return b is not None and b.handoff.producer == a.jobid
-        area = handoff.source(a, b)
+        if b is None:
+            return False
+        if b.handoff is not None:
+            return b.handoff.producer == a.jobid and handoff.sealed(a)
+        running = not handoff.sealed(a)
+        area = handoff.source(a, b, early=running)
         if area is None:
             return False
         name = flux.job.JobID(a.jobid).f58
@@ -140,12 +155,21 @@ class Handoffs:
                 area=area,
                 node=a.nodes[0],
                 remote=remote,
+                running=running,
             ),
         )
         self.apply(a.jobid, E.ConsumerAdded(t, consumer=waiter))
         self.readers[a.jobid].add(waiter)
         self.check(self.records[a.jobid], t)  # (what it knows of it, now)
-        return True
+        return not running
+
+    def linked(self):
+        """The consumers that will read their producer's RAM disk."""
+        for consumers in self.readers.values():
+            for jobid in consumers:
+                c = self.records.get(jobid)
+                if c is not None and handoff.may_read_ramdisk(c):
+                    yield c
 
     def check(self, rec, t):
         for consumer in sorted(
@@ -160,11 +184,14 @@ class Handoffs:
             if c.final:
                 self.readers[rec.jobid].discard(consumer)
                 continue
-            on_ramdisk, verdict = handoff.view(rec)
-            if (c.handoff.on_ramdisk, c.handoff.verdict) != (on_ramdisk, verdict):
+            on_ramdisk, verdict, running = handoff.view(rec)
+            h = c.handoff
+            if (h.on_ramdisk, h.verdict, h.running) != (on_ramdisk, verdict, running):
                 self.apply(
                     consumer,
-                    E.ProducerChanged(t, on_ramdisk=on_ramdisk, verdict=verdict),
+                    E.ProducerChanged(
+                        t, on_ramdisk=on_ramdisk, verdict=verdict, running=running
+                    ),
                 )
         if not self.readers.get(rec.jobid):
             self.readers.pop(rec.jobid, None)
