@@ -1,6 +1,8 @@
 """The workflow hand-off in the core: which job may read which RAM disk,
 what a consumer waits for, and how long a producer's RAM disk stays."""
 
+import dataclasses
+
 import pytest
 from test_core_table import run
 
@@ -9,6 +11,7 @@ from flux_rsa.core import actions as A
 from flux_rsa.core import admit
 from flux_rsa.core import events as E
 from flux_rsa.core import handoff, parse_request
+from flux_rsa.core.states import Mount
 from flux_rsa.core.states import RsaState as S
 
 POLICY = Policy.from_config(
@@ -181,14 +184,14 @@ def test_without_readers_a_producer_goes_as_before():
 
 def test_a_consumer_is_linked_while_its_producer_runs_and_stages_in_once_it_ended():
     a = running_producer()
-    assert handoff.producing(a) and not handoff.sealed(a)
+    assert handoff.writing(a) and not handoff.sealed(a)
     assert handoff.source(a, consumer()) is None  # not final yet
     assert handoff.source(a, consumer(), early=True) == "/rd/7.1/out"
     assert handoff.view(a) == (False, None, True)
     b = run(
         consumer(),
         E.Handoff(
-            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", running=True
+            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", writing=True
         ),
     )[0]
     assert not handoff.served(b)  # the producer's RAM disk must stay for it
@@ -206,10 +209,15 @@ def test_a_consumer_is_linked_while_its_producer_runs_and_stages_in_once_it_ende
     b, acts = run(b, E.Starting(12, ranks=(1,)))
     assert not any(isinstance(x, A.ReplyStart) for x in acts)  # never on a part
     ended = run(a, E.Finished(13))[0]
-    on_ramdisk, verdict, running = handoff.view(ended)
+    # an image's last writes reach it as its compute nodes let go of it
+    letting_go = dataclasses.replace(ended, mount=Mount.DETACHING)
+    assert handoff.writing(letting_go) and not handoff.sealed(letting_go)
+    assert handoff.source(letting_go, consumer()) is None
+    on_ramdisk, verdict, writing = handoff.view(ended)
+    assert on_ramdisk and not writing
     b, acts = run(
         b,
-        E.ProducerChanged(14, on_ramdisk=on_ramdisk, verdict=verdict, running=running),
+        E.ProducerChanged(14, on_ramdisk=on_ramdisk, verdict=verdict, writing=writing),
     )
     [stage] = [x for x in acts if isinstance(x, A.StartStage)]
     assert b.rsa_state is S.STAGING_IN and stage.src == "/rd/7.1/out"
@@ -219,14 +227,14 @@ def test_a_producer_that_ends_without_its_ramdisk_sends_an_early_consumer_to_dat
     b = run(
         consumer(),
         E.Handoff(
-            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", running=True
+            7, producer=7, name="f7", area="/rd/7.1/out", node="rsa0", writing=True
         ),
         E.OnDeck(8),
         E.HolderAllocated(9, 1, ("rsa0",), 4 << 20),
         E.HolderStarted(10, 1),
         E.RamdiskBuilt(11, 1, "/rd/9.1"),
         # its RAM disk lost as it ended: outputs not final anywhere yet
-        E.ProducerChanged(12, on_ramdisk=False, verdict=None, running=False),
+        E.ProducerChanged(12, on_ramdisk=False, verdict=None, writing=False),
     )[0]
     assert b.rsa_state is S.BOOTED and handoff.served(b)
     b, acts = run(b, E.ProducerChanged(13, on_ramdisk=False, verdict=True))

@@ -203,12 +203,12 @@ def test_a_consumer_of_a_running_producer_is_linked_at_once_and_answered_at_its_
     records[9] = consumer()
     waiters.check(records[7])  # (what the service does once 9 came)
     assert answers == []  # the producer runs: its outputs are not final
-    assert records[9].handoff.running and records[7].consumers == (9,)
+    assert records[9].handoff.writing and records[7].consumers == (9,)
     assert [c.jobid for c in handoffs.linked()] == [9]  # for the on-deck pass
     apply(7, E.Finished(20.0))
     assert answers == [{"ok": True, "handoff": True}]
     h = records[9].handoff
-    assert h.on_ramdisk and not h.running and h.area == "/rd/7.1/out"
+    assert h.on_ramdisk and not h.writing and h.area == "/rd/7.1/out"
 
 
 def test_the_jobs_a_job_waits_for_are_known_and_only_them():

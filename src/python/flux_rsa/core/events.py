@@ -205,14 +205,14 @@ class Started(Event):
 class Handoff(Event):
     """This job's inputs are the outputs of job ``producer``, final on its
     RAM disk at ``area`` on RSA node ``node``: its wait is over; or, while
-    ``running``, to be final there when that job ends."""
+    ``writing``, to be final there once that job has ended and let go of it."""
 
     producer: int
     name: str  # the producer's jobid as people write it (f58)
     area: str
     node: str
     remote: bool = False  # its RAM disk is a volume other RSA nodes can mount
-    running: bool = False  # the producer still runs: its outputs are not final yet
+    writing: bool = False  # the producer's outputs are not final there yet
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ class ProducerChanged(Event):
 
     on_ramdisk: bool
     verdict: object  # after_staged(producer): None, True or why never
-    running: bool = False  # it still runs, its outputs on its RAM disk
+    writing: bool = False  # its outputs are still being written there
 
 
 @dataclass(frozen=True)

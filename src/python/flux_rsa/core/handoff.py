@@ -8,10 +8,11 @@ outputs (``afterstaged``, said or implied: see the jobtap plugin's
 ``afterstaged.c``).  Once A's job has ended its outputs on the RAM disk
 are final: B's wait ends then, not when A's stage-out is done, and B's
 stage-in copies from A's RAM disk while A's stage-out copies the same
-files to ``data_out``.  B is linked to A earlier, while A's job still
-runs with its outputs on its RAM disk (``producing``): B, still waiting,
-is then put on deck (placed beside A, its RAM disk made), and only its
-stage-in waits for A's end.  A's RAM disk stays (its capacity held, in the
+files to ``data_out``.  Final means also that A's compute nodes have let
+go of its RAM disk (an image holds its last writes only then).  B is
+linked to A earlier, while A's outputs are still being written there
+(``writing``): B, still waiting, is then put on deck (placed beside A,
+its RAM disk made), and only its stage-in waits for them to be final.  A's RAM disk stays (its capacity held, in the
 KEPT state once its outputs are home) until every consumer has its
 inputs, bounded by ``[rsa] handoff-keep``.  A consumer placed on another
 RSA node reads A's RAM disk there through its volume (a RAM disk served
@@ -25,7 +26,7 @@ Pure: questions about records, answered from records.
 
 from flux_rsa.core.outputs import after_staged
 from flux_rsa.core.record import OUT_AREA
-from flux_rsa.core.states import JobState, RsaState
+from flux_rsa.core.states import JobState, Mount, RsaState
 
 S = RsaState
 
@@ -38,33 +39,40 @@ def _inside(path, top):
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
+def _outputs_there(a):
+    return a.ramdisk is not None and a.env is not None and a.env.out_on_ramdisk
+
+
 def sealed(a):
-    """A's job has ended and its outputs, final, are on its RAM disk."""
+    """A's job has ended, its compute nodes have let go of its RAM disk
+    (an image's last writes are in it), and its outputs, final, are there."""
     return (
         a.job_state is JobState.FINISHED
         and a.rsa_state in SEALED
-        and a.ramdisk is not None
-        and a.env is not None
-        and a.env.out_on_ramdisk
+        and a.mount in (Mount.NONE, Mount.FAILED)
+        and _outputs_there(a)
     )
 
 
-def producing(a):
-    """A's job runs with its output area on its RAM disk: its outputs will
-    be final there when it ends."""
+def writing(a):
+    """A's outputs are still being written on its RAM disk: its job runs
+    with its output area there, or has ended and its compute nodes still
+    hold the RAM disk.  They will be final there (``sealed``) next."""
+    if not _outputs_there(a):
+        return False
+    if a.job_state is JobState.RUNNING:
+        return a.rsa_state in (S.INUSE_IN, S.INUSE_OUT)
     return (
-        a.job_state is JobState.RUNNING
-        and a.rsa_state in (S.INUSE_IN, S.INUSE_OUT)
-        and a.ramdisk is not None
-        and a.env is not None
-        and a.env.out_on_ramdisk
+        a.job_state is JobState.FINISHED
+        and a.rsa_state in SEALED
+        and a.mount not in (Mount.NONE, Mount.FAILED)
     )
 
 
 def source(a, b, early=False):
     """The directory on A's RAM disk holding what B will find at its
     data_in, when B may receive it from there (``early``: will, once A's
-    job, still running, has ended); else None.  Only copies qualify: A's
+    outputs, still being written, are final); else None.  Only copies qualify: A's
     stage-out and B's stage-in both plain copies (a script or tar would
     make data_out or data_in something other than A's output area), the
     same owner, B not opted out."""
@@ -79,7 +87,7 @@ def source(a, b, early=False):
         or not _inside(rb.data_in, ra.data_out)
     ):
         return None
-    if not (producing(a) if early else sealed(a)) or not a.nodes:
+    if not (writing(a) if early else sealed(a)) or not a.nodes:
         return None
     if len((a.volume or {}).get("images") or ()) > 1:
         return None  # its outputs are spread over its nodes' images: data_out has them whole
@@ -88,12 +96,12 @@ def source(a, b, early=False):
 
 
 def view(a):
-    """(on_ramdisk, verdict, running): what a consumer needs to know of
+    """(on_ramdisk, verdict, writing): what a consumer needs to know of
     producer A (``a`` None: the producer's record is gone)."""
     if a is None:
         return False, "the RSA has no record of it any more", False
     verdict = True if a.output_home is True else after_staged(a)
-    return sealed(a), verdict, producing(a)
+    return sealed(a), verdict, writing(a)
 
 
 def across(b):
@@ -116,9 +124,9 @@ def reads_ramdisk(b):
 def may_read_ramdisk(b):
     """B is to read its producer's RAM disk: it can, or will once its
     reservation is placed (next to it, ``service.workflow``) or its
-    producer has ended."""
+    producer's outputs are final."""
     h = b.handoff
-    if h is None or not (h.on_ramdisk or h.running) or h.failed:
+    if h is None or not (h.on_ramdisk or h.writing) or h.failed:
         return False
     return h.remote or not across(b)
 
@@ -149,7 +157,7 @@ def served(b):
         return True
     if b.job_state in (JobState.FINISHED, JobState.CANCELED) or b.failed:
         return True
-    if b.handoff.failed or not (b.handoff.on_ramdisk or b.handoff.running):
+    if b.handoff.failed or not (b.handoff.on_ramdisk or b.handoff.writing):
         return True
     if across(b) and not b.handoff.remote:
         return True  # placed where it cannot read it: it reads data_in once home

@@ -23,8 +23,8 @@ def take_handoff(rec, ev):
         ev.area,
         ev.node,
         ev.remote,
-        on_ramdisk=not ev.running,
-        running=ev.running,
+        on_ramdisk=not ev.writing,
+        writing=ev.writing,
     )
     return _set(rec, handoff=handoff), [
         A.PostEvent(rec.jobid, "handoff", {"from": ev.name, "node": ev.node})
@@ -33,7 +33,7 @@ def take_handoff(rec, ev):
 
 def producer_changed(rec, ev):
     h = dataclasses.replace(
-        rec.handoff, on_ramdisk=ev.on_ramdisk, verdict=ev.verdict, running=ev.running
+        rec.handoff, on_ramdisk=ev.on_ramdisk, verdict=ev.verdict, writing=ev.writing
     )
     return _set(rec, handoff=h), []
 

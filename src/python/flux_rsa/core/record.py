@@ -158,9 +158,9 @@ class Handoff:
     node: str  # the RSA node holding it (a stage-in there reads it directly)
     remote: bool = False  # a stage-in on another RSA node can mount it (a volume)
     on_ramdisk: bool = True  # the producer's RAM disk still holds them
-    #: the producer still runs, its outputs on its RAM disk (linked early:
+    #: the producer's outputs are still being written there (linked early:
     #: this job's RAM disk is made meanwhile, its stage-in waits)
-    running: bool = False
+    writing: bool = False
     verdict: object = None  # after_staged(producer): None, True (home), or why never
     failed: bool = False  # a stage-in from the producer's RAM disk failed
 

@@ -138,8 +138,8 @@ class Handoffs:
             return False
         if b.handoff is not None:
             return b.handoff.producer == a.jobid and handoff.sealed(a)
-        running = not handoff.sealed(a)
-        area = handoff.source(a, b, early=running)
+        writing = not handoff.sealed(a)
+        area = handoff.source(a, b, early=writing)
         if area is None:
             return False
         name = flux.job.JobID(a.jobid).f58
@@ -155,13 +155,13 @@ class Handoffs:
                 area=area,
                 node=a.nodes[0],
                 remote=remote,
-                running=running,
+                writing=writing,
             ),
         )
         self.apply(a.jobid, E.ConsumerAdded(t, consumer=waiter))
         self.readers[a.jobid].add(waiter)
         self.check(self.records[a.jobid], t)  # (what it knows of it, now)
-        return not running
+        return not writing
 
     def linked(self):
         """The consumers that will read their producer's RAM disk."""
@@ -184,13 +184,13 @@ class Handoffs:
             if c.final:
                 self.readers[rec.jobid].discard(consumer)
                 continue
-            on_ramdisk, verdict, running = handoff.view(rec)
+            on_ramdisk, verdict, writing = handoff.view(rec)
             h = c.handoff
-            if (h.on_ramdisk, h.verdict, h.running) != (on_ramdisk, verdict, running):
+            if (h.on_ramdisk, h.verdict, h.writing) != (on_ramdisk, verdict, writing):
                 self.apply(
                     consumer,
                     E.ProducerChanged(
-                        t, on_ramdisk=on_ramdisk, verdict=verdict, running=running
+                        t, on_ramdisk=on_ramdisk, verdict=verdict, writing=writing
                     ),
                 )
         if not self.readers.get(rec.jobid):
