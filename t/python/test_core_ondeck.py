@@ -269,3 +269,38 @@ def test_a_default_bigger_than_the_known_pool_is_clamped_when_the_job_comes():
         2, 1000, 2, parse_request({"data_in": "/in", "capacity": "8M"}), known, 0
     )
     assert settle(asked, Ev.Event(0.0)) == (asked, [])
+
+
+def holding(rec, node, size, job_state=J.RUNNING, rsa_state=S.INUSE_OUT):
+    return dataclasses.replace(
+        rec, job_state=job_state, rsa_state=rsa_state, nodes=(node,), granted=size
+    )
+
+
+def test_a_job_waiting_for_its_producer_is_taken_only_beside_it_and_last():
+    recs = records((1, "40M"), (2, "4M"), (3, "20M"))
+    recs[1] = holding(recs[1], "rsa0", 40 * MB)  # the producer, running
+    waiting = Pending(3, priority=0, t_submit=9.0, beside="rsa0")
+    # room beside the producer once the pending job 2 is placed: taken
+    assert select(queue(2) + [waiting], recs, NODES, POLICY, now=0) == {2, 3}
+    # no room beside it (rsa1 has room): it waits
+    recs[2] = holding(recs[2], "rsa0", 8 * MB)
+    assert select([waiting], recs, NODES, POLICY, now=0) == set()
+
+
+def test_a_job_waiting_for_its_producer_never_takes_capacity_back_but_gives_it():
+    recs = records((1, "40M"), (2, "24M"), (3, "24M"), (4, "64M"))
+    recs[1] = holding(recs[1], "rsa0", 40 * MB)  # the producer, running
+    recs[4] = holding(recs[4], "rsa1", 64 * MB)  # rsa1 is full
+    waiting = Pending(3, priority=0, t_submit=9.0, beside="rsa0")
+    # 2, on deck, holds the room beside the producer: 3 does not take it
+    held = holding(recs[2], "rsa0", 24 * MB, J.ONDECK, S.BOOTED)
+    assert select(queue(2) + [waiting], {**recs, 2: held}, NODES, POLICY, 0) == {2}
+    # 3 holds it and the pending 2 needs it: 3 gives it back
+    recs[3] = holding(recs[3], "rsa0", 24 * MB, J.ONDECK, S.BOOTED)
+    events = plan(queue(2) + [waiting], recs, NODES, POLICY, now=0)
+    assert [(j, type(ev).__name__) for j, ev in events] == [
+        (2, "OnDeck"),
+        (3, "Demoted"),
+        (3, "Revoke"),
+    ]

@@ -16,6 +16,11 @@ that still does not fit, so a later, smaller job never starves an earlier
 one (Slurm's burst-buffer rule).  A job that leaves the deck keeps its
 staged data until its capacity is actually needed (``keep_demoted``).
 
+A job still waiting for its producer, whose outputs it will copy from
+the producer's RAM disk (``Pending.beside``), is taken last, with the
+capacity left on its producer's RSA node alone: it never takes capacity
+back, and any other job may take its capacity back.
+
 The measured stage rate is the median of the newest complete stage-ins
 (``stage_rate``; ``sample`` of one record), kept by the service as records
 change.
@@ -51,6 +56,9 @@ class Pending:
     priority: int
     t_submit: float
     t_estimate: Optional[float] = None
+    #: a job waiting for its producer (the workflow hand-off), taken early
+    #: only onto this RSA node, beside its producer's RAM disk
+    beside: Optional[str] = None
 
 
 def queue_key(p):
@@ -107,6 +115,17 @@ class Ledger:
             )
             if node is not None:
                 self.free[node] += want
+
+    def take_on(self, need, node):
+        """Reserve ``need`` bytes on RSA node ``node`` alone; False if it
+        does not fit there."""
+        shape = self.policy.layout(need, len(self.free))
+        if shape is None or shape[0] != 1 or node in self.closed:
+            return False
+        if self.free.get(node, 0) < shape[1]:
+            return False
+        self.free[node] -= shape[1]
+        return True
 
     def take(self, need):
         """Reserve ``need`` bytes on open nodes; False if it does not fit.
@@ -186,16 +205,20 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
     position = {p.jobid: i for i, p in enumerate(order)}
     pending_ids = set(position)
 
-    def candidate(p):
+    def eligible(p):
         rec = records.get(p.jobid)
-        if (
+        return not (
             rec is None
             or rec.rsa_state is S.INELIGIBLE
             or rec.failed
             or not rec.need
             or rec.measure is not Measure.NONE
-        ):
+        )
+
+    def candidate(p):
+        if p.beside is not None or not eligible(p):
             return False
+        rec = records[p.jobid]
         stay = HYSTERESIS if rec.job_state is J.ONDECK else 1.0
         if p.t_estimate is not None:
             return p.t_estimate - now <= window(rec, policy, rate) * stay
@@ -260,6 +283,14 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
     for jobid, rec in movable.items():
         if jobid in key:
             ondeck.add(jobid)
+    # then jobs waiting for their producer, with what is left beside it:
+    # they never take capacity back, and one that does not fit there
+    # waits (its copy from another node would be slower)
+    for p in order:
+        if p.beside is None or not eligible(p):
+            continue
+        if p.jobid in movable or ledger.take_on(records[p.jobid].need, p.beside):
+            ondeck.add(p.jobid)
     return Decision(ondeck, revoke, never)
 
 

@@ -350,9 +350,10 @@ class Service:
     def consumers_waiting(self, listed):
         """Consumers held by their dependency on a producer that runs (or
         has just ended), their inputs to come from its RAM disk, and by
-        nothing else: for the pass, pending behind every job that is
-        (priority 0), so their RAM disks are made while the producer runs
-        and only the copy of its outputs is left for its end."""
+        nothing else: for the pass, pending behind every job that is, and
+        only beside their producer's RAM disk (``ondeck.Pending.beside``),
+        so their RAM disks are made while the producer runs and only the
+        copy of its outputs is left for its end."""
         seen = {p.jobid for p in listed}
         out = []
         for rec in self.handoffs.linked():
@@ -362,7 +363,8 @@ class Service:
             if facts.after is None or not facts.after <= {rec.handoff.producer}:
                 continue  # it also waits for something else
             seen.add(rec.jobid)
-            out.append(ondeck.Pending(rec.jobid, 0, facts.t_submit))
+            beside = rec.handoff.node  # (where its copy is fastest)
+            out.append(ondeck.Pending(rec.jobid, 0, facts.t_submit, beside=beside))
         return out
 
     # --- actions out ---
