@@ -325,10 +325,11 @@ def cached_soon(paths, want, seconds=10.0):
 
 @needs_root
 def test_the_read_ahead_brings_the_files_into_memory_and_no_more(work):
-    """What a compute node reads ahead after its attach is the files of
-    the mounted image (the job's inputs), read into the file system's
-    own pages; never a file a symbolic link in it names, and a FIFO in it
-    keeps nothing waiting."""
+    """What a compute node reads ahead after its attach is the small
+    files of the mounted image (the job's inputs), read into the file
+    system's own pages; not a large one (read as the job reads it), never
+    a file a symbolic link in it names, and a FIFO in it keeps nothing
+    waiting."""
     path = made(work, 64 * MiB)
     mnt = os.path.join(work, "m")
     os.mkdir(mnt)
@@ -345,6 +346,9 @@ def test_the_read_ahead_brings_the_files_into_memory_and_no_more(work):
     for name in files:  # 9.4 MiB in files of 16 KiB
         with open(name, "wb") as f:
             f.write(data)
+    big = os.path.join(mnt, "in", "big")
+    with open(big, "wb") as f:
+        f.write(os.urandom(image.READ_AHEAD_FILE + 4096))
     os.symlink(outside, os.path.join(mnt, "in", "link"))
     os.symlink(other, os.path.join(mnt, "in", "dirlink"))
     os.mkfifo(os.path.join(mnt, "in", "fifo"))
@@ -357,7 +361,7 @@ def test_the_read_ahead_brings_the_files_into_memory_and_no_more(work):
         assert sum(resident(p) for p in files) == 0
         assert image.read_ahead(mnt) == 600 * len(data)
         assert cached_soon(files, 600 * len(data)) == 600 * len(data)
-        assert resident(outside) == 0
+        assert resident(outside) == 0 and resident(big) == 0
     finally:
         image.unmount(mnt)
         image.unmount(other)

@@ -508,6 +508,9 @@ def _major_minor(device):
 
 #: the share of a compute node's available memory the read-ahead may fill
 READ_AHEAD_SHARE = 4
+#: the largest file read ahead: a larger one is read as the job reads it,
+#: the kernel's own read-ahead keeping requests in flight
+READ_AHEAD_FILE = 1 << 20
 
 
 def _available_memory():
@@ -521,12 +524,12 @@ def _available_memory():
     return 0
 
 
-def read_ahead(root, limit=None):
-    """Ask the kernel to read every regular file under the mounted image
-    at ``root`` into this node's page cache (``POSIX_FADV_WILLNEED``: the
-    reads are queued, many at once, and not waited for), so that the
-    job's first reads of its inputs come from memory, not one round trip
-    to the RSA node each.  The pages are the file system's own, the ones
+def read_ahead(root, limit=None, largest=READ_AHEAD_FILE):
+    """Ask the kernel to read every regular file of at most ``largest``
+    bytes under the mounted image at ``root`` into this node's page cache
+    (``POSIX_FADV_WILLNEED``: the reads are queued, many at once, and not
+    waited for), so that the job's first reads of its small inputs come
+    from memory, not one round trip to the RSA node each.  The pages are the file system's own, the ones
     the job's reads use (the loop device reads the image file directly:
     nothing is cached twice), and they go with the unmount.  At most
     ``limit`` bytes (default: a quarter of the node's available memory).
@@ -553,7 +556,11 @@ def read_ahead(root, limit=None):
                 continue  # gone, a symbolic link, a device (nodev)
             try:
                 st = os.fstat(fd)
-                if stat.S_ISREG(st.st_mode) and st.st_dev == top:
+                if (
+                    stat.S_ISREG(st.st_mode)
+                    and st.st_dev == top
+                    and st.st_size <= largest
+                ):
                     length = min(st.st_size, limit - done)
                     os.posix_fadvise(fd, 0, length, os.POSIX_FADV_WILLNEED)
                     done += length
