@@ -12,9 +12,10 @@ files to ``data_out``.  Final means also that A's compute nodes have let
 go of its RAM disk (an image holds its last writes only then).  B is
 linked to A earlier, while A's outputs are still being written there
 (``writing``): B, still waiting, is then put on deck (placed beside A,
-its RAM disk made), and only its stage-in waits for them to be final.  A's RAM disk stays (its capacity held, in the
-KEPT state once its outputs are home) until every consumer has its
-inputs, bounded by ``[rsa] handoff-keep``.  A consumer placed on another
+its RAM disk made), and only its stage-in waits for them to be final.
+A's RAM disk stays (its capacity held, in the KEPT state once its
+outputs are home) until every consumer has its inputs, bounded by
+``[rsa] handoff-keep``.  A consumer placed on another
 RSA node reads A's RAM disk there through its volume (a RAM disk served
 to compute nodes).  A consumer that cannot read A's RAM disk (placed on
 another RSA node than a RAM disk only its node sees, or lost) waits
@@ -72,10 +73,10 @@ def writing(a):
 def source(a, b, early=False):
     """The directory on A's RAM disk holding what B will find at its
     data_in, when B may receive it from there (``early``: will, once A's
-    outputs, still being written, are final); else None.  Only copies qualify: A's
-    stage-out and B's stage-in both plain copies (a script or tar would
-    make data_out or data_in something other than A's output area), the
-    same owner, B not opted out."""
+    outputs, still being written, are final); else None.  Only copies
+    qualify: A's stage-out and B's stage-in both plain copies (a script
+    or tar would make data_out or data_in something other than A's output
+    area), the same owner, B not opted out."""
     ra, rb = a.request, b.request
     if a.jobid == b.jobid or a.userid != b.userid:
         return None

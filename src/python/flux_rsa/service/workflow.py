@@ -103,8 +103,9 @@ class Waiters:
 # * ``link(a, waiter)``: the afterstaged wait of job ``waiter`` on job ``a``
 #   may end now because ``waiter`` will read ``a``'s outputs from its RAM
 #   disk: the consumer gets ``Handoff``, the producer ``ConsumerAdded``.
-#   While ``a`` still runs with its outputs there, the same link is made
-#   and the wait goes on until ``a`` has ended.
+#   While ``a``'s outputs are still being written there (its job runs, or
+#   its compute nodes still hold its RAM disk), the same link is made and
+#   the wait goes on until they are final.
 # * ``linked()``: those consumers, for the on-deck pass to place early
 #   (a consumer linked while its producer runs is still waiting).
 # * ``check(rec)`` (every committed change): a producer's consumers get
@@ -130,8 +131,8 @@ class Handoffs:
 
     def link(self, a, waiter, t):
         """True when job ``waiter`` now reads ``a``'s outputs from its RAM
-        disk (its wait is over).  While ``a``'s job still runs with its
-        outputs there, ``waiter`` is linked already (its RAM disk is made
+        disk (its wait is over).  While ``a``'s outputs are still being
+        written there, ``waiter`` is linked already (its RAM disk is made
         meanwhile) but waits on."""
         b = self.records.get(waiter)
         if b is None:
