@@ -287,7 +287,7 @@ def decide(pending, records, nodes, policy, now, rate=0.0, drained=()):
     # they never take capacity back, and one that does not fit there
     # waits (its copy from another node would be slower)
     for p in order:
-        if p.beside is None or not eligible(p):
+        if p.beside is None or p.jobid in revoke or not eligible(p):
             continue
         if p.jobid in movable or ledger.take_on(records[p.jobid].need, p.beside):
             ondeck.add(p.jobid)
