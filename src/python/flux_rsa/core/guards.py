@@ -4,7 +4,15 @@ each a function whose name reads as the condition it checks.  Pure.
 
 from flux_rsa.core import handoff
 from flux_rsa.core import steps as do
-from flux_rsa.core.states import ENDED, JobState, Measure, Mount, Offer, RsaState
+from flux_rsa.core.states import (
+    ENDED,
+    LET_GO,
+    JobState,
+    Measure,
+    Mount,
+    Offer,
+    RsaState,
+)
 
 J = JobState
 S = RsaState
@@ -228,7 +236,7 @@ def given_unmounted(rec):
 
 def unmounted(rec):
     """Nothing of the RAM disk is (being) attached on compute nodes."""
-    return rec.mount in (Mount.NONE, Mount.FAILED)
+    return rec.mount in LET_GO
 
 
 def give_back(rec):

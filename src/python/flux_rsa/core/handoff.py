@@ -27,7 +27,7 @@ Pure: questions about records, answered from records.
 
 from flux_rsa.core.outputs import after_staged
 from flux_rsa.core.record import OUT_AREA
-from flux_rsa.core.states import JobState, Mount, RsaState
+from flux_rsa.core.states import LET_GO, JobState, RsaState
 
 S = RsaState
 
@@ -50,7 +50,7 @@ def sealed(a):
     return (
         a.job_state is JobState.FINISHED
         and a.rsa_state in SEALED
-        and a.mount in (Mount.NONE, Mount.FAILED)
+        and a.mount in LET_GO
         and _outputs_there(a)
     )
 
@@ -66,7 +66,7 @@ def writing(a):
     return (
         a.job_state is JobState.FINISHED
         and a.rsa_state in SEALED
-        and a.mount not in (Mount.NONE, Mount.FAILED)
+        and a.mount not in LET_GO
     )
 
 

@@ -12,6 +12,7 @@ from flux_rsa.core.areas import IN_AREA, OUT_AREA  # noqa: F401 (theirs too)
 from flux_rsa.core.states import (
     AT_REST,
     ENDED,
+    LET_GO,
     JobState,
     Measure,
     Mount,
@@ -251,7 +252,7 @@ class Record:
         return (
             self.job_state in ENDED
             and self.rsa_state in AT_REST
-            and self.mount in (Mount.NONE, Mount.FAILED)
+            and self.mount in LET_GO
         )
 
     @property

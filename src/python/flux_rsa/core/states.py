@@ -174,6 +174,10 @@ PRE_RUN = frozenset({J.PENDING, J.ONDECK, J.DEMOTED})
 #: job-states after which the compute job can never run again
 ENDED = frozenset({J.FINISHED, J.CANCELED})
 
+#: mounts in which no compute node holds the RAM disk, nor is being asked to
+#: (an image's last writes are in it)
+LET_GO = frozenset({Mount.NONE, Mount.FAILED})
+
 #: rsa-states in which nothing is held and nothing is in flight
 AT_REST = frozenset({S.INITIAL, S.INELIGIBLE, S.DESTROYED})
 
