@@ -15,9 +15,9 @@ linked to A earlier, while A's outputs are still being written there
 its RAM disk made), and only its stage-in waits for them to be final.
 A's RAM disk stays (its capacity held, in the KEPT state once its
 outputs are home) until every consumer has its inputs, bounded by
-``[rsa] handoff-keep``.  A consumer placed on another
-RSA node reads A's RAM disk there through its volume (a RAM disk served
-to compute nodes).  A consumer that cannot read A's RAM disk (placed on
+``[rsa] handoff-keep``.  A consumer placed on another RSA node reads
+A's RAM disk there through its volume (a RAM disk served to compute
+nodes).  A consumer that cannot read A's RAM disk (placed on
 another RSA node than a RAM disk only its node sees, or lost) waits
 until A's outputs are home and reads ``data_in`` as any job does; if they
 never come home it never starts on a part of them.

@@ -529,9 +529,10 @@ def read_ahead(root, limit=None, largest=READ_AHEAD_FILE):
     bytes under the mounted image at ``root`` into this node's page cache
     (``POSIX_FADV_WILLNEED``: the reads are queued, many at once, and not
     waited for), so that the job's first reads of its small inputs come
-    from memory, not one round trip to the RSA node each.  The pages are the file system's own, the ones
-    the job's reads use (the loop device reads the image file directly:
-    nothing is cached twice), and they go with the unmount.  At most
+    from memory, not one round trip to the RSA node each.  The pages are
+    the file system's own, the ones the job's reads use (the loop device
+    reads the image file directly: nothing is cached twice), and they go
+    with the unmount.  At most
     ``limit`` bytes (default: a quarter of the node's available memory).
     Never follows a symbolic link or leaves the file system (the job may
     change its tree meanwhile), opens nothing that is not a regular
