@@ -2,8 +2,9 @@
 """uid0-watch.py UID STOPFILE REPORT: until STOPFILE exists, look through
 /proc every 50 ms for processes of user UID and everything they started
 (their descendants) that hold uid 0 (real, effective or saved).  The ones
-allowed to (flux-imp, the entry point it runs, and the GlusterFS servers and
-clients the entry point starts for a RAM disk spanning nodes) are counted;
+allowed to (flux-imp, the entry point it runs, and the programs the entry
+point starts: GlusterFS's servers and clients for a RAM disk spanning nodes,
+e2fsprogs' tools for an image) are counted;
 any other is a violation.  REPORT gets a JSON object: {"seen": {comm: samples},
 "violations": [lines]}."""
 
@@ -14,8 +15,10 @@ import time
 
 ALLOWED = {"flux-imp", "rsa-imp-run"}
 #: what the entry point starts as root because the engine needs it: the
-#: brick servers and clients of a RAM disk spanning RSA nodes (GlusterFS)
-ENGINE = {"glusterfsd", "glusterfs"}
+#: brick servers and clients of a RAM disk spanning RSA nodes (GlusterFS),
+#: and the tools that make, check and grow an image (e2fsprogs; they run for
+#: a few milliseconds, so a sample meets them only now and then)
+ENGINE = {"glusterfsd", "glusterfs", "mke2fs", "e2fsck", "resize2fs"}
 
 
 def processes():
