@@ -14,11 +14,12 @@ import sys
 import time
 
 ALLOWED = {"flux-imp", "rsa-imp-run"}
-#: what the entry point starts as root because the engine needs it: the
-#: brick servers and clients of a RAM disk spanning RSA nodes (GlusterFS),
-#: and the tools that make, check and grow an image (e2fsprogs; they run for
-#: a few milliseconds, so a sample meets them only now and then)
-ENGINE = {"glusterfsd", "glusterfs", "mke2fs", "e2fsck", "resize2fs"}
+#: the programs the entry point starts as root, allowed only as its
+#: descendants: the brick servers and clients of a RAM disk spanning RSA
+#: nodes (GlusterFS), and the tools that make, check and grow an image
+#: (e2fsprogs; they run for a few milliseconds, so a sample meets them only
+#: now and then)
+ENTRY_POINT_RUNS = {"glusterfsd", "glusterfs", "mke2fs", "e2fsck", "resize2fs"}
 
 
 def processes():
@@ -65,7 +66,7 @@ def main():
             if pid not in theirs and parent not in theirs:
                 continue  # not started by that user
             if comm in ALLOWED or (
-                comm in ENGINE and started_by_entry_point(pid, procs)
+                comm in ENTRY_POINT_RUNS and started_by_entry_point(pid, procs)
             ):
                 seen[comm] = seen.get(comm, 0) + 1
             else:

@@ -532,11 +532,10 @@ def read_ahead(root, limit=None, largest=READ_AHEAD_FILE):
     from memory, not one round trip to the RSA node each.  The pages are
     the file system's own, the ones the job's reads use (the loop device
     reads the image file directly: nothing is cached twice), and they go
-    with the unmount.  At most
-    ``limit`` bytes (default: a quarter of the node's available memory).
-    Never follows a symbolic link or leaves the file system (the job may
-    change its tree meanwhile), opens nothing that is not a regular
-    file.  Returns the bytes asked for."""
+    with the unmount.  At most ``limit`` bytes (default: a quarter of the
+    node's available memory).  Never follows a symbolic link or leaves the
+    file system (the job may change its tree meanwhile), opens nothing
+    that is not a regular file.  Returns the bytes asked for."""
     limit = _available_memory() // READ_AHEAD_SHARE if limit is None else limit
     done = 0
     top = os.stat(root).st_dev
